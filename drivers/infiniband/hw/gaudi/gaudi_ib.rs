@@ -1,0 +1,208 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! RDMA driver for the NIC of Habana Labs Gaudi2 accelerators.
+//!
+//! All NIC ports of a device are exposed through one InfiniBand device;
+//! see Documentation/infiniband/gaudi/ for the design and the device model.
+
+use kernel::{
+    device::{
+        Bound,
+        Core, //
+    },
+    io::{
+        poll::read_poll_timeout,
+        Io, //
+    },
+    irq::{
+        Handler,
+        IrqReturn, //
+    },
+    pci,
+    prelude::*,
+    sync::{
+        atomic::{
+            Atomic,
+            Relaxed, //
+        },
+        Arc, //
+    },
+    time::Delta,
+};
+
+mod regs;
+
+const DRV_NAME: &CStr = c"gaudi_ib";
+
+/// MSI-X vectors the driver uses.
+const NUM_VECTORS: u32 = 4;
+
+type Bar0 = pci::DevresBar<{ regs::BAR0_SIZE }>;
+
+/// State shared between process context and the interrupt handlers.
+struct Shared {
+    bar: Bar0,
+}
+
+/// Handler of one MSI-X vector.
+///
+/// Interrupts merge, so the handler never counts interrupts as events: it
+/// reads the cause register and handles every cause it finds.
+struct VectorHandler {
+    shared: Arc<Shared>,
+    /// Test interrupts seen on this vector.
+    test_irqs: Atomic<u32>,
+}
+
+impl Handler for VectorHandler {
+    fn handle(&self) -> IrqReturn {
+        let Some(bar) = self.shared.bar.try_access() else {
+            return IrqReturn::None;
+        };
+        let cause = bar.read32(regs::IRQ_CAUSE);
+        if cause == 0 {
+            return IrqReturn::None;
+        }
+        bar.write32(cause, regs::IRQ_CAUSE);
+        if cause & regs::CAUSE_TEST != 0 {
+            self.test_irqs.add(1, Relaxed);
+        }
+        IrqReturn::Handled
+    }
+}
+
+/// A bound Gaudi2 NIC.
+struct GaudiIb<'bound> {
+    // Dropped first: interrupts are freed while the BAR is still mapped.
+    irqs: pci::IrqHandlers<'bound, VectorHandler>,
+    pdev: &'bound pci::Device<Bound>,
+}
+
+impl GaudiIb<'_> {
+    /// Check that this is a device and a programming model we know.
+    fn identify(pdev: &pci::Device<Bound>, bar: &pci::Bar<'_, { regs::BAR0_SIZE }>) -> Result {
+        let id = bar.read32(regs::ID);
+        if id != regs::ID_MAGIC {
+            dev_err!(
+                pdev,
+                "unknown identification {:#010x} (expected {:#010x}), refusing device\n",
+                id,
+                regs::ID_MAGIC
+            );
+            return Err(ENODEV);
+        }
+        let version = bar.read32(regs::VERSION);
+        let (major, minor) = (version >> 16, version & 0xffff);
+        if major != regs::MODEL_MAJOR {
+            dev_err!(
+                pdev,
+                "unsupported programming model {}.{} (driver implements {}.x)\n",
+                major,
+                minor,
+                regs::MODEL_MAJOR
+            );
+            return Err(ENODEV);
+        }
+        dev_info!(pdev, "identified Gaudi2 NIC, programming model {}.{}\n", major, minor);
+        // A register that holds what was written proves BAR0 writes land.
+        const PATTERN: u32 = 0xa5c3_5a3c;
+        bar.write32(PATTERN, regs::SCRATCH);
+        let back = bar.read32(regs::SCRATCH);
+        if back != PATTERN {
+            dev_err!(pdev, "scratch register reads {:#010x} after writing {:#010x}\n", back, PATTERN);
+            return Err(EIO);
+        }
+        Ok(())
+    }
+
+    /// Raise a test interrupt on every vector and wait until its handler
+    /// has seen it.
+    fn test_interrupts(pdev: &pci::Device<Bound>, shared: &Shared, irqs: &pci::IrqHandlers<'_, VectorHandler>) -> Result {
+        for vector in 0..irqs.len() {
+            let handler = irqs.handler(vector).ok_or(EINVAL)?;
+            let before = handler.test_irqs.load(Relaxed);
+            shared.bar.access(pdev.as_ref())?.write32(vector as u32, regs::IRQ_TEST);
+            let seen = read_poll_timeout(
+                || Ok(handler.test_irqs.load(Relaxed)),
+                |n| *n != before,
+                Delta::from_millis(1),
+                Delta::from_secs(2),
+            )
+            .inspect_err(|_| {
+                dev_err!(pdev, "MSI-X test interrupt on vector {} not received\n", vector)
+            })?;
+            dev_info!(
+                pdev,
+                "MSI-X test interrupt received on vector {} (irq {}), count {}\n",
+                vector,
+                irqs.irq(vector)?,
+                seen
+            );
+        }
+        Ok(())
+    }
+}
+
+struct GaudiIbDriver;
+
+kernel::pci_device_table!(
+    PCI_TABLE,
+    <GaudiIbDriver as pci::Driver>::IdInfo,
+    [(pci::DeviceId::from_id(pci::Vendor::HABANALABS, 0x1020), ())]
+);
+
+impl pci::Driver for GaudiIbDriver {
+    type IdInfo = ();
+    type Data<'bound> = GaudiIb<'bound>;
+
+    const ID_TABLE: pci::IdTable<Self::IdInfo> = &PCI_TABLE;
+
+    fn probe<'bound>(
+        pdev: &'bound pci::Device<Core<'_>>,
+        _info: Option<&'bound Self::IdInfo>,
+    ) -> impl PinInit<Self::Data<'bound>, Error> + 'bound {
+        dev_info!(pdev, "probe {:04x}:{:04x}\n", pdev.vendor_id().as_raw(), pdev.device_id());
+        pdev.enable_device_mem()?;
+        pdev.set_master();
+
+        let bar = pdev.iomap_region_sized::<{ regs::BAR0_SIZE }>(0, DRV_NAME)?;
+        GaudiIb::identify(pdev, &bar)?;
+        let shared = Arc::new(Shared { bar: bar.into_devres()? }, GFP_KERNEL)?;
+        dev_info!(pdev, "BAR0 mapped\n");
+
+        let msix = pci::IrqTypes::default().with(pci::IrqType::MsiX);
+        let irqs = pdev
+            .request_irq_handlers(NUM_VECTORS, msix, DRV_NAME, |_| {
+                Ok(VectorHandler {
+                    shared: shared.clone(),
+                    test_irqs: Atomic::new(0),
+                })
+            })
+            .inspect_err(|e| dev_err!(pdev, "cannot set up {} MSI-X vectors: {:?}\n", NUM_VECTORS, e))?;
+        dev_info!(pdev, "MSI-X enabled, {} vectors\n", irqs.len());
+
+        GaudiIb::test_interrupts(pdev, &shared, &irqs)?;
+        dev_info!(pdev, "probe complete\n");
+
+        Ok(GaudiIb { irqs, pdev })
+    }
+
+    fn unbind<'bound>(pdev: &'bound pci::Device<Core<'_>>, this: Pin<&Self::Data<'bound>>) {
+        this.irqs.synchronize();
+        dev_info!(pdev, "unbind\n");
+    }
+}
+
+impl Drop for GaudiIb<'_> {
+    fn drop(&mut self) {
+        dev_info!(self.pdev, "released\n");
+    }
+}
+
+kernel::module_pci_driver! {
+    type: GaudiIbDriver,
+    name: "gaudi_ib",
+    authors: ["gaudi-rdma developers"],
+    description: "Habana Labs Gaudi2 NIC RDMA driver",
+    license: "GPL v2",
+}

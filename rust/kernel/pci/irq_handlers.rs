@@ -1,0 +1,136 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Interrupt vectors of a PCI device together with their handlers.
+//!
+//! [`irq::Registration::new`] is `unsafe` because a registration that is
+//! forgotten in place leaves the interrupt core with a dangling cookie, and
+//! a handler that borrows device resources may outlive them. [`IrqHandlers`]
+//! removes both hazards for the common driver case: every registration is
+//! heap-pinned and owned by the set, handlers borrow nothing (`T: 'static`),
+//! and the set frees the interrupts before it frees the vectors.
+
+use super::{
+    Device,
+    IrqTypes,
+    IrqVectorRegistration, //
+};
+use crate::{
+    device::Bound,
+    irq::{
+        self,
+        IrqRequest, //
+    },
+    prelude::*,
+    str::CStr,
+};
+
+/// Interrupt vectors allocated for a PCI device, each with a registered
+/// handler of type `T`.
+///
+/// Dropping the set frees every interrupt (waiting for running handlers)
+/// and then the vectors.
+///
+/// # Examples
+///
+/// ```
+/// use kernel::{
+///     device::Bound,
+///     irq::{Handler, IrqReturn},
+///     pci,
+///     prelude::*,
+///     sync::atomic::{Atomic, Relaxed},
+///     sync::Arc,
+/// };
+///
+/// struct Counter(Arc<Atomic<u32>>);
+///
+/// impl Handler for Counter {
+///     fn handle(&self) -> IrqReturn {
+///         self.0.add(1, Relaxed);
+///         IrqReturn::Handled
+///     }
+/// }
+///
+/// fn setup<'a>(
+///     pdev: &'a pci::Device<Bound>,
+///     seen: &Arc<Atomic<u32>>,
+/// ) -> Result<pci::IrqHandlers<'a, Counter>> {
+///     let msix = pci::IrqTypes::default().with(pci::IrqType::MsiX);
+///     pdev.request_irq_handlers(4, msix, c"sample", |_vector| {
+///         Ok(Counter(seen.clone()))
+///     })
+/// }
+/// ```
+pub struct IrqHandlers<'a, T: irq::Handler + 'static> {
+    // Field order matters: the handlers are dropped (and their interrupts
+    // freed) before the vectors they use.
+    handlers: KVec<Pin<KBox<irq::Registration<'a, T>>>>,
+    vectors: IrqVectorRegistration<'a>,
+}
+
+impl<'a, T: irq::Handler + 'static> IrqHandlers<'a, T> {
+    /// Number of vectors (and handlers).
+    #[allow(clippy::len_without_is_empty)]
+    pub fn len(&self) -> usize {
+        self.handlers.len()
+    }
+
+    /// The handler of `vector`, if there is such a vector.
+    pub fn handler(&self, vector: usize) -> Option<&T> {
+        self.handlers.get(vector).map(|r| r.handler())
+    }
+
+    /// The Linux interrupt number of `vector`, for log messages.
+    pub fn irq(&self, vector: usize) -> Result<u32> {
+        Ok(IrqRequest::from(self.vectors.index(vector)?).irq())
+    }
+
+    /// Wait until no handler of this set is running on any CPU.
+    pub fn synchronize(&self) {
+        for r in self.handlers.iter() {
+            r.synchronize();
+        }
+    }
+}
+
+impl Device<Bound> {
+    /// Allocate exactly `count` interrupt vectors of one of `types` and
+    /// register a handler on each, initialised by `init(vector_index)`
+    /// (a `Result<T>` is such an initialiser).
+    ///
+    /// On failure nothing stays allocated or registered.
+    pub fn request_irq_handlers<'a, T, I, F>(
+        &'a self,
+        count: u32,
+        types: IrqTypes,
+        name: &'static CStr,
+        mut init: F,
+    ) -> Result<IrqHandlers<'a, T>>
+    where
+        T: irq::Handler + 'static,
+        I: PinInit<T, Error> + 'a,
+        F: FnMut(usize) -> I,
+    {
+        let vectors = self.alloc_irq_vectors(count, count, types)?;
+        let mut handlers = KVec::with_capacity(vectors.len(), GFP_KERNEL)?;
+        for index in 0..vectors.len() {
+            let irq = IrqRequest::from(vectors.index(index)?).irq();
+            // SAFETY: `irq` was resolved from `vectors`, an allocation for
+            // `self`, which stays allocated for as long as the request is
+            // used (the registrations are dropped before `vectors`).
+            let request = unsafe { IrqRequest::new(self.as_ref(), irq) };
+            let handler = init(index);
+            // SAFETY: the registration is pinned in a box that only
+            // `IrqHandlers` (or, on error, this function) owns and drops:
+            // its address stays valid for as long as the interrupt is
+            // registered. Forgetting an `IrqHandlers` leaks the box instead
+            // of freeing it, and `T: 'static` borrows nothing that could go
+            // away while the handler can still run.
+            let registration = unsafe {
+                irq::Registration::new(request, irq::Flags::TRIGGER_NONE, name, handler)
+            };
+            handlers.push(KBox::pin_init(registration, GFP_KERNEL)?, GFP_KERNEL)?;
+        }
+        Ok(IrqHandlers { handlers, vectors })
+    }
+}

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# All tests: host-side unit tests of the tools, then guest tests in VM
+# sessions against the emulated Gaudi2. TAP on stdout, ending with
+# "N passed, N failed"; non-zero exit status if anything failed.
+
+. "$(dirname "$0")/lib.sh"
+
+# Guest sessions: name, emulator arguments, guest tests in order.
+SESSIONS=(
+	"main||boot,probe,msix,unbind_rebind"
+	"bad_id|--id 0xdeadbeef|probe_bad_id"
+)
+VM_TIMEOUT=${VM_TIMEOUT:-180}
+# Kernel messages that mean a test kernel found a bug.
+SPLAT='BUG:|WARNING:|Oops|KASAN|UBSAN|kernel BUG|Call Trace|circular locking|unreferenced object|Kernel panic'
+
+n=0 passed=0 failed=0
+tap() { # tap ok|not-ok NAME [COMMENT]
+	n=$((n + 1))
+	if [ "$1" = ok ]; then
+		passed=$((passed + 1))
+		echo "ok $n - $2${3:+ # $3}"
+	else
+		failed=$((failed + 1))
+		echo "not ok $n - $2${3:+ # $3}"
+	fi
+}
+diag() { sed 's/^/# /'; }
+finish() {
+	echo "1..$n"
+	echo "$passed passed, $failed failed"
+	[ "$failed" = 0 ]
+}
+
+echo "TAP version 13"
+t0=$SECONDS
+if ! vars=$("$TOP/scripts/build.sh" 2> >(diag >&2)); then
+	tap not-ok build "set-up or build failed"
+	finish
+	exit 1
+fi
+eval "$vars"
+export KERNEL INITRD EMU
+echo "# build and set-up: $((SECONDS - t0)) s"
+
+# Host-side tests of the emulator and tools.
+t0=$SECONDS
+cargo_env test --release --quiet 2>&1 >"$CACHE/cargo-test.log" || true
+while read -r _ name _ res; do
+	[ "$res" = ok ] && tap ok "host: $name" || tap not-ok "host: $name"
+done < <(grep -E '^test .* \.\.\. (ok|FAILED)$' "$CACHE/cargo-test.log")
+if grep -q -E '^error' "$CACHE/cargo-test.log"; then
+	tap not-ok "host: cargo test builds"
+	diag <"$CACHE/cargo-test.log"
+fi
+echo "# host tests: $((SECONDS - t0)) s"
+
+for s in "${SESSIONS[@]}"; do
+	IFS='|' read -r name emu_args tests <<<"$s"
+	out=$CACHE/vm/$name
+	t0=$SECONDS
+	status=0
+	# shellcheck disable=SC2086
+	in_env "$TOP/tools/testing/vm/session.sh" "$out" check "$tests" "$VM_TIMEOUT" -- $emu_args ||
+		status=$?
+	echo "# session $name (accelerator ${ACCEL:-tcg}): $((SECONDS - t0)) s, exit status $status"
+	why="no result"
+	[ $status = 124 ] && why="no result: VM killed after ${VM_TIMEOUT} s"
+	grep -q '^# guest done' "$out/results.log" || why="$why; guest did not finish"
+	for t in ${tests//,/ }; do
+		line=$(grep -E "^(not )?ok - $t( |\$)" "$out/results.log" | tail -n 1 | tr -d '\r')
+		case "$line" in
+		"ok - $t"*) tap ok "$t" ;;
+		"not ok - $t"*)
+			tap not-ok "$t"
+			awk -v t="$t" '$0 == "== test " t { p = 1; next } /^== test / { p = 0 } p' \
+				"$out/console.log" | tail -n 40 | diag
+			;;
+		*)
+			tap not-ok "$t" "$why"
+			tail -n 40 "$out/console.log" | diag
+			;;
+		esac
+	done
+	if grep -q -E "$SPLAT" "$out/console.log"; then
+		tap not-ok "kernel_log_clean_$name"
+		grep -E -A 20 "$SPLAT" "$out/console.log" | head -n 60 | diag
+	else
+		tap ok "kernel_log_clean_$name"
+	fi
+done
+
+finish

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# Assemble the guest initramfs: busybox, our init and guest tests, the
+# driver module. Rebuilt only when one of its inputs changed.
+#
+# usage: initramfs.sh KBUILD_DIR OUTPUT
+
+. "$(dirname "$0")/lib.sh"
+
+KOUT=${1:?usage: initramfs.sh KBUILD_DIR OUTPUT}
+OUT=${2:?usage: initramfs.sh KBUILD_DIR OUTPUT}
+MOD=$KOUT/drivers/infiniband/hw/gaudi/gaudi_ib.ko
+BUSYBOX=$ENVROOT/usr/bin/busybox
+
+[ -f "$MOD" ] || die "$MOD missing: build the kernel first"
+[ -x "$BUSYBOX" ] || die "busybox missing from the build environment"
+
+inputs=("$MOD" "$BUSYBOX" "$KOUT/include/config/kernel.release" "$TOP/tools/testing/vm/init"
+	"$TOP/tools/testing/guest" "$0")
+if [ -f "$OUT" ] && [ -z "$(find "${inputs[@]}" -newer "$OUT" -print -quit)" ]; then
+	exit 0
+fi
+
+root=$(mktemp -d)
+trap 'rm -rf "$root"' EXIT
+mkdir -p "$root"/{bin,sbin,usr/bin,usr/sbin,proc,sys,dev,tmp,etc,lib/modules,lib/gaudi,tests}
+cp "$BUSYBOX" "$root/bin/busybox"
+for applet in $("$BUSYBOX" --list); do
+	[ "$applet" = busybox ] || ln -sf busybox "$root/bin/$applet"
+done
+install -m 0755 "$TOP/tools/testing/vm/init" "$root/init"
+cp "$TOP/tools/testing/guest/guest-lib.sh" "$root/lib/gaudi/"
+cp "$TOP"/tools/testing/guest/tests/*.sh "$root/tests/"
+cp "$MOD" "$root/lib/modules/"
+cp "$KOUT/include/config/kernel.release" "$root/etc/kernel-release"
+
+# cpio comes from the build environment (Debian 12 does not ship it by default).
+in_env sh -c "cd '$root' && find . | LC_ALL=C sort | cpio -o -H newc --quiet -R 0:0" >"$OUT.tmp"
+mv "$OUT.tmp" "$OUT"
+log "initramfs: $(du -h "$OUT" | cut -f1)"

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# Prepare and build the pinned kernel with the overlay.
+#
+#   kernel.sh source        extract the pinned source (once) and apply the overlay
+#   kernel.sh config        write .config from tinyconfig + the fragments
+#   kernel.sh build         build bzImage and modules (incremental)
+#   kernel.sh make ARGS...  run make in the kernel build directory
+#
+# FLAVOR=debug (the default) adds kernel/configs/debug.config (KASAN, lockdep,
+# kmemleak); FLAVOR=release builds without it.
+
+. "$(dirname "$0")/lib.sh"
+
+FLAVOR=${FLAVOR:-debug}
+KSRC=$CACHE/linux/$KVER_PIN/src
+[ -f "$ENVROOT/.toolchain" ] || die "build environment missing: run scripts/setup-env.sh"
+KOUT=$CACHE/linux/$KVER_PIN/build-$FLAVOR-$(sha256sum <"$ENVROOT/.toolchain" | cut -c1-12)
+FRAGMENTS="$TOP/kernel/configs/gaudi.config"
+[ "$FLAVOR" = debug ] && FRAGMENTS="$FRAGMENTS $TOP/kernel/configs/debug.config"
+JOBS=${JOBS:-$(nproc)}
+export KSRC KOUT
+
+kmake() {
+	in_env make -C "$KSRC" O="$KOUT" LLVM=1 -j"$JOBS" "$@"
+}
+
+do_source() {
+	if [ ! -e "$KSRC/.extracted" ]; then
+		local tar=$ENVROOT/usr/src/$KPKG.tar.xz
+		[ -f "$tar" ] || die "$tar missing: the build environment has no $KPKG"
+		log "extracting $KPKG $KVER_PIN"
+		rm -rf "$KSRC.tmp"
+		mkdir -p "$KSRC.tmp"
+		tar -C "$KSRC.tmp" --strip-components=1 -xf "$tar"
+		rm -rf "$KSRC"
+		mv "$KSRC.tmp" "$KSRC"
+		echo "$KVER_PIN" >"$KSRC/.extracted"
+	fi
+	"$TOP/scripts/overlay.sh" "$KSRC"
+}
+
+do_config() {
+	mkdir -p "$KOUT"
+	local stamp=$KOUT/.fragments
+	local want
+	want=$(cat $FRAGMENTS | sha256sum)
+	if [ -f "$KOUT/.config" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
+		return 0
+	fi
+	log "configuring ($FLAVOR): tinyconfig + $(echo $FRAGMENTS | xargs -n1 basename | xargs)"
+	kmake tinyconfig >/dev/null
+	# shellcheck disable=SC2086
+	in_env sh -c "cd '$KOUT' && '$KSRC/scripts/kconfig/merge_config.sh' -m .config $FRAGMENTS" >/dev/null
+	kmake olddefconfig >/dev/null
+	# Kconfig silently drops what it cannot satisfy: check every symbol.
+	local bad=0 line sym val got
+	while read -r line; do
+		case "$line" in
+		CONFIG_*=*) sym=${line%%=*} val=${line#*=} ;;
+		'# CONFIG_'*' is not set') sym=${line#\# } sym=${sym%% *} val=n ;;
+		*) continue ;;
+		esac
+		got=$(grep -E "^$sym=|^# $sym is not set" "$KOUT/.config" || true)
+		case "$got" in
+		"$sym=$val") ;;
+		"# $sym is not set") [ "$val" = n ] || { echo "  $sym: wanted $val, not set" >&2; bad=1; } ;;
+		*) echo "  $sym: wanted $val, got '${got#*=}'" >&2; bad=1 ;;
+		esac
+	done < <(cat $FRAGMENTS)
+	[ $bad = 0 ] || die "kernel config does not hold the fragment (see above)"
+	echo "$want" >"$stamp"
+}
+
+do_build() {
+	do_source
+	do_config
+	log "building kernel ($FLAVOR) in $KOUT"
+	local rc=$KOUT/.build-rc
+	rm -f "$rc"
+	# Full log in build.log; warnings, errors and our own files on screen.
+	{ kmake bzImage modules 2>&1; echo $? >"$rc"; } | tee "$KOUT/build.log" |
+		grep -E --line-buffered 'warning:|error:|Error|hw/gaudi/|rust/kernel/rdma' >&2 || true
+	[ "$(cat "$rc")" = 0 ] || die "kernel build failed, see $KOUT/build.log"
+}
+
+case "${1:-build}" in
+source) do_source ;;
+config) do_source && do_config ;;
+build) do_build ;;
+make) shift && kmake "$@" ;;
+path) echo "$KOUT" ;;
+*) die "usage: kernel.sh source|config|build|make ARGS|path" ;;
+esac

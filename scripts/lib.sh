@@ -1,0 +1,59 @@
+# SPDX-License-Identifier: GPL-2.0
+# Common settings for the project's scripts. Sourced, not run.
+
+set -euo pipefail
+
+TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+CACHE=${GAUDI_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gaudi-rdma}
+
+# The pinned kernel: Debian's linux-source-7.3 from trixie-backports.
+KPKG=linux-source-7.3
+KVER_PIN=${KVER_PIN:-7.3.4-1~bpo13+1}
+
+# Debian suites of the build environment.
+MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
+SUITE=trixie
+
+ENV_PKGS="make gcc libc6-dev flex bison bc libelf-dev libssl-dev cpio kmod python3
+xz-utils zstd rsync clang lld llvm libclang-dev bindgen busybox-static patch ca-certificates"
+ENV_BPO_PKGS="rustc cargo rust-src rustfmt rust-clippy qemu-system-x86 $KPKG=$KVER_PIN"
+
+log() { printf '==> %s\n' "$*" >&2; }
+die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+
+# What went into the environment; setup-env.sh brings it up to date when
+# this changes.
+env_key() {
+	printf '%s\n' "$SUITE" "$MIRROR" "$ENV_PKGS" "$ENV_BPO_PKGS" | sha256sum | cut -c1-16
+}
+
+ENVROOT=$CACHE/env/$SUITE
+
+# Run a command inside the build environment, with the repository and the
+# cache visible at the same paths. The mounts live in a private mount
+# namespace and vanish with the command.
+in_env() {
+	[ -x "$ENVROOT/usr/bin/env" ] || die "build environment missing: run scripts/setup-env.sh"
+	unshare --mount --propagation private -- /bin/bash -c '
+		set -e
+		R=$1; shift
+		mount --rbind /proc "$R/proc"
+		mount --rbind /sys "$R/sys"
+		mount --rbind /dev "$R/dev"
+		for d in "$TOP" "$CACHE" /tmp; do
+			mkdir -p "$R$d"
+			mount --bind "$d" "$R$d"
+		done
+		cd "$PWD"
+		exec chroot "$R" /usr/bin/env PATH=/usr/sbin:/usr/bin:/sbin:/bin \
+			HOME=/root LANG=C.UTF-8 "$@"
+	' in_env "$ENVROOT" "$@"
+}
+
+
+# cargo from the build environment, for the emulator and test programs.
+cargo_env() {
+	(cd "$TOP/tools/testing" && in_env env CARGO_HOME="$CACHE/cargo-home" \
+		CARGO_TARGET_DIR="$CACHE/cargo-target" cargo "$@")
+}
+export TOP CACHE

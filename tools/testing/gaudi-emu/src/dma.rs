@@ -1,0 +1,145 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Guest memory as QEMU shares it: DMA_MAP messages carry a file
+//! descriptor (the guest RAM memfd), which the emulator maps.
+
+use std::fs::File;
+use std::os::fd::AsRawFd;
+
+struct Mapping {
+    iova: u64,
+    size: u64,
+    host: *mut u8,
+}
+
+// SAFETY: the mapping is plain shared memory, valid until dropped; access
+// goes through the bounds-checked methods of `GuestMemory`.
+unsafe impl Send for Mapping {}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: `host`/`size` are exactly what mmap returned.
+        unsafe { libc::munmap(self.host.cast(), self.size as usize) };
+    }
+}
+
+/// The guest physical ranges the device may reach.
+#[derive(Default)]
+pub struct GuestMemory {
+    maps: Vec<Mapping>,
+}
+
+impl GuestMemory {
+    /// Record a DMA_MAP of `[iova, iova + size)` backed by `fd` at `offset`.
+    pub fn map(&mut self, iova: u64, size: u64, fd: Option<File>, offset: u64) -> std::io::Result<()> {
+        let einval = || std::io::Error::from_raw_os_error(libc::EINVAL);
+        let fd = fd.ok_or_else(|| {
+            log::error!("DMA_MAP without a file descriptor: start QEMU with shared guest memory");
+            einval()
+        })?;
+        if size == 0 || iova.checked_add(size).is_none() {
+            return Err(einval());
+        }
+        let len = usize::try_from(size).map_err(|_| einval())?;
+        let off = libc::off_t::try_from(offset).map_err(|_| einval())?;
+        // SAFETY: a fresh shared mapping of a descriptor we own; the result
+        // is checked before use.
+        let host = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                off,
+            )
+        };
+        if host == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        self.maps.push(Mapping {
+            iova,
+            size,
+            host: host.cast(),
+        });
+        Ok(())
+    }
+
+    /// Forget the mappings inside `[iova, iova + size)`.
+    pub fn unmap(&mut self, iova: u64, size: u64) {
+        let end = iova.saturating_add(size);
+        self.maps.retain(|m| m.iova < iova || m.iova + m.size > end);
+    }
+
+    fn slice(&self, addr: u64, len: usize) -> Option<*mut u8> {
+        let m = self
+            .maps
+            .iter()
+            .find(|m| addr >= m.iova && addr - m.iova < m.size)?;
+        let off = addr - m.iova;
+        (off.checked_add(len as u64)? <= m.size).then(|| {
+            // SAFETY: off + len lies inside the mapping.
+            unsafe { m.host.add(off as usize) }
+        })
+    }
+
+    /// Copy guest memory at `addr` into `buf`; false if not all mapped.
+    pub fn read(&self, addr: u64, buf: &mut [u8]) -> bool {
+        match self.slice(addr, buf.len()) {
+            Some(p) => {
+                // SAFETY: `slice` checked that buf.len() bytes at p are mapped.
+                unsafe { std::ptr::copy_nonoverlapping(p, buf.as_mut_ptr(), buf.len()) };
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Copy `buf` into guest memory at `addr`; false if not all mapped.
+    pub fn write(&self, addr: u64, buf: &[u8]) -> bool {
+        match self.slice(addr, buf.len()) {
+            Some(p) => {
+                // SAFETY: `slice` checked that buf.len() bytes at p are mapped.
+                unsafe { std::ptr::copy_nonoverlapping(buf.as_ptr(), p, buf.len()) };
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::FromRawFd;
+
+    fn memfd(size: u64) -> File {
+        // SAFETY: the name is NUL-terminated; the result is checked.
+        let fd = unsafe { libc::memfd_create(c"guest".as_ptr(), 0) };
+        assert!(fd >= 0);
+        // SAFETY: fresh descriptor, owned by the File from here on.
+        let f = unsafe { File::from_raw_fd(fd) };
+        f.set_len(size).unwrap();
+        f
+    }
+
+    #[test]
+    fn bounded_access() {
+        let mut g = GuestMemory::default();
+        g.map(0x1000, 0x2000, Some(memfd(0x3000)), 0x1000).unwrap();
+        assert!(g.write(0x1ffe, &[1, 2, 3, 4]));
+        let mut b = [0u8; 4];
+        assert!(g.read(0x1ffe, &mut b));
+        assert_eq!(b, [1, 2, 3, 4]);
+        assert!(!g.read(0x2fff, &mut b), "straddles the end");
+        assert!(!g.read(0xfff, &mut [0u8; 1]), "before the start");
+        assert!(!g.write(u64::MAX, &[0]));
+        g.unmap(0x1000, 0x2000);
+        assert!(!g.read(0x1000, &mut [0u8; 1]));
+    }
+
+    #[test]
+    fn map_without_fd_is_refused() {
+        let mut g = GuestMemory::default();
+        assert!(g.map(0, 0x1000, None, 0).is_err());
+    }
+}

@@ -1,0 +1,27 @@
+// SPDX-License-Identifier: GPL-2.0
+//! BAR0 register map. Documentation/infiniband/gaudi/device-model.rst is
+//! the reference; the driver's `regs.rs` mirrors the same offsets.
+
+/// Identification: reads [`ID_MAGIC`] on a Gaudi2 NIC.
+pub const ID: u64 = 0x0000;
+/// Programming-model version, major << 16 | minor.
+pub const VERSION: u64 = 0x0004;
+/// Read/write scratch register with no side effects.
+pub const SCRATCH: u64 = 0x0008;
+/// Write a vector number: the device raises that MSI-X vector with the
+/// TEST cause set.
+pub const IRQ_TEST: u64 = 0x0010;
+/// Pending interrupt causes; write 1 to clear.
+pub const IRQ_CAUSE: u64 = 0x0014;
+/// Number of test interrupts the device has raised (read-only).
+pub const IRQ_TEST_COUNT: u64 = 0x0018;
+
+/// "GAU2".
+pub const ID_MAGIC: u32 = 0x4741_5532;
+/// Programming model 1.0.
+pub const MODEL_VERSION: u32 = 0x0001_0000;
+/// Cause bit: test interrupt.
+pub const CAUSE_TEST: u32 = 1 << 0;
+
+/// Size of BAR0.
+pub const BAR0_SIZE: u64 = 0x1_0000;

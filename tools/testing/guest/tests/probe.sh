@@ -1,0 +1,12 @@
+# SPDX-License-Identifier: GPL-2.0
+# gaudi_ib binds the emulated Gaudi2 and validated its identification.
+. /lib/gaudi/guest-lib.sh
+devs=$(gaudi_devices)
+[ -n "$devs" ] || fail "no 1da3:1020 device on the PCI bus"
+grep -q '^gaudi_ib ' /proc/modules || insmod /lib/modules/gaudi_ib.ko
+for d in $devs; do
+	drv=$(bound_driver "$d")
+	[ "$drv" = gaudi_ib ] || fail "$d bound to '${drv:-nothing}', expected gaudi_ib"
+	dmesg | grep -q "gaudi_ib $d: identified Gaudi2 NIC" || fail "$d: no identification line"
+	echo "$d bound to $drv"
+done

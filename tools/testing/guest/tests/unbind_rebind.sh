@@ -1,0 +1,19 @@
+# SPDX-License-Identifier: GPL-2.0
+# Unbind releases the device and its interrupts; bind probes it again;
+# the module unloads and reloads.
+. /lib/gaudi/guest-lib.sh
+d=$(gaudi_devices | head -n 1)
+[ "$(bound_driver "$d")" = gaudi_ib ] || fail "device not bound"
+echo "$d" >/sys/bus/pci/drivers/gaudi_ib/unbind
+[ -z "$(bound_driver "$d")" ] || fail "still bound after unbind"
+! grep -q gaudi_ib /proc/interrupts || fail "interrupts still registered after unbind"
+dmesg | grep -q "gaudi_ib $d: released" || fail "no release after unbind"
+echo "$d" >/sys/bus/pci/drivers/gaudi_ib/bind
+[ "$(bound_driver "$d")" = gaudi_ib ] || fail "bind did not probe"
+rmmod gaudi_ib
+[ -z "$(bound_driver "$d")" ] || fail "still bound after rmmod"
+insmod /lib/modules/gaudi_ib.ko
+[ "$(bound_driver "$d")" = gaudi_ib ] || fail "insmod did not probe"
+probes=$(dmesg | grep -c "gaudi_ib $d: probe complete")
+[ "$probes" -ge 3 ] || fail "expected 3 completed probes, saw $probes"
+echo "unbind/bind and rmmod/insmod: $probes probes"

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# One VM session: start the Gaudi2 emulator, boot QEMU with it attached
+# over vfio-user, wait for the guest to power off (or kill it after a
+# timeout). Runs inside the build environment (QEMU >= 10.1).
+#
+# usage: session.sh OUTDIR MODE TESTS TIMEOUT -- EMULATOR-ARGS...
+# env:   KERNEL INITRD EMU ACCEL (tcg|kvm) MEM (MiB) CONSOLE (1: console to stdout)
+# Writes OUTDIR/console.log, OUTDIR/results.log, OUTDIR/emu.log.
+# Exit status: 0 if the guest powered off by itself, 124 on timeout.
+
+set -euo pipefail
+OUT=$1 MODE=$2 TESTS=$3 TIMEOUT=$4
+shift 4
+[ "${1:-}" = -- ] && shift
+ACCEL=${ACCEL:-tcg}
+MEM=${MEM:-512}
+
+mkdir -p "$OUT"
+rm -f "$OUT/dev.sock" "$OUT/console.log" "$OUT/results.log" "$OUT/emu.log"
+: >"$OUT/results.log"
+
+"$EMU" --socket "$OUT/dev.sock" "$@" >"$OUT/emu.log" 2>&1 &
+emu=$!
+cleanup() { kill "$emu" 2>/dev/null || true; wait "$emu" 2>/dev/null || true; }
+trap cleanup EXIT
+for _ in $(seq 100); do
+	[ -S "$OUT/dev.sock" ] && break
+	kill -0 "$emu" 2>/dev/null || { cat "$OUT/emu.log" >&2; echo "emulator exited" >&2; exit 1; }
+	sleep 0.05
+done
+[ -S "$OUT/dev.sock" ] || { echo "emulator did not create its socket" >&2; exit 1; }
+
+case "$ACCEL" in
+kvm) accel=(-accel kvm -cpu host) ;;
+*) accel=(-accel tcg -cpu max) ;;
+esac
+
+if [ "${CONSOLE:-0}" = 1 ]; then
+	console=(-serial stdio)
+else
+	console=(-serial "file:$OUT/console.log")
+fi
+
+append="console=ttyS0 panic=-1 oops=panic loglevel=6 gaudi.mode=$MODE"
+[ -n "$TESTS" ] && append="$append gaudi.tests=$TESTS"
+
+status=0
+timeout --kill-after=5 "$TIMEOUT" qemu-system-x86_64 \
+	"${accel[@]}" -m "${MEM}M" -smp 1 \
+	-object "memory-backend-memfd,id=mem,size=${MEM}M,share=on" \
+	-machine pc,memory-backend=mem \
+	-display none -monitor none -no-reboot -nic none \
+	"${console[@]}" -serial "file:$OUT/results.log" \
+	-kernel "$KERNEL" -initrd "$INITRD" -append "$append" \
+	-device "{\"driver\":\"vfio-user-pci\",\"socket\":{\"path\":\"$OUT/dev.sock\",\"type\":\"unix\"}}" \
+	</dev/null || status=$?
+exit "$status"
