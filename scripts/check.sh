@@ -47,10 +47,10 @@ echo "# build and set-up: $((SECONDS - t0)) s"
 
 # Host-side tests of the emulator and tools.
 t0=$SECONDS
-cargo_env test --release --quiet 2>&1 >"$CACHE/cargo-test.log" || true
+cargo_env test --release >"$CACHE/cargo-test.log" 2>&1 || true
 while read -r _ name _ res; do
 	[ "$res" = ok ] && tap ok "host: $name" || tap not-ok "host: $name"
-done < <(grep -E '^test .* \.\.\. (ok|FAILED)$' "$CACHE/cargo-test.log")
+done < <(grep -E '^test .* \.\.\. (ok|FAILED)$' "$CACHE/cargo-test.log" | LC_ALL=C sort)
 if grep -q -E '^error' "$CACHE/cargo-test.log"; then
 	tap not-ok "host: cargo test builds"
 	diag <"$CACHE/cargo-test.log"
@@ -66,11 +66,12 @@ for s in "${SESSIONS[@]}"; do
 	in_env "$TOP/tools/testing/vm/session.sh" "$out" check "$tests" "$VM_TIMEOUT" -- $emu_args ||
 		status=$?
 	echo "# session $name (accelerator ${ACCEL:-tcg}): $((SECONDS - t0)) s, exit status $status"
+	tr -d '\r' <"$out/results.log" >"$out/results.txt"
 	why="no result"
 	[ $status = 124 ] && why="no result: VM killed after ${VM_TIMEOUT} s"
-	grep -q '^# guest done' "$out/results.log" || why="$why; guest did not finish"
+	grep -q '^# guest done' "$out/results.txt" || why="$why; guest did not finish"
 	for t in ${tests//,/ }; do
-		line=$(grep -E "^(not )?ok - $t( |\$)" "$out/results.log" | tail -n 1 | tr -d '\r')
+		line=$(grep -E "^(not )?ok - $t( |\$)" "$out/results.txt" | tail -n 1 || true)
 		case "$line" in
 		"ok - $t"*) tap ok "$t" ;;
 		"not ok - $t"*)

@@ -44,9 +44,13 @@ in_env() {
 			mkdir -p "$R$d"
 			mount --bind "$d" "$R$d"
 		done
-		cd "$PWD"
+		# Trust what the host trusts (site proxies with their own CA).
+		ca=/etc/ssl/certs/ca-certificates.crt
+		if [ -f "$ca" ] && [ -f "$R$ca" ]; then
+			mount --bind "$ca" "$R$ca"
+		fi
 		exec chroot "$R" /usr/bin/env PATH=/usr/sbin:/usr/bin:/sbin:/bin \
-			HOME=/root LANG=C.UTF-8 "$@"
+			HOME=/root LANG=C.UTF-8 /bin/sh -c "cd \"\$0\" && exec \"\$@\"" "$PWD" "$@"
 	' in_env "$ENVROOT" "$@"
 }
 

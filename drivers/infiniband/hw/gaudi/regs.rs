@@ -18,6 +18,16 @@ pub(crate) const IRQ_TEST: usize = 0x0010;
 /// Pending interrupt causes; write 1 to clear.
 pub(crate) const IRQ_CAUSE: usize = 0x0014;
 
+/// DMA self-test: bus address (low, high) and length of a host buffer.
+pub(crate) const DMA_TEST_ADDR_LO: usize = 0x0020;
+pub(crate) const DMA_TEST_ADDR_HI: usize = 0x0024;
+pub(crate) const DMA_TEST_LEN: usize = 0x0028;
+/// Write [`DMA_TEST_START`] to invert the buffer in place; read the status.
+pub(crate) const DMA_TEST_CTRL: usize = 0x002c;
+
+pub(crate) const DMA_TEST_START: u32 = 1;
+pub(crate) const DMA_TEST_DONE: u32 = 1;
+
 /// "GAU2".
 pub(crate) const ID_MAGIC: u32 = 0x4741_5532;
 /// The programming-model major version this driver implements.

@@ -33,7 +33,6 @@ struct Backend {
     config: pci::ConfigSpace,
     device: device::Device,
     vectors: Arc<irq::Vectors>,
-    memory: dma::GuestMemory,
 }
 
 fn einval() -> std::io::Error {
@@ -67,7 +66,6 @@ impl Backend {
             config,
             device: device::Device::new(opts, vectors.clone()),
             vectors,
-            memory: dma::GuestMemory::default(),
         }
     }
 
@@ -173,7 +171,7 @@ impl ServerBackend for Backend {
         fd: Option<File>,
     ) -> std::io::Result<()> {
         log::debug!("dma_map {address:#x}+{size:#x}");
-        self.memory.map(address, size, fd, offset)
+        self.device.memory().map(address, size, fd, offset)
     }
 
     fn dma_unmap(
@@ -182,7 +180,7 @@ impl ServerBackend for Backend {
         address: u64,
         size: u64,
     ) -> std::io::Result<()> {
-        self.memory.unmap(address, size);
+        self.device.memory().unmap(address, size);
         Ok(())
     }
 

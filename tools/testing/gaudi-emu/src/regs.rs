@@ -16,6 +16,24 @@ pub const IRQ_CAUSE: u64 = 0x0014;
 /// Number of test interrupts the device has raised (read-only).
 pub const IRQ_TEST_COUNT: u64 = 0x0018;
 
+/// DMA self-test: bus address (low, high) and length of a host buffer.
+pub const DMA_TEST_ADDR_LO: u64 = 0x0020;
+pub const DMA_TEST_ADDR_HI: u64 = 0x0024;
+pub const DMA_TEST_LEN: u64 = 0x0028;
+/// Write [`DMA_TEST_START`]: the device reads the buffer and writes it back
+/// with every byte inverted. Reads the status of the last test.
+pub const DMA_TEST_CTRL: u64 = 0x002c;
+/// Device DMA accesses refused because they fell outside guest memory the
+/// device can reach (read-only).
+pub const DMA_FAULT_COUNT: u64 = 0x0030;
+
+pub const DMA_TEST_START: u32 = 1;
+pub const DMA_TEST_IDLE: u32 = 0;
+pub const DMA_TEST_DONE: u32 = 1;
+pub const DMA_TEST_FAULT: u32 = 2;
+/// Longest DMA self-test buffer.
+pub const DMA_TEST_MAX_LEN: u32 = 4096;
+
 /// "GAU2".
 pub const ID_MAGIC: u32 = 0x4741_5532;
 /// Programming model 1.0.

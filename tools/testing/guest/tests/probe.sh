@@ -8,5 +8,6 @@ for d in $devs; do
 	drv=$(bound_driver "$d")
 	[ "$drv" = gaudi_ib ] || fail "$d bound to '${drv:-nothing}', expected gaudi_ib"
 	dmesg | grep -q "gaudi_ib $d: identified Gaudi2 NIC" || fail "$d: no identification line"
+	dmesg | grep -q "gaudi_ib $d: DMA self-test passed" || fail "$d: no DMA self-test"
 	echo "$d bound to $drv"
 done
