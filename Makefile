@@ -1,0 +1,39 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# gaudi-rdma: build the pinned kernel with the overlay, boot it under QEMU
+# against the emulated Gaudi2, run the tests.
+#
+#   make run       set up, build, boot, load gaudi_ib, show the device
+#   make check     set up, build, run every test (TAP)
+#   make kernel    build kernel and module only (incremental)
+#   make setup     build environment only
+#   make rustfmt   format the Rust sources of the overlay and tools
+#   make clippy    build the kernel Rust code with CLIPPY=1
+#
+# Variables: GAUDI_CACHE (default ~/.cache/gaudi-rdma), FLAVOR=debug|release,
+# ACCEL=tcg|kvm, VM_TIMEOUT (seconds per VM session).
+
+.PHONY: run check kernel setup emulator rustfmt rustfmtcheck clippy
+
+run:
+	@scripts/run.sh
+
+check:
+	@scripts/check.sh
+
+setup:
+	@scripts/setup-env.sh
+
+kernel: setup
+	@scripts/kernel.sh build
+
+rustfmt: setup
+	@scripts/kernel.sh source
+	@scripts/lint.sh rustfmt
+
+rustfmtcheck: setup
+	@scripts/kernel.sh source
+	@scripts/lint.sh rustfmtcheck
+
+clippy: setup
+	@scripts/lint.sh clippy
