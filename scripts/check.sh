@@ -57,6 +57,23 @@ if grep -q -E '^error' "$CACHE/cargo-test.log"; then
 fi
 echo "# host tests: $((SECONDS - t0)) s"
 
+# Kernel coding conventions on the overlay's Rust code.
+t0=$SECONDS
+if "$TOP/scripts/lint.sh" rustfmtcheck >"$CACHE/rustfmt.log" 2>&1; then
+	tap ok rustfmt
+else
+	tap not-ok rustfmt
+	diag <"$CACHE/rustfmt.log"
+fi
+"$TOP/scripts/kernel.sh" make CLIPPY=1 drivers/infiniband/hw/gaudi/ >"$CACHE/clippy.log" 2>&1 || true
+if grep -q -E '^(warning|error)' "$CACHE/clippy.log"; then
+	tap not-ok clippy_driver
+	grep -E -A12 '^(warning|error)' "$CACHE/clippy.log" | diag
+else
+	tap ok clippy_driver
+fi
+echo "# lint: $((SECONDS - t0)) s"
+
 for s in "${SESSIONS[@]}"; do
 	IFS='|' read -r name emu_args tests <<<"$s"
 	out=$CACHE/vm/$name

@@ -126,9 +126,8 @@ impl Device<Bound> {
             // registered. Forgetting an `IrqHandlers` leaks the box instead
             // of freeing it, and `T: 'static` borrows nothing that could go
             // away while the handler can still run.
-            let registration = unsafe {
-                irq::Registration::new(request, irq::Flags::TRIGGER_NONE, name, handler)
-            };
+            let registration =
+                unsafe { irq::Registration::new(request, irq::Flags::TRIGGER_NONE, name, handler) };
             handlers.push(KBox::pin_init(registration, GFP_KERNEL)?, GFP_KERNEL)?;
         }
         Ok(IrqHandlers { handlers, vectors })

@@ -104,13 +104,23 @@ impl GaudiIb<'_> {
             );
             return Err(ENODEV);
         }
-        dev_info!(pdev, "identified Gaudi2 NIC, programming model {}.{}\n", major, minor);
+        dev_info!(
+            pdev,
+            "identified Gaudi2 NIC, programming model {}.{}\n",
+            major,
+            minor
+        );
         // A register that holds what was written proves BAR0 writes land.
         const PATTERN: u32 = 0xa5c3_5a3c;
         bar.write32(PATTERN, regs::SCRATCH);
         let back = bar.read32(regs::SCRATCH);
         if back != PATTERN {
-            dev_err!(pdev, "scratch register reads {:#010x} after writing {:#010x}\n", back, PATTERN);
+            dev_err!(
+                pdev,
+                "scratch register reads {:#010x} after writing {:#010x}\n",
+                back,
+                PATTERN
+            );
             return Err(EIO);
         }
         Ok(())
@@ -140,7 +150,13 @@ impl GaudiIb<'_> {
         (&buf).copy_to_slice(&mut back);
         for (i, (got, want)) in back.iter().zip(pattern.iter()).enumerate() {
             if *got != !want {
-                dev_err!(pdev, "DMA self-test: byte {} is {:#04x}, expected {:#04x}\n", i, got, !want);
+                dev_err!(
+                    pdev,
+                    "DMA self-test: byte {} is {:#04x}, expected {:#04x}\n",
+                    i,
+                    got,
+                    !want
+                );
                 return Err(EIO);
             }
         }
@@ -150,11 +166,18 @@ impl GaudiIb<'_> {
 
     /// Raise a test interrupt on every vector and wait until its handler
     /// has seen it.
-    fn test_interrupts(pdev: &pci::Device<Bound>, shared: &Shared, irqs: &pci::IrqHandlers<'_, VectorHandler>) -> Result {
+    fn test_interrupts(
+        pdev: &pci::Device<Bound>,
+        shared: &Shared,
+        irqs: &pci::IrqHandlers<'_, VectorHandler>,
+    ) -> Result {
         for vector in 0..irqs.len() {
             let handler = irqs.handler(vector).ok_or(EINVAL)?;
             let before = handler.test_irqs.load(Relaxed);
-            shared.bar.access(pdev.as_ref())?.write32(vector as u32, regs::IRQ_TEST);
+            shared
+                .bar
+                .access(pdev.as_ref())?
+                .write32(vector as u32, regs::IRQ_TEST);
             let seen = read_poll_timeout(
                 || Ok(handler.test_irqs.load(Relaxed)),
                 |n| *n != before,
@@ -162,7 +185,11 @@ impl GaudiIb<'_> {
                 Delta::from_secs(2),
             )
             .inspect_err(|_| {
-                dev_err!(pdev, "MSI-X test interrupt on vector {} not received\n", vector)
+                dev_err!(
+                    pdev,
+                    "MSI-X test interrupt on vector {} not received\n",
+                    vector
+                )
             })?;
             dev_info!(
                 pdev,
@@ -194,7 +221,12 @@ impl pci::Driver for GaudiIbDriver {
         pdev: &'bound pci::Device<Core<'_>>,
         _info: Option<&'bound Self::IdInfo>,
     ) -> impl PinInit<Self::Data<'bound>, Error> + 'bound {
-        dev_info!(pdev, "probe {:04x}:{:04x}\n", pdev.vendor_id().as_raw(), pdev.device_id());
+        dev_info!(
+            pdev,
+            "probe {:04x}:{:04x}\n",
+            pdev.vendor_id().as_raw(),
+            pdev.device_id()
+        );
         pdev.enable_device_mem()?;
         pdev.set_master();
 
@@ -202,7 +234,12 @@ impl pci::Driver for GaudiIbDriver {
         dev_info!(pdev, "BAR0 mapped\n");
         GaudiIb::identify(pdev, &bar)?;
         GaudiIb::test_dma(pdev, &bar)?;
-        let shared = Arc::new(Shared { bar: bar.into_devres()? }, GFP_KERNEL)?;
+        let shared = Arc::new(
+            Shared {
+                bar: bar.into_devres()?,
+            },
+            GFP_KERNEL,
+        )?;
 
         let msix = pci::IrqTypes::default().with(pci::IrqType::MsiX);
         let irqs = pdev
@@ -212,7 +249,14 @@ impl pci::Driver for GaudiIbDriver {
                     test_irqs: Atomic::new(0),
                 })
             })
-            .inspect_err(|e| dev_err!(pdev, "cannot set up {} MSI-X vectors: {:?}\n", NUM_VECTORS, e))?;
+            .inspect_err(|e| {
+                dev_err!(
+                    pdev,
+                    "cannot set up {} MSI-X vectors: {:?}\n",
+                    NUM_VECTORS,
+                    e
+                )
+            })?;
         dev_info!(pdev, "MSI-X enabled, {} vectors\n", irqs.len());
 
         GaudiIb::test_interrupts(pdev, &shared, &irqs)?;

@@ -16,9 +16,7 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Self {
-            id: regs::ID_MAGIC,
-        }
+        Self { id: regs::ID_MAGIC }
     }
 }
 
@@ -65,7 +63,10 @@ impl Device {
         let mut buf = vec![0u8; len as usize];
         if !self.memory.read(self.dma_test_addr, &mut buf) {
             self.dma_faults += 1;
-            log::warn!("DMA test read at {:#x}+{len:#x} refused", self.dma_test_addr);
+            log::warn!(
+                "DMA test read at {:#x}+{len:#x} refused",
+                self.dma_test_addr
+            );
             return regs::DMA_TEST_FAULT;
         }
         buf.iter_mut().for_each(|b| *b = !*b);
@@ -158,7 +159,9 @@ mod tests {
     #[test]
     fn dma_test_inverts_guest_buffer() {
         let mut d = dev();
-        d.memory().map(0x10_0000, 0x1000, Some(guest_ram(0x1000)), 0).unwrap();
+        d.memory()
+            .map(0x10_0000, 0x1000, Some(guest_ram(0x1000)), 0)
+            .unwrap();
         d.memory().write(0x10_0010, &[0x00, 0x0f, 0xff]);
         assert_eq!(start_dma_test(&mut d, 0x10_0010, 3), regs::DMA_TEST_DONE);
         let mut b = [0u8; 3];
@@ -170,11 +173,16 @@ mod tests {
     #[test]
     fn dma_test_outside_guest_memory_is_refused_and_counted() {
         let mut d = dev();
-        d.memory().map(0x10_0000, 0x1000, Some(guest_ram(0x1000)), 0).unwrap();
+        d.memory()
+            .map(0x10_0000, 0x1000, Some(guest_ram(0x1000)), 0)
+            .unwrap();
         assert_eq!(start_dma_test(&mut d, 0x10_0ff0, 32), regs::DMA_TEST_FAULT);
         assert_eq!(d.read32(regs::DMA_FAULT_COUNT), 1);
         assert_eq!(start_dma_test(&mut d, 0x10_0000, 0), regs::DMA_TEST_FAULT);
-        assert_eq!(start_dma_test(&mut d, 0x10_0000, regs::DMA_TEST_MAX_LEN + 1), regs::DMA_TEST_FAULT);
+        assert_eq!(
+            start_dma_test(&mut d, 0x10_0000, regs::DMA_TEST_MAX_LEN + 1),
+            regs::DMA_TEST_FAULT
+        );
         assert_eq!(d.read32(regs::DMA_FAULT_COUNT), 1);
     }
 

@@ -30,7 +30,13 @@ pub struct GuestMemory {
 
 impl GuestMemory {
     /// Record a DMA_MAP of `[iova, iova + size)` backed by `fd` at `offset`.
-    pub fn map(&mut self, iova: u64, size: u64, fd: Option<File>, offset: u64) -> std::io::Result<()> {
+    pub fn map(
+        &mut self,
+        iova: u64,
+        size: u64,
+        fd: Option<File>,
+        offset: u64,
+    ) -> std::io::Result<()> {
         let einval = || std::io::Error::from_raw_os_error(libc::EINVAL);
         if size == 0 || iova.checked_add(size).is_none() {
             return Err(einval());

@@ -17,9 +17,9 @@ use std::sync::Arc;
 use vfio_bindings::bindings::vfio::{
     vfio_region_info, VFIO_IRQ_INFO_EVENTFD, VFIO_PCI_BAR0_REGION_INDEX,
     VFIO_PCI_BAR2_REGION_INDEX, VFIO_PCI_CONFIG_REGION_INDEX, VFIO_PCI_ERR_IRQ_INDEX,
-    VFIO_PCI_INTX_IRQ_INDEX, VFIO_PCI_MSIX_IRQ_INDEX, VFIO_PCI_MSI_IRQ_INDEX,
-    VFIO_PCI_NUM_IRQS, VFIO_PCI_NUM_REGIONS, VFIO_PCI_REQ_IRQ_INDEX,
-    VFIO_REGION_INFO_FLAG_READ, VFIO_REGION_INFO_FLAG_WRITE,
+    VFIO_PCI_INTX_IRQ_INDEX, VFIO_PCI_MSIX_IRQ_INDEX, VFIO_PCI_MSI_IRQ_INDEX, VFIO_PCI_NUM_IRQS,
+    VFIO_PCI_NUM_REGIONS, VFIO_PCI_REQ_IRQ_INDEX, VFIO_REGION_INFO_FLAG_READ,
+    VFIO_REGION_INFO_FLAG_WRITE,
 };
 use vfio_user::{IrqInfo, Server, ServerBackend, ServerRegion};
 
@@ -197,7 +197,10 @@ impl ServerBackend for Backend {
         count: u32,
         fds: Vec<File>,
     ) -> std::io::Result<()> {
-        log::debug!("set_irqs index {index} flags {flags:#x} start {start} count {count} fds {}", fds.len());
+        log::debug!(
+            "set_irqs index {index} flags {flags:#x} start {start} count {count} fds {}",
+            fds.len()
+        );
         match index {
             VFIO_PCI_MSIX_IRQ_INDEX => self.vectors.set(start, count, fds).map_err(|e| {
                 log::error!("set_irqs MSI-X start {start} count {count}: {e}");
@@ -225,8 +228,8 @@ fn main() {
             "--socket" => socket = Some(PathBuf::from(args.next().unwrap_or_else(|| usage()))),
             "--id" => {
                 let v = args.next().unwrap_or_else(|| usage());
-                opts.id = u32::from_str_radix(v.trim_start_matches("0x"), 16)
-                    .unwrap_or_else(|_| usage());
+                opts.id =
+                    u32::from_str_radix(v.trim_start_matches("0x"), 16).unwrap_or_else(|_| usage());
             }
             _ => usage(),
         }

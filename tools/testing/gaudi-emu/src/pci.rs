@@ -67,7 +67,10 @@ impl ConfigSpace {
         c.bytes[0x3d] = 0x01; // INTA
 
         for bar in bars {
-            assert!(bar.index % 2 == 0 && bar.index < 6, "64-bit BARs take even slots");
+            assert!(
+                bar.index % 2 == 0 && bar.index < 6,
+                "64-bit BARs take even slots"
+            );
             assert!(bar.size.is_power_of_two() && bar.size >= 16);
             let off = 0x10 + 4 * bar.index;
             // Memory, 64-bit, optionally prefetchable.
