@@ -27,7 +27,7 @@ tap() { # tap ok|not-ok NAME [COMMENT]
 		echo "not ok $n - $2${3:+ # $3}"
 	fi
 }
-diag() { sed 's/^/# /'; }
+diag() { sed -u 's/^/# /'; }
 finish() {
 	echo "1..$n"
 	echo "$passed passed, $failed failed"

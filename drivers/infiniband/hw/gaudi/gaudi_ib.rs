@@ -227,7 +227,7 @@ impl pci::Driver for GaudiIbDriver {
             pdev.vendor_id().as_raw(),
             pdev.device_id()
         );
-        pdev.enable_device_mem()?;
+        pdev.enable_device_managed()?;
         pdev.set_master();
 
         let bar = pdev.iomap_region_sized::<{ regs::BAR0_SIZE }>(0, DRV_NAME)?;

@@ -11,4 +11,5 @@ drv=$(bound_driver "$d")
 dmesg | grep -q "gaudi_ib $d: unknown identification 0xdeadbeef" ||
 	fail "no refusal message"
 ! grep -q gaudi_ib /proc/interrupts || fail "refused probe left interrupts behind"
+[ "$(cat "/sys/bus/pci/devices/$d/enable")" = 0 ] || fail "refused probe left the device enabled"
 dmesg | grep "gaudi_ib $d"

@@ -8,8 +8,10 @@ echo "$d" >/sys/bus/pci/drivers/gaudi_ib/unbind
 [ -z "$(bound_driver "$d")" ] || fail "still bound after unbind"
 ! grep -q gaudi_ib /proc/interrupts || fail "interrupts still registered after unbind"
 dmesg | grep -q "gaudi_ib $d: released" || fail "no release after unbind"
+[ "$(cat "/sys/bus/pci/devices/$d/enable")" = 0 ] || fail "device still enabled after unbind"
 echo "$d" >/sys/bus/pci/drivers/gaudi_ib/bind
 [ "$(bound_driver "$d")" = gaudi_ib ] || fail "bind did not probe"
+[ "$(cat "/sys/bus/pci/devices/$d/enable")" = 1 ] || fail "device not enabled after bind"
 rmmod gaudi_ib
 [ -z "$(bound_driver "$d")" ] || fail "still bound after rmmod"
 insmod /lib/modules/gaudi_ib.ko
