@@ -1,10 +1,32 @@
 // SPDX-License-Identifier: GPL-2.0
-//! The device behind BAR0: registers and their side effects.
+//! The device behind BAR0: registers, command interface, MMU, event queue,
+//! completion queues and the RoCEv2 RC engine of every port.
+//!
+//! The device does not own sockets or threads: frames to send are queued
+//! per port ([`Device::take_tx`]), received frames are handed in
+//! ([`Device::receive`]), and time advances through [`Device::step`].
 
-use crate::dma::GuestMemory;
 use crate::irq::Vectors;
-use crate::regs;
+use crate::mem::{Mem, Target};
+use crate::mmu::{Fault, Mmu};
+use crate::qp::{Cq, Cqe, Pending, Qp, QpCtx, RecvWrite, Wqe};
+use crate::regs::*;
+use crate::roce::{aeth, op, psn_lt, Endpoint, Packet, Reth, PSN_MASK};
+use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const EINVAL: u32 = 22;
+const ENOENT: u32 = 2;
+const EEXIST: u32 = 17;
+const EBUSY: u32 = 16;
+const EOPNOTSUPP: u32 = 95;
+const EIO: u32 = 5;
+
+/// Packets a QP may have unacknowledged.
+const WINDOW: u32 = 256;
+/// Request an ACK at least every this many packets.
+const ACKREQ_EVERY: u32 = 32;
 
 /// Options the device is built with (command line of the emulator).
 #[derive(Clone, Debug)]
@@ -12,12 +34,69 @@ pub struct Options {
     /// Value of the ID register; a wrong one lets tests check that the
     /// driver refuses the device.
     pub id: u32,
+    pub ports: usize,
+    pub devmem: usize,
+    pub max_qps: u32,
+    pub max_cqs: u32,
+    pub max_cqe: u32,
+    pub max_sqe: u32,
+    /// Distinguishes emulator instances in default MACs and addresses.
+    pub instance: u8,
+    /// Per-port address overrides.
+    pub addrs: HashMap<usize, Endpoint>,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Self { id: regs::ID_MAGIC }
+        Self {
+            id: ID_MAGIC,
+            ports: 24,
+            devmem: 256 << 20,
+            max_qps: 1024,
+            max_cqs: 1024,
+            max_cqe: 8192,
+            max_sqe: 8192,
+            instance: 0,
+            addrs: HashMap::new(),
+        }
     }
+}
+
+pub const MAX_MTU_LOG: u8 = 13;
+pub const MAX_MSG_LEN: u32 = 1 << 31;
+pub const FW_VERSION_STR: &str = "gaudi-emu 1.0";
+pub const MSIX_VECTORS: u32 = 8;
+
+/// Per-port packet counters.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Counters {
+    pub tx: u32,
+    pub rx: u32,
+    pub rx_drops: u32,
+    pub retransmits: u32,
+    pub naks_sent: u32,
+    pub icrc_errors: u32,
+    /// Frames the fault injector dropped or corrupted.
+    pub injected: u32,
+}
+
+/// What the control interface asks a port to do to frames it sends.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Inject {
+    pub drop: u32,
+    pub corrupt: u32,
+    pub delay: Duration,
+}
+
+pub struct Port {
+    pub ep: Endpoint,
+    pub link_up: bool,
+    pub counters: Counters,
+    pub inject: Inject,
+    pub qps: HashMap<u32, Qp>,
+    pub cqs: HashMap<u32, Cq>,
+    tx: Vec<(Instant, Vec<u8>)>,
+    ip_id: u16,
 }
 
 pub struct Device {
@@ -25,196 +104,1106 @@ pub struct Device {
     scratch: u32,
     cause: u32,
     test_irqs: u32,
+    ready: bool,
+    fatal: bool,
     dma_test_addr: u64,
     dma_test_len: u32,
     dma_test_status: u32,
-    dma_faults: u32,
+    mem: Mem,
+    pub mmu: Mmu,
+    eq_base: u64,
+    eq_log_size: u32,
+    eq_enabled: bool,
+    eq_pi: u32,
+    eq_ci: u32,
+    eq_overflows: u32,
+    cmd_data: [u8; CMD_DATA_LEN],
+    cmd_status: u32,
+    pub ports: Vec<Port>,
     vectors: Arc<Vectors>,
-    memory: GuestMemory,
+}
+
+fn default_ep(instance: u8, port: usize) -> Endpoint {
+    Endpoint {
+        mac: [0x02, 0x1d, 0xa3, instance, 0, port as u8],
+        ip: [10, instance, port as u8, 1],
+    }
 }
 
 impl Device {
-    pub fn new(opts: Options, vectors: Arc<Vectors>) -> Self {
-        Self {
+    pub fn new(opts: Options, vectors: Arc<Vectors>) -> std::io::Result<Self> {
+        let ports = (0..opts.ports)
+            .map(|p| Port {
+                ep: opts
+                    .addrs
+                    .get(&p)
+                    .copied()
+                    .unwrap_or_else(|| default_ep(opts.instance, p)),
+                link_up: true,
+                counters: Counters::default(),
+                inject: Inject::default(),
+                qps: HashMap::new(),
+                cqs: HashMap::new(),
+                tx: Vec::new(),
+                ip_id: 0,
+            })
+            .collect();
+        Ok(Self {
+            mem: Mem::new(opts.devmem)?,
             opts,
             scratch: 0,
             cause: 0,
             test_irqs: 0,
+            ready: true,
+            fatal: false,
             dma_test_addr: 0,
             dma_test_len: 0,
-            dma_test_status: regs::DMA_TEST_IDLE,
-            dma_faults: 0,
+            dma_test_status: DMA_TEST_IDLE,
+            mmu: Mmu::default(),
+            eq_base: 0,
+            eq_log_size: 0,
+            eq_enabled: false,
+            eq_pi: 0,
+            eq_ci: 0,
+            eq_overflows: 0,
+            cmd_data: [0; CMD_DATA_LEN],
+            cmd_status: 0,
+            ports,
             vectors,
-            memory: GuestMemory::default(),
-        }
+        })
     }
 
     /// Guest memory as QEMU maps it for the device.
-    pub fn memory(&mut self) -> &mut GuestMemory {
-        &mut self.memory
+    pub fn memory(&mut self) -> &mut crate::dma::GuestMemory {
+        &mut self.mem.guest
     }
 
-    fn dma_test(&mut self) -> u32 {
-        let len = self.dma_test_len;
-        if len == 0 || len > regs::DMA_TEST_MAX_LEN {
-            log::warn!("DMA test length {len} out of range");
-            return regs::DMA_TEST_FAULT;
-        }
-        let mut buf = vec![0u8; len as usize];
-        if !self.memory.read(self.dma_test_addr, &mut buf) {
-            self.dma_faults += 1;
-            log::warn!(
-                "DMA test read at {:#x}+{len:#x} refused",
-                self.dma_test_addr
-            );
-            return regs::DMA_TEST_FAULT;
-        }
-        buf.iter_mut().for_each(|b| *b = !*b);
-        if !self.memory.write(self.dma_test_addr, &buf) {
-            self.dma_faults += 1;
-            return regs::DMA_TEST_FAULT;
-        }
-        regs::DMA_TEST_DONE
+    pub fn devmem(&self) -> &crate::mem::DevMem {
+        &self.mem.dev
     }
+
+    pub fn audit(&self) -> u32 {
+        self.mem.audit
+    }
+
+    pub fn options(&self) -> &Options {
+        &self.opts
+    }
+
+    // ---- Registers -----------------------------------------------------
 
     /// A 32-bit register read. Unknown offsets read as 0.
     pub fn read32(&mut self, off: u64) -> u32 {
+        if (PORT_BASE..PORT_BASE + PORT_STRIDE * self.ports.len() as u64).contains(&off) {
+            let p = ((off - PORT_BASE) / PORT_STRIDE) as usize;
+            return self.port_read(p, (off - PORT_BASE) % PORT_STRIDE);
+        }
+        if (CMD_DATA..CMD_DATA + CMD_DATA_LEN as u64).contains(&off) {
+            let o = (off - CMD_DATA) as usize;
+            return u32::from_le_bytes(self.cmd_data[o..o + 4].try_into().unwrap());
+        }
+        if (FW_VERSION..FW_VERSION + FW_VERSION_LEN as u64).contains(&off) {
+            let mut b = [0u8; FW_VERSION_LEN];
+            b[..FW_VERSION_STR.len()].copy_from_slice(FW_VERSION_STR.as_bytes());
+            let o = (off - FW_VERSION) as usize;
+            return u32::from_le_bytes(b[o..o + 4].try_into().unwrap());
+        }
         match off {
-            regs::ID => self.opts.id,
-            regs::VERSION => regs::MODEL_VERSION,
-            regs::SCRATCH => self.scratch,
-            regs::IRQ_CAUSE => self.cause,
-            regs::IRQ_TEST_COUNT => self.test_irqs,
-            regs::DMA_TEST_ADDR_LO => self.dma_test_addr as u32,
-            regs::DMA_TEST_ADDR_HI => (self.dma_test_addr >> 32) as u32,
-            regs::DMA_TEST_LEN => self.dma_test_len,
-            regs::DMA_TEST_CTRL => self.dma_test_status,
-            regs::DMA_FAULT_COUNT => self.dma_faults,
+            ID => self.opts.id,
+            VERSION => MODEL_VERSION,
+            SCRATCH => self.scratch,
+            STATUS => u32::from(self.ready) * STATUS_READY | u32::from(self.fatal) * STATUS_FATAL,
+            IRQ_CAUSE => self.cause,
+            IRQ_TEST_COUNT => self.test_irqs,
+            DMA_TEST_ADDR_LO => self.dma_test_addr as u32,
+            DMA_TEST_ADDR_HI => (self.dma_test_addr >> 32) as u32,
+            DMA_TEST_LEN => self.dma_test_len,
+            DMA_TEST_CTRL => self.dma_test_status,
+            DMA_FAULT_COUNT => self.mem.audit,
+            NUM_PORTS => self.ports.len() as u32,
+            MAX_QPS => self.opts.max_qps,
+            MAX_CQS => self.opts.max_cqs,
+            MAX_CQE => self.opts.max_cqe,
+            MAX_SQE => self.opts.max_sqe,
+            MAX_MTU => 1 << MAX_MTU_LOG,
+            MMU_PAGE_SIZES => (1 << 12) | (1 << 21) | (1 << 30),
+            MAX_MSG => MAX_MSG_LEN,
+            DEVMEM_SIZE_LO => self.mem.dev.size() as u32,
+            DEVMEM_SIZE_HI => (self.mem.dev.size() as u64 >> 32) as u32,
+            NUM_VECTORS => MSIX_VECTORS,
+            MMU_ROOT_LO => self.mmu.root as u32,
+            MMU_ROOT_HI => (self.mmu.root >> 32) as u32,
+            MMU_CTRL => u32::from(self.mmu.enabled),
+            MMU_FAULT_COUNT => self.mmu.faults,
+            MMU_FAULT_VA_LO => self.mmu.last_fault_va as u32,
+            MMU_FAULT_VA_HI => (self.mmu.last_fault_va >> 32) as u32,
+            EQ_BASE_LO => self.eq_base as u32,
+            EQ_BASE_HI => (self.eq_base >> 32) as u32,
+            EQ_LOG_SIZE => self.eq_log_size,
+            EQ_CTRL => u32::from(self.eq_enabled),
+            EQ_CI => self.eq_ci,
+            EQ_PI => self.eq_pi,
+            EQ_OVERFLOWS => self.eq_overflows,
+            CMD_STATUS => self.cmd_status,
+            _ => 0,
+        }
+    }
+
+    fn port_read(&self, p: usize, reg: u64) -> u32 {
+        let port = &self.ports[p];
+        let c = &port.counters;
+        match reg {
+            PORT_MAC_LO => u32::from_le_bytes(port.ep.mac[0..4].try_into().unwrap()),
+            PORT_MAC_HI => u32::from(u16::from_le_bytes([port.ep.mac[4], port.ep.mac[5]])),
+            PORT_IPV4 => u32::from_be_bytes(port.ep.ip),
+            PORT_STATE => u32::from(port.link_up),
+            PORT_SPEED => 100_000,
+            PORT_TX_PKTS => c.tx,
+            PORT_RX_PKTS => c.rx,
+            PORT_RX_DROPS => c.rx_drops,
+            PORT_RETRANSMITS => c.retransmits,
+            PORT_NAKS_SENT => c.naks_sent,
+            PORT_ICRC_ERRORS => c.icrc_errors,
             _ => 0,
         }
     }
 
     /// A 32-bit register write. Writes to read-only or unknown offsets
     /// are ignored, as hardware would.
-    pub fn write32(&mut self, off: u64, val: u32) {
+    pub fn write32(&mut self, off: u64, val: u32, now: Instant) {
+        if (DB_BASE..DB_BASE + DB_STRIDE * self.ports.len() as u64).contains(&off) {
+            let p = ((off - DB_BASE) / DB_STRIDE) as usize;
+            self.doorbell(p, (off - DB_BASE) % DB_STRIDE, val, now);
+            return;
+        }
+        if (CMD_DATA..CMD_DATA + CMD_DATA_LEN as u64).contains(&off) {
+            let o = (off - CMD_DATA) as usize;
+            self.cmd_data[o..o + 4].copy_from_slice(&val.to_le_bytes());
+            return;
+        }
         match off {
-            regs::SCRATCH => self.scratch = val,
-            regs::IRQ_CAUSE => self.cause &= !val,
-            regs::DMA_TEST_ADDR_LO => {
-                self.dma_test_addr = (self.dma_test_addr & !0xffff_ffff) | u64::from(val)
-            }
-            regs::DMA_TEST_ADDR_HI => {
-                self.dma_test_addr = (self.dma_test_addr & 0xffff_ffff) | (u64::from(val) << 32)
-            }
-            regs::DMA_TEST_LEN => self.dma_test_len = val,
-            regs::DMA_TEST_CTRL if val == regs::DMA_TEST_START => {
-                self.dma_test_status = self.dma_test();
-            }
-            regs::IRQ_TEST => {
-                self.cause |= regs::CAUSE_TEST;
+            SCRATCH => self.scratch = val,
+            IRQ_CAUSE => self.cause &= !val,
+            IRQ_TEST => {
+                self.cause |= CAUSE_TEST;
                 if self.vectors.raise(val as usize) {
                     self.test_irqs = self.test_irqs.wrapping_add(1);
                 } else {
                     log::warn!("test interrupt on vector {val}: vector not enabled");
                 }
             }
-            _ => log::debug!("write to unknown register {off:#x} = {val:#x}"),
+            RESET if val == RESET_MAGIC => self.reset(),
+            DMA_TEST_ADDR_LO => set_lo(&mut self.dma_test_addr, val),
+            DMA_TEST_ADDR_HI => set_hi(&mut self.dma_test_addr, val),
+            DMA_TEST_LEN => self.dma_test_len = val,
+            DMA_TEST_CTRL if val == DMA_TEST_START => self.dma_test_status = self.dma_test(),
+            MMU_ROOT_LO => set_lo(&mut self.mmu.root, val & !0xfff),
+            MMU_ROOT_HI => set_hi(&mut self.mmu.root, val),
+            MMU_CTRL => {
+                self.mmu.enabled = val & 1 != 0;
+                self.mmu.invalidate();
+            }
+            MMU_INVALIDATE if val & 1 != 0 => self.mmu.invalidate(),
+            EQ_BASE_LO => set_lo(&mut self.eq_base, val & !0xf),
+            EQ_BASE_HI => set_hi(&mut self.eq_base, val),
+            EQ_LOG_SIZE => self.eq_log_size = val,
+            EQ_CTRL => self.eq_ctrl(val),
+            EQ_CI => self.eq_ci = val,
+            CMD => self.cmd_status = self.command(val, now),
+            _ => log::debug!("write to unknown or read-only register {off:#x} = {val:#x}"),
         }
     }
 
-    /// Reset to power-on state.
+    /// Reset to power-on state (the DMA audit and fault counters excepted).
     pub fn reset(&mut self) {
         self.scratch = 0;
         self.cause = 0;
+        self.fatal = false;
         self.dma_test_addr = 0;
         self.dma_test_len = 0;
-        self.dma_test_status = regs::DMA_TEST_IDLE;
+        self.dma_test_status = DMA_TEST_IDLE;
+        let faults = self.mmu.faults;
+        self.mmu.reset();
+        self.mmu.faults = faults;
+        self.eq_enabled = false;
+        self.eq_base = 0;
+        self.eq_log_size = 0;
+        self.eq_pi = 0;
+        self.eq_ci = 0;
+        self.cmd_data = [0; CMD_DATA_LEN];
+        self.cmd_status = 0;
+        for p in &mut self.ports {
+            p.qps.clear();
+            p.cqs.clear();
+            p.tx.clear();
+            p.link_up = true;
+        }
+        self.ready = true;
+    }
+
+    fn dma_test(&mut self) -> u32 {
+        let len = self.dma_test_len;
+        if len == 0 || len > DMA_TEST_MAX_LEN {
+            log::warn!("DMA test length {len} out of range");
+            return DMA_TEST_FAULT;
+        }
+        let mut buf = vec![0u8; len as usize];
+        if !self.mem.read(Target::Host(self.dma_test_addr), &mut buf) {
+            return DMA_TEST_FAULT;
+        }
+        buf.iter_mut().for_each(|b| *b = !*b);
+        if !self.mem.write(Target::Host(self.dma_test_addr), &buf) {
+            return DMA_TEST_FAULT;
+        }
+        DMA_TEST_DONE
+    }
+
+    // ---- Event queue ---------------------------------------------------
+
+    fn eq_ctrl(&mut self, val: u32) {
+        let enable = val & 1 != 0;
+        if enable && !(4..=12).contains(&self.eq_log_size) {
+            log::warn!("EQ enable with log size {} refused", self.eq_log_size);
+            return;
+        }
+        if enable && !self.eq_enabled {
+            self.eq_pi = 0;
+            self.eq_ci = 0;
+        }
+        self.eq_enabled = enable;
+    }
+
+    /// Post an event and raise vector 0.
+    pub fn post_event(&mut self, ty: u8, port: usize, d0: u32, d1: u32) {
+        log::debug!("event {ty} port {port} {d0:#x} {d1:#x}");
+        if !self.eq_enabled {
+            self.eq_overflows = self.eq_overflows.wrapping_add(1);
+            return;
+        }
+        let size = 1u32 << self.eq_log_size;
+        if self.eq_pi.wrapping_sub(self.eq_ci) >= size {
+            self.eq_overflows = self.eq_overflows.wrapping_add(1);
+            log::warn!("event queue full, event {ty} dropped");
+            return;
+        }
+        let mut e = [0u8; EQE_SIZE];
+        e[0] = ty;
+        e[1] = port as u8;
+        e[4..8].copy_from_slice(&d0.to_le_bytes());
+        e[8..12].copy_from_slice(&d1.to_le_bytes());
+        e[15] = u8::from((self.eq_pi >> self.eq_log_size) & 1 == 0);
+        let at = self.eq_base + u64::from(self.eq_pi & (size - 1)) * EQE_SIZE as u64;
+        if !self.mem.write(Target::Host(at), &e) {
+            self.eq_enabled = false;
+            return;
+        }
+        self.eq_pi = self.eq_pi.wrapping_add(1);
+        self.cause |= CAUSE_EQ;
+        self.vectors.raise(0);
+    }
+
+    /// Stop everything and report it (control interface, or an internal
+    /// inconsistency).
+    pub fn fatal(&mut self) {
+        if !self.fatal {
+            self.fatal = true;
+            self.post_event(EV_DEVICE_FATAL, 0, 0, 0);
+        }
+    }
+
+    pub fn set_link(&mut self, port: usize, up: bool) -> bool {
+        let Some(p) = self.ports.get_mut(port) else {
+            return false;
+        };
+        if p.link_up != up {
+            p.link_up = up;
+            self.post_event(if up { EV_PORT_UP } else { EV_PORT_DOWN }, port, 0, 0);
+        }
+        true
+    }
+
+    // ---- Commands ------------------------------------------------------
+
+    fn command(&mut self, cmd: u32, now: Instant) -> u32 {
+        let opcode = cmd >> 24;
+        let port = ((cmd >> 16) & 0x1f) as usize;
+        let index = cmd & 0xffff;
+        if self.fatal {
+            return EIO;
+        }
+        if port >= self.ports.len() {
+            log::warn!("command {opcode:#x}: no port {port}");
+            return EINVAL;
+        }
+        let r = match opcode {
+            CMD_CQ_CREATE => self.cq_create(port, index),
+            CMD_CQ_DESTROY => self.cq_destroy(port, index),
+            CMD_QP_WRITE => self.qp_write(port, index, now),
+            CMD_QP_READ => self.qp_read(port, index),
+            CMD_QP_DESTROY => match self.ports[port].qps.remove(&index) {
+                Some(_) => 0,
+                None => ENOENT,
+            },
+            _ => EINVAL,
+        };
+        if r != 0 {
+            log::info!("command {opcode:#x} port {port} index {index}: error {r}");
+        }
+        r
+    }
+
+    fn data_u32(&self, o: usize) -> u32 {
+        u32::from_le_bytes(self.cmd_data[o..o + 4].try_into().unwrap())
+    }
+
+    fn cq_create(&mut self, port: usize, cqn: u32) -> u32 {
+        let va = u64::from_le_bytes(self.cmd_data[0..8].try_into().unwrap());
+        let log_size = self.data_u32(8);
+        let vector = self.data_u32(12);
+        if cqn >= self.opts.max_cqs
+            || log_size == 0
+            || 1u64 << log_size.min(63) > u64::from(self.opts.max_cqe)
+            || vector >= MSIX_VECTORS
+            || va % CQE_SIZE as u64 != 0
+        {
+            return EINVAL;
+        }
+        let p = &mut self.ports[port];
+        if p.cqs.contains_key(&cqn) {
+            return EEXIST;
+        }
+        p.cqs.insert(
+            cqn,
+            Cq {
+                va,
+                log_size,
+                vector,
+                pi: 0,
+                ci: 0,
+                armed: false,
+                broken: false,
+            },
+        );
+        0
+    }
+
+    fn cq_destroy(&mut self, port: usize, cqn: u32) -> u32 {
+        let p = &mut self.ports[port];
+        if !p.cqs.contains_key(&cqn) {
+            return ENOENT;
+        }
+        if p.qps.values().any(|q| q.ctx.cqn == cqn) {
+            return EBUSY;
+        }
+        p.cqs.remove(&cqn);
+        0
+    }
+
+    fn qp_read(&mut self, port: usize, qpn: u32) -> u32 {
+        let Some(q) = self.ports[port].qps.get(&qpn) else {
+            return ENOENT;
+        };
+        let mut ctx = q.ctx;
+        ctx.sq_psn = q.next_psn;
+        ctx.rq_psn = q.epsn;
+        self.cmd_data = [0; CMD_DATA_LEN];
+        self.cmd_data[..QpCtx::LEN].copy_from_slice(&ctx.encode());
+        0
+    }
+
+    fn qp_write(&mut self, port: usize, qpn: u32, now: Instant) -> u32 {
+        let new = QpCtx::decode(&self.cmd_data[..QpCtx::LEN]);
+        if qpn >= self.opts.max_qps {
+            return EINVAL;
+        }
+        let cur = self.ports[port].qps.get(&qpn).map(|q| q.ctx.state);
+        let allowed = match (cur, new.state) {
+            (None, QPS_RESET | QPS_INIT) => true,
+            (None, _) => false,
+            (Some(_), QPS_RESET | QPS_ERR) => true,
+            (Some(QPS_RESET), QPS_INIT) => true,
+            (Some(QPS_INIT), QPS_INIT | QPS_RTR) => true,
+            (Some(QPS_RTR), QPS_RTS) => true,
+            (Some(QPS_RTS), QPS_RTS) => true,
+            _ => false,
+        };
+        if !allowed {
+            log::info!(
+                "QP {port}/{qpn}: transition {cur:?} -> {} refused",
+                new.state
+            );
+            return EINVAL;
+        }
+        if new.state == QPS_ERR {
+            self.qp_error(port, qpn, ST_WR_FLUSH_ERR, None);
+            return 0;
+        }
+        if new.state >= QPS_INIT {
+            if !self.ports[port].cqs.contains_key(&new.cqn) {
+                return EINVAL;
+            }
+            if new.sq_log_size == 0
+                || 1u64 << new.sq_log_size.min(63) > u64::from(self.opts.max_sqe)
+                || new.sq_base % WQE_SIZE as u64 != 0
+            {
+                return EINVAL;
+            }
+        }
+        if new.state >= QPS_RTR {
+            if !(8..=MAX_MTU_LOG).contains(&new.log_mtu)
+                || new.dest_qpn > PSN_MASK
+                || new.rq_psn > PSN_MASK
+                || new.dest.mac == [0; 6]
+            {
+                return EINVAL;
+            }
+            if new.dest.ip == [0; 4] {
+                return EOPNOTSUPP;
+            }
+        }
+        if new.state == QPS_RTS && (new.retry_cnt > 7 || new.timeout > 31 || new.sq_psn > PSN_MASK)
+        {
+            return EINVAL;
+        }
+        let ports = &mut self.ports[port];
+        match ports.qps.get_mut(&qpn) {
+            Some(q) if new.state != QPS_RESET => {
+                let was = q.ctx.state;
+                q.ctx = new;
+                if was < QPS_RTR && new.state >= QPS_RTR {
+                    q.epsn = new.rq_psn;
+                }
+                if was < QPS_RTS && new.state == QPS_RTS {
+                    q.next_psn = new.sq_psn;
+                    q.una_psn = new.sq_psn;
+                    q.retries_left = new.retry_cnt;
+                    q.last_progress = now;
+                }
+            }
+            _ => {
+                ports.qps.insert(qpn, Qp::new(new, now));
+            }
+        }
+        0
+    }
+
+    // ---- Doorbells -----------------------------------------------------
+
+    fn doorbell(&mut self, port: usize, reg: u64, val: u32, now: Instant) {
+        if self.fatal {
+            return;
+        }
+        let index = val >> 16;
+        let v = (val & 0xffff) as u16;
+        match reg {
+            DB_SQ => {
+                let Some(q) = self.ports[port].qps.get_mut(&index) else {
+                    log::warn!("SQ doorbell for unknown QP {port}/{index}");
+                    return;
+                };
+                if q.ctx.state == QPS_RESET || q.ctx.state == QPS_ERR {
+                    return;
+                }
+                let head = q.pending.front().map_or(q.sq_fetch, |p| p.index);
+                if v.wrapping_sub(head) > q.sq_size() {
+                    log::warn!(
+                        "QP {port}/{index}: SQ doorbell {v} overruns the ring (head {head})"
+                    );
+                    self.qp_error(port, index, ST_LOC_QP_OP_ERR, None);
+                    return;
+                }
+                q.sq_pi = v;
+                self.pump(port, index, now);
+            }
+            DB_CQ | DB_CQ_ARM => {
+                let Some(cq) = self.ports[port].cqs.get_mut(&index) else {
+                    log::warn!("CQ doorbell for unknown CQ {port}/{index}");
+                    return;
+                };
+                // The consumer index may only move forward, up to the producer.
+                let moved = v.wrapping_sub(cq.ci as u16);
+                if u32::from(moved) > cq.pi.wrapping_sub(cq.ci) {
+                    log::warn!(
+                        "CQ {port}/{index}: consumer index {v} outside [{}, {}]",
+                        cq.ci,
+                        cq.pi
+                    );
+                    return;
+                }
+                cq.ci = cq.ci.wrapping_add(u32::from(moved));
+                if reg == DB_CQ_ARM {
+                    if cq.pi != cq.ci {
+                        self.post_event(EV_COMPLETION, port, index, 0);
+                    } else {
+                        cq.armed = true;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    // ---- Completions ---------------------------------------------------
+
+    fn push_cqe(&mut self, port: usize, cqn: u32, cqe: Cqe) {
+        let Some(cq) = self.ports[port].cqs.get_mut(&cqn) else {
+            return;
+        };
+        if cq.broken {
+            return;
+        }
+        let size = 1u32 << cq.log_size;
+        if cq.pi.wrapping_sub(cq.ci) >= size {
+            cq.broken = true;
+            log::warn!("CQ {port}/{cqn} overflow");
+            self.post_event(EV_CQ_OVERFLOW, port, cqn, 0);
+            return;
+        }
+        let owner = (cq.pi >> cq.log_size) & 1 == 0;
+        let va = cq.va + u64::from(cq.pi & (size - 1)) * CQE_SIZE as u64;
+        let bytes = cqe.encode(owner);
+        if let Err(f) = self.mmu.write(&mut self.mem, va, &bytes) {
+            let cq = self.ports[port].cqs.get_mut(&cqn).unwrap();
+            cq.broken = true;
+            log::warn!("CQ {port}/{cqn}: ring write fault {f:?}");
+            self.post_event(EV_MMU_FAULT, port, u32::MAX, f.va() as u32);
+            return;
+        }
+        let cq = self.ports[port].cqs.get_mut(&cqn).unwrap();
+        cq.pi = cq.pi.wrapping_add(1);
+        if cq.armed {
+            cq.armed = false;
+            self.post_event(EV_COMPLETION, port, cqn, 0);
+        }
+    }
+
+    /// Move a QP to the error state: complete `failed` (if any) with
+    /// `status`, flush every other outstanding WQE, report QP_ERROR.
+    pub fn qp_error(&mut self, port: usize, qpn: u32, status: u8, failed: Option<u16>) {
+        let Some(q) = self.ports[port].qps.get_mut(&qpn) else {
+            return;
+        };
+        if q.ctx.state == QPS_ERR {
+            return;
+        }
+        q.ctx.state = QPS_ERR;
+        let cqn = q.ctx.cqn;
+        let mut cqes = Vec::new();
+        let mut idx = q.pending.front().map_or(q.sq_fetch, |p| p.index);
+        for p in q.pending.drain(..) {
+            let st = if Some(p.index) == failed {
+                status
+            } else {
+                ST_WR_FLUSH_ERR
+            };
+            cqes.push((p.index, st, p.wqe.len));
+        }
+        idx = idx.wrapping_add(cqes.len() as u16);
+        while idx != q.sq_pi {
+            let st = if Some(idx) == failed {
+                status
+            } else {
+                ST_WR_FLUSH_ERR
+            };
+            cqes.push((idx, st, 0));
+            idx = idx.wrapping_add(1);
+        }
+        q.sq_fetch = q.sq_pi;
+        q.send_pos = 0;
+        q.send_off = 0;
+        q.recv = None;
+        for (i, st, len) in cqes {
+            self.push_cqe(
+                port,
+                cqn,
+                Cqe {
+                    qpn,
+                    wqe_index: i,
+                    opcode: CQE_SEND,
+                    status: st,
+                    byte_len: len,
+                    imm: 0,
+                },
+            );
+        }
+        self.post_event(EV_QP_ERROR, port, qpn, u32::from(status));
+    }
+
+    // ---- Transmit ------------------------------------------------------
+
+    fn queue_frame(&mut self, port: usize, pkt: &Packet<'_>, now: Instant) {
+        let p = &mut self.ports[port];
+        p.ip_id = p.ip_id.wrapping_add(1);
+        let mut f = pkt.encode(p.ip_id);
+        if !p.link_up {
+            return;
+        }
+        p.counters.tx = p.counters.tx.wrapping_add(1);
+        if p.inject.drop > 0 {
+            p.inject.drop -= 1;
+            p.counters.injected += 1;
+            return;
+        }
+        if p.inject.corrupt > 0 {
+            p.inject.corrupt -= 1;
+            p.counters.injected += 1;
+            let i = f.len() - 5;
+            f[i] ^= 0x5a;
+        }
+        p.tx.push((now + p.inject.delay, f));
+    }
+
+    /// Frames due for sending on `port`.
+    pub fn take_tx(&mut self, port: usize, now: Instant) -> Vec<Vec<u8>> {
+        let p = &mut self.ports[port];
+        if p.tx.iter().all(|(t, _)| *t <= now) {
+            return p.tx.drain(..).map(|(_, f)| f).collect();
+        }
+        let (due, later): (Vec<_>, Vec<_>) = p.tx.drain(..).partition(|(t, _)| *t <= now);
+        p.tx = later;
+        due.into_iter().map(|(_, f)| f).collect()
+    }
+
+    /// Fetch WQEs and send packets of QP `qpn` while the window allows.
+    fn pump(&mut self, port: usize, qpn: u32, now: Instant) {
+        loop {
+            let Some(q) = self.ports[port].qps.get_mut(&qpn) else {
+                return;
+            };
+            if q.ctx.state != QPS_RTS {
+                return;
+            }
+            if q.next_psn.wrapping_sub(q.una_psn) & PSN_MASK >= WINDOW {
+                return;
+            }
+            if q.send_pos == q.pending.len() {
+                // Fetch the next WQE.
+                if q.sq_fetch == q.sq_pi {
+                    return;
+                }
+                let index = q.sq_fetch;
+                let va = q.ctx.sq_base + u64::from(index & (q.sq_size() - 1)) * WQE_SIZE as u64;
+                let mut raw = [0u8; WQE_SIZE];
+                if let Err(f) = self.mmu.read(&mut self.mem, va, &mut raw) {
+                    self.local_fault(port, qpn, index, f);
+                    return;
+                }
+                let wqe = Wqe::decode(&raw);
+                let q = self.ports[port].qps.get_mut(&qpn).unwrap();
+                q.sq_fetch = q.sq_fetch.wrapping_add(1);
+                let mtu = q.ctx.mtu();
+                q.pending.push_back(Pending {
+                    index,
+                    wqe,
+                    first_psn: q.next_psn,
+                    npkts: Qp::npkts(wqe.len, mtu),
+                });
+                if wqe.opcode != WQE_RDMA_WRITE && wqe.opcode != WQE_RDMA_WRITE_IMM {
+                    log::info!(
+                        "QP {port}/{qpn}: WQE {index} opcode {:#x} not supported",
+                        wqe.opcode
+                    );
+                    self.qp_error(port, qpn, ST_LOC_QP_OP_ERR, Some(index));
+                    return;
+                }
+                if wqe.len > MAX_MSG_LEN {
+                    self.qp_error(port, qpn, ST_LOC_LEN_ERR, Some(index));
+                    return;
+                }
+                // Nothing is sent for a WQE whose source is not all mapped.
+                if let Err(f) =
+                    self.mmu
+                        .translate(&mut self.mem, wqe.local_va, wqe.len as usize, false)
+                {
+                    self.local_fault(port, qpn, index, f);
+                    return;
+                }
+                continue;
+            }
+            if !self.send_next_packet(port, qpn, now) {
+                return;
+            }
+        }
+    }
+
+    fn local_fault(&mut self, port: usize, qpn: u32, index: u16, f: Fault) {
+        log::info!("QP {port}/{qpn}: local access fault {f:?} (WQE {index})");
+        self.post_event(EV_MMU_FAULT, port, qpn, f.va() as u32);
+        self.qp_error(port, qpn, ST_LOC_PROT_ERR, Some(index));
+    }
+
+    /// Send one packet of the WQE at `send_pos`. Returns false when the QP
+    /// cannot make progress.
+    fn send_next_packet(&mut self, port: usize, qpn: u32, now: Instant) -> bool {
+        let src = self.ports[port].ep;
+        let q = self.ports[port].qps.get_mut(&qpn).unwrap();
+        let p = q.pending[q.send_pos];
+        let mtu = q.ctx.mtu();
+        let off = q.send_off;
+        let n = (u64::from(p.wqe.len) - off).min(mtu) as usize;
+        let first = off == 0;
+        let last = off + n as u64 >= u64::from(p.wqe.len);
+        let imm = p.wqe.opcode == WQE_RDMA_WRITE_IMM;
+        let opcode = match (first, last, imm) {
+            (true, true, false) => op::WRITE_ONLY,
+            (true, true, true) => op::WRITE_ONLY_IMM,
+            (true, false, _) => op::WRITE_FIRST,
+            (false, false, _) => op::WRITE_MIDDLE,
+            (false, true, false) => op::WRITE_LAST,
+            (false, true, true) => op::WRITE_LAST_IMM,
+        };
+        let psn = q.next_psn;
+        let seq = psn.wrapping_sub(p.first_psn) & PSN_MASK;
+        let ctx = q.ctx;
+        let mut payload = vec![0u8; n];
+        if let Err(f) = self
+            .mmu
+            .read(&mut self.mem, p.wqe.local_va + off, &mut payload)
+        {
+            self.local_fault(port, qpn, p.index, f);
+            return false;
+        }
+        let pkt = Packet {
+            src,
+            dst: ctx.dest,
+            sport: ctx.udp_sport | 0xc000,
+            opcode,
+            solicited: false,
+            dqpn: ctx.dest_qpn,
+            ackreq: last || (seq + 1) % ACKREQ_EVERY == 0,
+            psn,
+            reth: first.then_some(Reth {
+                va: p.wqe.remote_va,
+                rkey: ctx.remote_rkey,
+                len: p.wqe.len,
+            }),
+            imm: (last && imm).then_some(p.wqe.imm),
+            aeth: None,
+            payload: &payload,
+        };
+        self.queue_frame(port, &pkt, now);
+        let q = self.ports[port].qps.get_mut(&qpn).unwrap();
+        if q.next_psn == q.una_psn {
+            q.last_progress = now;
+        }
+        q.next_psn = (psn + 1) & PSN_MASK;
+        if last {
+            q.send_pos += 1;
+            q.send_off = 0;
+        } else {
+            q.send_off = off + n as u64;
+        }
+        true
+    }
+
+    fn send_ack(&mut self, port: usize, qpn: u32, psn: u32, syndrome: u8, now: Instant) {
+        let src = self.ports[port].ep;
+        let q = &self.ports[port].qps[&qpn];
+        let pkt = Packet {
+            src,
+            dst: q.ctx.dest,
+            sport: q.ctx.udp_sport | 0xc000,
+            opcode: op::ACK,
+            dqpn: q.ctx.dest_qpn,
+            psn,
+            aeth: Some((syndrome, q.msn)),
+            ..Default::default()
+        };
+        if syndrome != aeth::ACK {
+            self.ports[port].counters.naks_sent += 1;
+        }
+        self.queue_frame(port, &pkt, now);
+    }
+
+    /// Go back to the oldest unacknowledged PSN.
+    fn rewind(&mut self, port: usize, qpn: u32) {
+        let q = self.ports[port].qps.get_mut(&qpn).unwrap();
+        let una = q.una_psn;
+        let Some(pos) = q.pending.iter().position(|p| {
+            !psn_lt(una, p.first_psn) && psn_lt(una, (p.first_psn + p.npkts) & PSN_MASK)
+        }) else {
+            return;
+        };
+        let p = q.pending[pos];
+        let sent_before = q.next_psn;
+        q.send_pos = pos;
+        q.send_off = u64::from(una.wrapping_sub(p.first_psn) & PSN_MASK) * q.ctx.mtu();
+        q.next_psn = una;
+        let resent = sent_before.wrapping_sub(una) & PSN_MASK;
+        self.ports[port].counters.retransmits += resent;
+    }
+
+    // ---- Receive -------------------------------------------------------
+
+    /// A frame arrived on `port`'s link.
+    pub fn receive(&mut self, port: usize, frame: &[u8], now: Instant) {
+        if self.fatal || port >= self.ports.len() || !self.ports[port].link_up {
+            return;
+        }
+        let pkt = match Packet::decode(frame) {
+            Ok(p) => p,
+            Err(e) => {
+                let c = &mut self.ports[port].counters;
+                c.rx_drops += 1;
+                if e == crate::roce::ParseError::Icrc {
+                    c.icrc_errors += 1;
+                }
+                log::debug!("port {port}: frame dropped: {e:?}");
+                return;
+            }
+        };
+        let p = &mut self.ports[port];
+        if pkt.dst.mac != p.ep.mac || pkt.dst.ip != p.ep.ip {
+            p.counters.rx_drops += 1;
+            return;
+        }
+        p.counters.rx += 1;
+        let qpn = pkt.dqpn;
+        let Some(q) = p.qps.get(&qpn) else {
+            p.counters.rx_drops += 1;
+            return;
+        };
+        if q.ctx.state != QPS_RTR && q.ctx.state != QPS_RTS {
+            p.counters.rx_drops += 1;
+            return;
+        }
+        if pkt.opcode == op::ACK {
+            self.requester_ack(port, qpn, &pkt, now);
+        } else {
+            self.responder(port, qpn, &pkt, now);
+        }
+    }
+
+    fn requester_ack(&mut self, port: usize, qpn: u32, pkt: &Packet<'_>, now: Instant) {
+        let q = self.ports[port].qps.get_mut(&qpn).unwrap();
+        if q.ctx.state != QPS_RTS {
+            return;
+        }
+        let (syndrome, _msn) = pkt.aeth.unwrap_or((aeth::ACK, 0));
+        let psn = pkt.psn;
+        // An ACK for PSN p acknowledges every PSN up to p, a NAK every PSN
+        // before p. Only una < new una <= next moves anything: stale and
+        // bogus acknowledgements do nothing.
+        let acked_to = if syndrome & 0xe0 == 0x60 {
+            psn.wrapping_sub(1) & PSN_MASK
+        } else {
+            psn
+        };
+        let new_una = (acked_to + 1) & PSN_MASK;
+        if psn_lt(q.una_psn, new_una) && !psn_lt(q.next_psn, new_una) {
+            q.una_psn = new_una;
+            q.retries_left = q.ctx.retry_cnt;
+            q.last_progress = now;
+        }
+        // Retire the WQEs that are wholly acknowledged.
+        let mut done = Vec::new();
+        while let Some(p) = q.pending.front() {
+            let end = (p.first_psn + p.npkts) & PSN_MASK;
+            if q.send_pos == 0 || psn_lt(q.una_psn, end) {
+                break;
+            }
+            done.push(*p);
+            q.pending.pop_front();
+            q.send_pos -= 1;
+        }
+        let cqn = q.ctx.cqn;
+        for p in done {
+            if p.wqe.flags & WQE_SIGNALED != 0 {
+                self.push_cqe(
+                    port,
+                    cqn,
+                    Cqe {
+                        qpn,
+                        wqe_index: p.index,
+                        opcode: CQE_SEND,
+                        status: ST_SUCCESS,
+                        byte_len: p.wqe.len,
+                        imm: 0,
+                    },
+                );
+            }
+        }
+        match syndrome {
+            aeth::NAK_PSN_SEQ => self.rewind(port, qpn),
+            aeth::NAK_REMOTE_ACCESS | aeth::NAK_INVALID_REQ | aeth::NAK_REMOTE_OP => {
+                let q = &self.ports[port].qps[&qpn];
+                let failed = q.pending.front().map(|p| p.index);
+                let st = match syndrome {
+                    aeth::NAK_REMOTE_ACCESS => ST_REM_ACCESS_ERR,
+                    aeth::NAK_INVALID_REQ => ST_REM_INV_REQ_ERR,
+                    _ => ST_REM_OP_ERR,
+                };
+                self.qp_error(port, qpn, st, failed);
+                return;
+            }
+            _ => {}
+        }
+        self.pump(port, qpn, now);
+    }
+
+    fn responder(&mut self, port: usize, qpn: u32, pkt: &Packet<'_>, now: Instant) {
+        let q = self.ports[port].qps.get_mut(&qpn).unwrap();
+        let psn = pkt.psn;
+        if psn != q.epsn {
+            if psn_lt(psn, q.epsn) {
+                // Duplicate: acknowledge what we have.
+                let ack = q.epsn.wrapping_sub(1) & PSN_MASK;
+                self.send_ack(port, qpn, ack, aeth::ACK, now);
+            } else if !q.nak_sent {
+                q.nak_sent = true;
+                let e = q.epsn;
+                self.send_ack(port, qpn, e, aeth::NAK_PSN_SEQ, now);
+            }
+            return;
+        }
+        q.nak_sent = false;
+        let mtu = q.ctx.mtu();
+        let first = matches!(
+            pkt.opcode,
+            op::WRITE_FIRST | op::WRITE_ONLY | op::WRITE_ONLY_IMM
+        );
+        let last = !matches!(pkt.opcode, op::WRITE_FIRST | op::WRITE_MIDDLE);
+        let mut w = if first {
+            if q.recv.is_some() {
+                return self.responder_error(port, qpn, psn, aeth::NAK_INVALID_REQ, None, now);
+            }
+            let r = pkt.reth.unwrap_or_default();
+            if q.ctx.flags & QPF_REMOTE_WRITE == 0 || r.rkey != q.ctx.local_rkey {
+                log::info!("QP {port}/{qpn}: WRITE with rkey {:#x} refused", r.rkey);
+                return self.responder_error(port, qpn, psn, aeth::NAK_REMOTE_ACCESS, None, now);
+            }
+            if let Err(f) = self
+                .mmu
+                .translate(&mut self.mem, r.va, r.len as usize, true)
+            {
+                log::info!("QP {port}/{qpn}: WRITE target {f:?}");
+                return self.responder_error(port, qpn, psn, aeth::NAK_REMOTE_ACCESS, Some(f), now);
+            }
+            RecvWrite {
+                va: r.va,
+                remaining: u64::from(r.len),
+                total: r.len,
+            }
+        } else {
+            match q.recv {
+                Some(w) => w,
+                None => {
+                    return self.responder_error(port, qpn, psn, aeth::NAK_INVALID_REQ, None, now)
+                }
+            }
+        };
+        let n = pkt.payload.len() as u64;
+        let size_ok = if last {
+            n == w.remaining
+        } else {
+            n == mtu && n < w.remaining
+        };
+        if !size_ok {
+            return self.responder_error(port, qpn, psn, aeth::NAK_INVALID_REQ, None, now);
+        }
+        if let Err(f) = self.mmu.write(&mut self.mem, w.va, pkt.payload) {
+            return self.responder_error(port, qpn, psn, aeth::NAK_REMOTE_ACCESS, Some(f), now);
+        }
+        w.va += n;
+        w.remaining -= n;
+        let q = self.ports[port].qps.get_mut(&qpn).unwrap();
+        q.epsn = (psn + 1) & PSN_MASK;
+        q.recv = (!last).then_some(w);
+        let cqn = q.ctx.cqn;
+        if last {
+            q.msn = (q.msn + 1) & PSN_MASK;
+            if let Some(imm) = pkt.imm {
+                self.push_cqe(
+                    port,
+                    cqn,
+                    Cqe {
+                        qpn,
+                        wqe_index: 0,
+                        opcode: CQE_RECV_WRITE_IMM,
+                        status: ST_SUCCESS,
+                        byte_len: w.total,
+                        imm,
+                    },
+                );
+            }
+        }
+        if pkt.ackreq || last {
+            self.send_ack(port, qpn, psn, aeth::ACK, now);
+        }
+    }
+
+    fn responder_error(
+        &mut self,
+        port: usize,
+        qpn: u32,
+        psn: u32,
+        syndrome: u8,
+        fault: Option<Fault>,
+        now: Instant,
+    ) {
+        self.send_ack(port, qpn, psn, syndrome, now);
+        if let Some(f) = fault {
+            self.post_event(EV_MMU_FAULT, port, qpn, f.va() as u32);
+        }
+        let st = if syndrome == aeth::NAK_REMOTE_ACCESS {
+            ST_REM_ACCESS_ERR
+        } else {
+            ST_REM_INV_REQ_ERR
+        };
+        self.qp_error(port, qpn, st, None);
+    }
+
+    // ---- Time ----------------------------------------------------------
+
+    /// Advance time: retransmit timed-out QPs, keep windows full.
+    pub fn step(&mut self, now: Instant) {
+        if self.fatal {
+            return;
+        }
+        for port in 0..self.ports.len() {
+            let qpns: Vec<u32> = self.ports[port]
+                .qps
+                .iter()
+                .filter(|(_, q)| q.ctx.state == QPS_RTS)
+                .map(|(n, _)| *n)
+                .collect();
+            for qpn in qpns {
+                let q = self.ports[port].qps.get_mut(&qpn).unwrap();
+                let outstanding = q.una_psn != q.next_psn;
+                if outstanding && q.ctx.timeout != 0 {
+                    let t = Duration::from_nanos(4096u64 << q.ctx.timeout.min(31));
+                    if now.duration_since(q.last_progress) >= t {
+                        if q.retries_left == 0 {
+                            let failed = q.pending.front().map(|p| p.index);
+                            log::info!("QP {port}/{qpn}: retries exhausted");
+                            self.qp_error(port, qpn, ST_RETRY_EXC_ERR, failed);
+                            continue;
+                        }
+                        q.retries_left -= 1;
+                        q.last_progress = now;
+                        self.rewind(port, qpn);
+                    }
+                }
+                self.pump(port, qpn, now);
+            }
+        }
+    }
+
+    /// Inject a QP error (control interface).
+    pub fn inject_qp_error(&mut self, port: usize, qpn: u32) -> bool {
+        if port < self.ports.len() && self.ports[port].qps.contains_key(&qpn) {
+            self.qp_error(port, qpn, ST_LOC_QP_OP_ERR, None);
+            true
+        } else {
+            false
+        }
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::fs::File;
-    use std::os::fd::FromRawFd;
+fn set_lo(r: &mut u64, v: u32) {
+    *r = (*r & !0xffff_ffff) | u64::from(v);
+}
 
-    fn guest_ram(size: u64) -> File {
-        // SAFETY: the name is NUL-terminated; the result is checked.
-        let fd = unsafe { libc::memfd_create(c"ram".as_ptr(), 0) };
-        assert!(fd >= 0);
-        // SAFETY: fresh descriptor, owned by the File from here on.
-        let f = unsafe { File::from_raw_fd(fd) };
-        f.set_len(size).unwrap();
-        f
-    }
-
-    fn start_dma_test(d: &mut Device, addr: u64, len: u32) -> u32 {
-        d.write32(regs::DMA_TEST_ADDR_LO, addr as u32);
-        d.write32(regs::DMA_TEST_ADDR_HI, (addr >> 32) as u32);
-        d.write32(regs::DMA_TEST_LEN, len);
-        d.write32(regs::DMA_TEST_CTRL, regs::DMA_TEST_START);
-        d.read32(regs::DMA_TEST_CTRL)
-    }
-
-    #[test]
-    fn dma_test_inverts_guest_buffer() {
-        let mut d = dev();
-        d.memory()
-            .map(0x10_0000, 0x1000, Some(guest_ram(0x1000)), 0)
-            .unwrap();
-        d.memory().write(0x10_0010, &[0x00, 0x0f, 0xff]);
-        assert_eq!(start_dma_test(&mut d, 0x10_0010, 3), regs::DMA_TEST_DONE);
-        let mut b = [0u8; 3];
-        assert!(d.memory().read(0x10_0010, &mut b));
-        assert_eq!(b, [0xff, 0xf0, 0x00]);
-        assert_eq!(d.read32(regs::DMA_FAULT_COUNT), 0);
-    }
-
-    #[test]
-    fn dma_test_outside_guest_memory_is_refused_and_counted() {
-        let mut d = dev();
-        d.memory()
-            .map(0x10_0000, 0x1000, Some(guest_ram(0x1000)), 0)
-            .unwrap();
-        assert_eq!(start_dma_test(&mut d, 0x10_0ff0, 32), regs::DMA_TEST_FAULT);
-        assert_eq!(d.read32(regs::DMA_FAULT_COUNT), 1);
-        assert_eq!(start_dma_test(&mut d, 0x10_0000, 0), regs::DMA_TEST_FAULT);
-        assert_eq!(
-            start_dma_test(&mut d, 0x10_0000, regs::DMA_TEST_MAX_LEN + 1),
-            regs::DMA_TEST_FAULT
-        );
-        assert_eq!(d.read32(regs::DMA_FAULT_COUNT), 1);
-    }
-
-    fn dev() -> Device {
-        Device::new(Options::default(), Arc::new(Vectors::new(2)))
-    }
-
-    #[test]
-    fn identification() {
-        let mut d = dev();
-        assert_eq!(d.read32(regs::ID), regs::ID_MAGIC);
-        assert_eq!(d.read32(regs::VERSION), regs::MODEL_VERSION);
-        d.write32(regs::ID, 0);
-        assert_eq!(d.read32(regs::ID), regs::ID_MAGIC);
-    }
-
-    #[test]
-    fn scratch_holds_value_until_reset() {
-        let mut d = dev();
-        d.write32(regs::SCRATCH, 0xa5a5_5a5a);
-        assert_eq!(d.read32(regs::SCRATCH), 0xa5a5_5a5a);
-        d.reset();
-        assert_eq!(d.read32(regs::SCRATCH), 0);
-    }
-
-    #[test]
-    fn test_irq_on_disabled_vector_sets_cause_but_not_count() {
-        let mut d = dev();
-        d.write32(regs::IRQ_TEST, 0);
-        assert_eq!(d.read32(regs::IRQ_CAUSE), regs::CAUSE_TEST);
-        assert_eq!(d.read32(regs::IRQ_TEST_COUNT), 0);
-        d.write32(regs::IRQ_CAUSE, regs::CAUSE_TEST);
-        assert_eq!(d.read32(regs::IRQ_CAUSE), 0);
-    }
+fn set_hi(r: &mut u64, v: u32) {
+    *r = (*r & 0xffff_ffff) | (u64::from(v) << 32);
 }

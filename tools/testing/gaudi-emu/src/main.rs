@@ -1,241 +1,135 @@
 // SPDX-License-Identifier: GPL-2.0
 //! vfio-user server emulating a Gaudi2-like RDMA NIC (PCI 1da3:1020).
 //!
-//! Usage: gaudi-emu --socket PATH [--id HEX]
-//!
-//! Serves one QEMU connection and exits when QEMU disconnects.
+//! Serves one QEMU (or test) connection and exits when it disconnects.
 
-mod device;
-mod dma;
-mod irq;
-mod pci;
-mod regs;
-
-use std::fs::File;
+use gaudi_emu::device::{Device, Options};
+use gaudi_emu::engine::{Engine, Link};
+use gaudi_emu::irq::Vectors;
+use gaudi_emu::roce::Endpoint;
+use gaudi_emu::server::Backend;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::os::unix::net::UnixListener;
 use std::path::PathBuf;
-use std::sync::Arc;
-use vfio_bindings::bindings::vfio::{
-    vfio_region_info, VFIO_IRQ_INFO_EVENTFD, VFIO_PCI_BAR0_REGION_INDEX,
-    VFIO_PCI_BAR2_REGION_INDEX, VFIO_PCI_CONFIG_REGION_INDEX, VFIO_PCI_ERR_IRQ_INDEX,
-    VFIO_PCI_INTX_IRQ_INDEX, VFIO_PCI_MSIX_IRQ_INDEX, VFIO_PCI_MSI_IRQ_INDEX, VFIO_PCI_NUM_IRQS,
-    VFIO_PCI_NUM_REGIONS, VFIO_PCI_REQ_IRQ_INDEX, VFIO_REGION_INFO_FLAG_READ,
-    VFIO_REGION_INFO_FLAG_WRITE,
-};
-use vfio_user::{IrqInfo, Server, ServerBackend, ServerRegion};
+use std::sync::{Arc, Mutex};
+use vfio_user::Server;
 
-/// Number of MSI-X vectors.
-const MSIX_VECTORS: u16 = 8;
-/// BAR2 holds the MSI-X table (QEMU emulates it) and PBA.
-const BAR2_SIZE: u64 = 0x1000;
-const MSIX_PBA_OFFSET: u32 = 0x800;
+const USAGE: &str = "usage: gaudi-emu --socket PATH [options]
+  --id HEX                  value of the ID register (default 47415532)
+  --ports N                 number of ports (default 24)
+  --devmem MIB              device memory size in MiB (default 256)
+  --instance N              distinguishes emulators in default addresses
+  --addr PORT=MAC,IPV4      a port's MAC and IPv4 address
+  --link PORT=LPORT:RPORT   attach a port to UDP 127.0.0.1:LPORT, sending to
+                            127.0.0.1:RPORT (QEMU -netdev dgram compatible)
+  --control PATH            control socket for tests";
 
-struct Backend {
-    config: pci::ConfigSpace,
-    device: device::Device,
-    vectors: Arc<irq::Vectors>,
-}
-
-fn einval() -> std::io::Error {
-    std::io::Error::from_raw_os_error(libc::EINVAL)
-}
-
-impl Backend {
-    fn new(opts: device::Options) -> Self {
-        let vectors = Arc::new(irq::Vectors::new(MSIX_VECTORS.into()));
-        let config = pci::ConfigSpace::new(
-            &[
-                pci::Bar {
-                    index: 0,
-                    size: regs::BAR0_SIZE,
-                    prefetchable: false,
-                },
-                pci::Bar {
-                    index: 2,
-                    size: BAR2_SIZE,
-                    prefetchable: false,
-                },
-            ],
-            pci::Msix {
-                vectors: MSIX_VECTORS,
-                bar: 2,
-                table_offset: 0,
-                pba_offset: MSIX_PBA_OFFSET,
-            },
-        );
-        Self {
-            config,
-            device: device::Device::new(opts, vectors.clone()),
-            vectors,
-        }
-    }
-
-    fn regions(&self) -> Vec<ServerRegion> {
-        (0..VFIO_PCI_NUM_REGIONS)
-            .map(|index| {
-                let size = match index {
-                    VFIO_PCI_CONFIG_REGION_INDEX => pci::CONFIG_SIZE as u64,
-                    _ => self
-                        .config
-                        .bars()
-                        .iter()
-                        .find(|b| b.index as u32 == index)
-                        .map_or(0, |b| b.size),
-                };
-                ServerRegion {
-                    region_info: vfio_region_info {
-                        argsz: std::mem::size_of::<vfio_region_info>() as u32,
-                        index,
-                        size,
-                        flags: if size != 0 {
-                            VFIO_REGION_INFO_FLAG_READ | VFIO_REGION_INFO_FLAG_WRITE
-                        } else {
-                            0
-                        },
-                        ..Default::default()
-                    },
-                    sparse_areas: Vec::new(),
-                    mmap_fd: None,
-                }
-            })
-            .collect()
-    }
-
-    fn irqs(&self) -> Vec<IrqInfo> {
-        (0..VFIO_PCI_NUM_IRQS)
-            .map(|index| IrqInfo {
-                index,
-                flags: VFIO_IRQ_INFO_EVENTFD,
-                count: match index {
-                    VFIO_PCI_MSIX_IRQ_INDEX => self.vectors.count() as u32,
-                    VFIO_PCI_INTX_IRQ_INDEX
-                    | VFIO_PCI_MSI_IRQ_INDEX
-                    | VFIO_PCI_ERR_IRQ_INDEX
-                    | VFIO_PCI_REQ_IRQ_INDEX => 1,
-                    _ => 0,
-                },
-            })
-            .collect()
-    }
-
-    /// BAR0 accepts naturally aligned 32-bit accesses; a 64-bit access is
-    /// split in two.
-    fn bar0_access(off: u64, len: usize) -> std::io::Result<()> {
-        if !(len == 4 || len == 8) || off % 4 != 0 || off + len as u64 > regs::BAR0_SIZE {
-            log::warn!("BAR0 access of {len} bytes at {off:#x} refused");
-            return Err(einval());
-        }
-        Ok(())
-    }
-}
-
-impl ServerBackend for Backend {
-    fn region_read(&mut self, region: u32, offset: u64, data: &mut [u8]) -> std::io::Result<()> {
-        match region {
-            VFIO_PCI_CONFIG_REGION_INDEX => self.config.read(offset, data),
-            VFIO_PCI_BAR0_REGION_INDEX => {
-                Self::bar0_access(offset, data.len())?;
-                for (i, chunk) in data.chunks_mut(4).enumerate() {
-                    let v = self.device.read32(offset + 4 * i as u64);
-                    chunk.copy_from_slice(&v.to_le_bytes());
-                }
-            }
-            // MSI-X table and PBA are QEMU's; anything else reads as zero.
-            VFIO_PCI_BAR2_REGION_INDEX => data.fill(0),
-            _ => return Err(einval()),
-        }
-        Ok(())
-    }
-
-    fn region_write(&mut self, region: u32, offset: u64, data: &[u8]) -> std::io::Result<()> {
-        match region {
-            VFIO_PCI_CONFIG_REGION_INDEX => self.config.write(offset, data),
-            VFIO_PCI_BAR0_REGION_INDEX => {
-                Self::bar0_access(offset, data.len())?;
-                for (i, chunk) in data.chunks(4).enumerate() {
-                    let v = u32::from_le_bytes(chunk.try_into().unwrap());
-                    self.device.write32(offset + 4 * i as u64, v);
-                }
-            }
-            VFIO_PCI_BAR2_REGION_INDEX => {}
-            _ => return Err(einval()),
-        }
-        Ok(())
-    }
-
-    fn dma_map(
-        &mut self,
-        _flags: vfio_user::DmaMapFlags,
-        offset: u64,
-        address: u64,
-        size: u64,
-        fd: Option<File>,
-    ) -> std::io::Result<()> {
-        log::debug!("dma_map {address:#x}+{size:#x}");
-        self.device.memory().map(address, size, fd, offset)
-    }
-
-    fn dma_unmap(
-        &mut self,
-        _flags: vfio_user::DmaUnmapFlags,
-        address: u64,
-        size: u64,
-    ) -> std::io::Result<()> {
-        self.device.memory().unmap(address, size);
-        Ok(())
-    }
-
-    fn reset(&mut self) -> std::io::Result<()> {
-        self.device.reset();
-        Ok(())
-    }
-
-    fn set_irqs(
-        &mut self,
-        index: u32,
-        flags: u32,
-        start: u32,
-        count: u32,
-        fds: Vec<File>,
-    ) -> std::io::Result<()> {
-        log::debug!(
-            "set_irqs index {index} flags {flags:#x} start {start} count {count} fds {}",
-            fds.len()
-        );
-        match index {
-            VFIO_PCI_MSIX_IRQ_INDEX => self.vectors.set(start, count, fds).map_err(|e| {
-                log::error!("set_irqs MSI-X start {start} count {count}: {e}");
-                e
-            }),
-            // Only MSI-X delivers interrupts; the others are accepted so
-            // QEMU can set up error and request notification.
-            _ => Ok(()),
-        }
-    }
-}
-
-fn usage() -> ! {
-    eprintln!("usage: gaudi-emu --socket PATH [--id HEX]");
+fn usage(msg: &str) -> ! {
+    eprintln!("gaudi-emu: {msg}\n{USAGE}");
     std::process::exit(2);
+}
+
+fn parse_mac(s: &str) -> Option<[u8; 6]> {
+    let v: Vec<u8> = s
+        .split(':')
+        .map(|x| u8::from_str_radix(x, 16).ok())
+        .collect::<Option<_>>()?;
+    v.try_into().ok()
 }
 
 fn main() {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
     let mut socket = None;
-    let mut opts = device::Options::default();
-    let mut args = std::env::args().skip(1);
-    while let Some(a) = args.next() {
+    let mut control = None;
+    let mut opts = Options::default();
+    let mut links: Vec<(usize, u16, u16)> = Vec::new();
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    let mut it = argv.iter();
+    while let Some(a) = it.next() {
+        let mut v = || {
+            it.next()
+                .cloned()
+                .unwrap_or_else(|| usage(&format!("{a} needs a value")))
+        };
         match a.as_str() {
-            "--socket" => socket = Some(PathBuf::from(args.next().unwrap_or_else(|| usage()))),
+            "--socket" => socket = Some(PathBuf::from(v())),
+            "--control" => control = Some(PathBuf::from(v())),
             "--id" => {
-                let v = args.next().unwrap_or_else(|| usage());
-                opts.id =
-                    u32::from_str_radix(v.trim_start_matches("0x"), 16).unwrap_or_else(|_| usage());
+                opts.id = u32::from_str_radix(v().trim_start_matches("0x"), 16)
+                    .unwrap_or_else(|_| usage("bad --id"))
             }
-            _ => usage(),
+            "--ports" => {
+                opts.ports = v()
+                    .parse()
+                    .ok()
+                    .filter(|n| (1..=32).contains(n))
+                    .unwrap_or_else(|| usage("--ports takes 1 to 32"))
+            }
+            "--devmem" => {
+                let mib: usize = v().parse().unwrap_or_else(|_| usage("bad --devmem"));
+                opts.devmem = mib << 20;
+            }
+            "--instance" => opts.instance = v().parse().unwrap_or_else(|_| usage("bad --instance")),
+            "--addr" => {
+                let s = v();
+                let parsed = s.split_once('=').and_then(|(p, rest)| {
+                    let (mac, ip) = rest.split_once(',')?;
+                    Some((
+                        p.parse().ok()?,
+                        parse_mac(mac)?,
+                        ip.parse::<Ipv4Addr>().ok()?,
+                    ))
+                });
+                let (p, mac, ip) = parsed.unwrap_or_else(|| usage("bad --addr"));
+                opts.addrs.insert(
+                    p,
+                    Endpoint {
+                        mac,
+                        ip: ip.octets(),
+                    },
+                );
+            }
+            "--link" => {
+                let s = v();
+                let parsed = s.split_once('=').and_then(|(p, rest)| {
+                    let (l, r) = rest.split_once(':')?;
+                    Some((p.parse().ok()?, l.parse().ok()?, r.parse().ok()?))
+                });
+                links.push(parsed.unwrap_or_else(|| usage("bad --link")));
+            }
+            _ => usage(&format!("unknown argument {a}")),
         }
     }
-    let socket = socket.unwrap_or_else(|| usage());
-    let mut backend = Backend::new(opts);
+    let socket = socket.unwrap_or_else(|| usage("--socket is required"));
+    let nports = opts.ports;
+    let vectors = Arc::new(Vectors::new(gaudi_emu::device::MSIX_VECTORS as usize));
+    let device = match Device::new(opts, vectors.clone()) {
+        Ok(d) => Arc::new(Mutex::new(d)),
+        Err(e) => usage(&format!("cannot create device memory: {e}")),
+    };
+    let mut port_links: Vec<Option<Link>> = (0..nports).map(|_| None).collect();
+    for (p, l, r) in links {
+        if p >= nports {
+            usage(&format!("--link for port {p}, device has {nports}"));
+        }
+        let local = SocketAddr::from((Ipv4Addr::LOCALHOST, l));
+        let peer = SocketAddr::from((Ipv4Addr::LOCALHOST, r));
+        port_links[p] = Some(
+            Link::new(local, peer).unwrap_or_else(|e| usage(&format!("port {p}: UDP {l}: {e}"))),
+        );
+    }
+    let (engine, waker) =
+        Engine::new(device.clone(), port_links).unwrap_or_else(|e| usage(&e.to_string()));
+    if let Some(path) = control {
+        let _ = std::fs::remove_file(&path);
+        let listener =
+            UnixListener::bind(&path).unwrap_or_else(|e| usage(&format!("control socket: {e}")));
+        let (device, captures) = (device.clone(), engine.captures.clone());
+        std::thread::spawn(move || gaudi_emu::ctrl::serve(listener, device, captures));
+    }
+    std::thread::spawn(move || engine.run());
+
+    let mut backend = Backend::new(device, vectors, waker);
     let server = match Server::new(&socket, true, backend.irqs(), backend.regions()) {
         Ok(s) => s,
         Err(e) => {
@@ -243,7 +137,10 @@ fn main() {
             std::process::exit(1);
         }
     };
-    log::info!("serving 1da3:1020 on {}", socket.display());
+    log::info!(
+        "serving 1da3:1020 with {nports} ports on {}",
+        socket.display()
+    );
     if let Err(e) = server.run(&mut backend) {
         eprintln!("gaudi-emu: {e}");
         std::process::exit(1);

@@ -1,31 +1,154 @@
 // SPDX-License-Identifier: GPL-2.0
-//! BAR0 register map. Documentation/infiniband/gaudi/device-model.rst is
-//! the reference; the driver's `regs.rs` mirrors the same offsets.
+//! The programming model's numbers: BAR0 register map, command interface,
+//! context, WQE, CQE and EQE layouts. Documentation/infiniband/gaudi/
+//! device-model.rst is the reference; the driver mirrors what it uses.
 
-/// Identification: reads [`ID_MAGIC`] on a Gaudi2 NIC.
+// ---- Global registers -------------------------------------------------
+
+/// Identification: reads [`ID_MAGIC`].
 pub const ID: u64 = 0x0000;
 /// Programming-model version, major << 16 | minor.
 pub const VERSION: u64 = 0x0004;
 /// Read/write scratch register with no side effects.
 pub const SCRATCH: u64 = 0x0008;
-/// Write a vector number: the device raises that MSI-X vector with the
-/// TEST cause set.
+/// Device status: [`STATUS_READY`], [`STATUS_FATAL`].
+pub const STATUS: u64 = 0x000c;
+/// Write a vector number: the device raises it with [`CAUSE_TEST`] set.
 pub const IRQ_TEST: u64 = 0x0010;
 /// Pending interrupt causes; write 1 to clear.
 pub const IRQ_CAUSE: u64 = 0x0014;
-/// Number of test interrupts the device has raised (read-only).
+/// Test interrupts raised since power-on (read-only).
 pub const IRQ_TEST_COUNT: u64 = 0x0018;
-
+/// Write [`RESET_MAGIC`] to reset the device; READY clears until done.
+pub const RESET: u64 = 0x001c;
 /// DMA self-test: bus address (low, high) and length of a host buffer.
 pub const DMA_TEST_ADDR_LO: u64 = 0x0020;
 pub const DMA_TEST_ADDR_HI: u64 = 0x0024;
 pub const DMA_TEST_LEN: u64 = 0x0028;
-/// Write [`DMA_TEST_START`]: the device reads the buffer and writes it back
-/// with every byte inverted. Reads the status of the last test.
+/// Write [`DMA_TEST_START`]: the device inverts the buffer in place.
+/// Reads the status of the last test.
 pub const DMA_TEST_CTRL: u64 = 0x002c;
-/// Device DMA accesses refused because they fell outside guest memory the
-/// device can reach (read-only).
+/// The DMA audit: device accesses refused because their bus address was
+/// outside the memory the device may reach (read-only, never reset).
 pub const DMA_FAULT_COUNT: u64 = 0x0030;
+
+// ---- Capabilities (read-only) ------------------------------------------
+
+pub const NUM_PORTS: u64 = 0x0040;
+/// QPs per port.
+pub const MAX_QPS: u64 = 0x0044;
+/// CQs per port.
+pub const MAX_CQS: u64 = 0x0048;
+/// Entries per CQ.
+pub const MAX_CQE: u64 = 0x004c;
+/// WQEs per send queue.
+pub const MAX_SQE: u64 = 0x0050;
+/// Largest path MTU in bytes.
+pub const MAX_MTU: u64 = 0x0054;
+/// Supported MMU page sizes: bit n set means 2^n bytes.
+pub const MMU_PAGE_SIZES: u64 = 0x0058;
+/// Largest message (WQE length) in bytes.
+pub const MAX_MSG: u64 = 0x005c;
+/// Device memory (BAR4) size in bytes, low and high word.
+pub const DEVMEM_SIZE_LO: u64 = 0x0060;
+pub const DEVMEM_SIZE_HI: u64 = 0x0064;
+/// MSI-X vectors.
+pub const NUM_VECTORS: u64 = 0x0068;
+/// Firmware version: [`FW_VERSION_LEN`] bytes of NUL-padded ASCII.
+pub const FW_VERSION: u64 = 0x0100;
+pub const FW_VERSION_LEN: usize = 32;
+
+// ---- MMU ---------------------------------------------------------------
+
+/// Bus address of the level-0 page table (4 KiB aligned), low and high.
+pub const MMU_ROOT_LO: u64 = 0x0200;
+pub const MMU_ROOT_HI: u64 = 0x0204;
+/// Bit 0: translation enabled.
+pub const MMU_CTRL: u64 = 0x0208;
+/// Write 1: forget every cached translation.
+pub const MMU_INVALIDATE: u64 = 0x020c;
+/// Translation faults since reset, and the last faulting device VA.
+pub const MMU_FAULT_COUNT: u64 = 0x0210;
+pub const MMU_FAULT_VA_LO: u64 = 0x0214;
+pub const MMU_FAULT_VA_HI: u64 = 0x0218;
+
+// ---- Event queue -------------------------------------------------------
+
+/// Bus address of the event queue (kernel memory, not translated).
+pub const EQ_BASE_LO: u64 = 0x0300;
+pub const EQ_BASE_HI: u64 = 0x0304;
+/// log2 of the number of entries, 4 to 12.
+pub const EQ_LOG_SIZE: u64 = 0x0308;
+/// Bit 0: enabled.
+pub const EQ_CTRL: u64 = 0x030c;
+/// Consumer index (free running), written by the driver.
+pub const EQ_CI: u64 = 0x0310;
+/// Producer index (free running, read-only).
+pub const EQ_PI: u64 = 0x0314;
+/// Events dropped because the event queue was full (read-only).
+pub const EQ_OVERFLOWS: u64 = 0x0318;
+
+// ---- Command interface -------------------------------------------------
+
+/// 32 data registers (128 bytes) carrying a command's argument or result.
+pub const CMD_DATA: u64 = 0x0400;
+pub const CMD_DATA_LEN: usize = 128;
+/// Write to execute: opcode 31:24, port 20:16, index 15:0.
+pub const CMD: u64 = 0x0480;
+/// Result of the last command: 0 or a positive errno value.
+pub const CMD_STATUS: u64 = 0x0484;
+
+pub const CMD_CQ_CREATE: u32 = 0x01;
+pub const CMD_CQ_DESTROY: u32 = 0x02;
+pub const CMD_QP_WRITE: u32 = 0x03;
+pub const CMD_QP_READ: u32 = 0x04;
+pub const CMD_QP_DESTROY: u32 = 0x05;
+
+// ---- Ports -------------------------------------------------------------
+
+/// Per-port register blocks: `PORT_BASE + port * PORT_STRIDE + reg`.
+pub const PORT_BASE: u64 = 0x2000;
+pub const PORT_STRIDE: u64 = 0x40;
+pub const PORT_MAC_LO: u64 = 0x00;
+pub const PORT_MAC_HI: u64 = 0x04;
+/// IPv4 address, first octet in bits 31:24.
+pub const PORT_IPV4: u64 = 0x08;
+/// Bit 0: link up.
+pub const PORT_STATE: u64 = 0x0c;
+/// Mb/s.
+pub const PORT_SPEED: u64 = 0x10;
+pub const PORT_TX_PKTS: u64 = 0x14;
+pub const PORT_RX_PKTS: u64 = 0x18;
+/// Received frames dropped: bad ICRC, not RoCEv2, unknown QP.
+pub const PORT_RX_DROPS: u64 = 0x1c;
+pub const PORT_RETRANSMITS: u64 = 0x20;
+pub const PORT_NAKS_SENT: u64 = 0x24;
+pub const PORT_ICRC_ERRORS: u64 = 0x28;
+
+// ---- Doorbells ---------------------------------------------------------
+
+/// One 4 KiB doorbell page per port: `DB_BASE + port * DB_STRIDE`.
+pub const DB_BASE: u64 = 0x1_0000;
+pub const DB_STRIDE: u64 = 0x1000;
+/// QPN 31:16, SQ producer index 15:0.
+pub const DB_SQ: u64 = 0x00;
+/// CQN 31:16, CQ consumer index 15:0.
+pub const DB_CQ: u64 = 0x08;
+/// As [`DB_CQ`], and arm the CQ for one completion event.
+pub const DB_CQ_ARM: u64 = 0x0c;
+
+// ---- Values ------------------------------------------------------------
+
+/// "GAU2".
+pub const ID_MAGIC: u32 = 0x4741_5532;
+/// Programming model 1.0.
+pub const MODEL_VERSION: u32 = 0x0001_0000;
+pub const STATUS_READY: u32 = 1 << 0;
+pub const STATUS_FATAL: u32 = 1 << 1;
+pub const RESET_MAGIC: u32 = 0x5245_5345;
+/// Cause bits.
+pub const CAUSE_TEST: u32 = 1 << 0;
+pub const CAUSE_EQ: u32 = 1 << 1;
 
 pub const DMA_TEST_START: u32 = 1;
 pub const DMA_TEST_IDLE: u32 = 0;
@@ -34,12 +157,58 @@ pub const DMA_TEST_FAULT: u32 = 2;
 /// Longest DMA self-test buffer.
 pub const DMA_TEST_MAX_LEN: u32 = 4096;
 
-/// "GAU2".
-pub const ID_MAGIC: u32 = 0x4741_5532;
-/// Programming model 1.0.
-pub const MODEL_VERSION: u32 = 0x0001_0000;
-/// Cause bit: test interrupt.
-pub const CAUSE_TEST: u32 = 1 << 0;
-
 /// Size of BAR0.
-pub const BAR0_SIZE: u64 = 0x1_0000;
+pub const BAR0_SIZE: u64 = 0x10_0000;
+
+// ---- Layouts -----------------------------------------------------------
+
+pub const WQE_SIZE: usize = 32;
+pub const CQE_SIZE: usize = 32;
+pub const EQE_SIZE: usize = 16;
+
+/// WQE opcodes.
+pub const WQE_RDMA_WRITE: u8 = 0x01;
+pub const WQE_RDMA_WRITE_IMM: u8 = 0x02;
+/// WQE flags.
+pub const WQE_SIGNALED: u8 = 1 << 0;
+
+/// CQE opcodes.
+pub const CQE_SEND: u8 = 0x01;
+pub const CQE_RECV_WRITE_IMM: u8 = 0x02;
+
+/// CQE status codes.
+pub const ST_SUCCESS: u8 = 0;
+pub const ST_LOC_LEN_ERR: u8 = 1;
+pub const ST_LOC_QP_OP_ERR: u8 = 2;
+pub const ST_LOC_PROT_ERR: u8 = 3;
+pub const ST_WR_FLUSH_ERR: u8 = 4;
+pub const ST_REM_ACCESS_ERR: u8 = 5;
+pub const ST_REM_OP_ERR: u8 = 6;
+pub const ST_RETRY_EXC_ERR: u8 = 7;
+pub const ST_REM_INV_REQ_ERR: u8 = 8;
+
+/// Event types.
+pub const EV_PORT_UP: u8 = 1;
+pub const EV_PORT_DOWN: u8 = 2;
+pub const EV_QP_ERROR: u8 = 3;
+pub const EV_CQ_OVERFLOW: u8 = 4;
+pub const EV_MMU_FAULT: u8 = 5;
+pub const EV_DEVICE_FATAL: u8 = 6;
+pub const EV_COMPLETION: u8 = 7;
+
+/// QP states.
+pub const QPS_RESET: u8 = 0;
+pub const QPS_INIT: u8 = 1;
+pub const QPS_RTR: u8 = 2;
+pub const QPS_RTS: u8 = 3;
+pub const QPS_ERR: u8 = 4;
+
+/// QP context flags.
+pub const QPF_REMOTE_WRITE: u32 = 1 << 0;
+
+/// Page-table entry bits.
+pub const PTE_VALID: u64 = 1 << 0;
+pub const PTE_WRITE: u64 = 1 << 1;
+pub const PTE_LEAF: u64 = 1 << 2;
+pub const PTE_DEVMEM: u64 = 1 << 3;
+pub const PTE_ADDR_MASK: u64 = 0x000f_ffff_ffff_f000;

@@ -1,0 +1,133 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The control interface for tests: a Unix stream socket taking one
+//! command per line and answering with result lines ending in "ok" or
+//! "err MESSAGE".
+//!
+//! ```text
+//! link PORT up|down        change a port's link state (PORT_UP/PORT_DOWN event)
+//! drop PORT N              drop the next N frames the port sends
+//! corrupt PORT N           corrupt the next N frames (their ICRC fails)
+//! delay PORT MS            delay the port's frames by MS milliseconds
+//! qp-error PORT QPN        move a QP to the error state (QP_ERROR event)
+//! fatal                    device fatal error (DEVICE_FATAL event)
+//! capture PORT PATH|off    write the port's frames to a pcap file
+//! stat                     "dma_audit N", "mmu_faults N", "eq_dropped N",
+//!                          "port P tx N rx N rx_drops N retransmits N
+//!                          naks N icrc_errors N injected N link up|down"
+//! ```
+
+use crate::device::Device;
+use crate::engine::{open_capture, Captures};
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+pub fn serve(listener: UnixListener, device: Arc<Mutex<Device>>, captures: Captures) {
+    for conn in listener.incoming().flatten() {
+        let device = device.clone();
+        let captures = captures.clone();
+        std::thread::spawn(move || session(conn, &device, &captures));
+    }
+}
+
+fn session(conn: UnixStream, device: &Mutex<Device>, captures: &Captures) {
+    let Ok(mut out) = conn.try_clone() else {
+        return;
+    };
+    for line in BufReader::new(conn).lines() {
+        let Ok(line) = line else { return };
+        let reply = match command(line.trim(), device, captures) {
+            Ok(mut lines) => {
+                lines.push("ok".into());
+                lines.join("\n")
+            }
+            Err(e) => format!("err {e}"),
+        };
+        if writeln!(out, "{reply}").is_err() {
+            return;
+        }
+    }
+}
+
+fn num<T: std::str::FromStr>(s: Option<&str>, what: &str) -> Result<T, String> {
+    s.and_then(|s| s.parse().ok())
+        .ok_or_else(|| format!("bad or missing {what}"))
+}
+
+fn command(line: &str, device: &Mutex<Device>, captures: &Captures) -> Result<Vec<String>, String> {
+    let mut w = line.split_whitespace();
+    let cmd = w.next().unwrap_or("");
+    let mut d = device.lock().unwrap();
+    let nports = d.ports.len();
+    let port = |w: &mut std::str::SplitWhitespace<'_>| -> Result<usize, String> {
+        let p: usize = num(w.next(), "port")?;
+        if p >= nports {
+            return Err(format!("no port {p}"));
+        }
+        Ok(p)
+    };
+    match cmd {
+        "link" => {
+            let p = port(&mut w)?;
+            let up = match w.next() {
+                Some("up") => true,
+                Some("down") => false,
+                _ => return Err("link PORT up|down".into()),
+            };
+            d.set_link(p, up);
+        }
+        "drop" => {
+            let p = port(&mut w)?;
+            d.ports[p].inject.drop = num(w.next(), "count")?;
+        }
+        "corrupt" => {
+            let p = port(&mut w)?;
+            d.ports[p].inject.corrupt = num(w.next(), "count")?;
+        }
+        "delay" => {
+            let p = port(&mut w)?;
+            d.ports[p].inject.delay = Duration::from_millis(num(w.next(), "milliseconds")?);
+        }
+        "qp-error" => {
+            let p = port(&mut w)?;
+            if !d.inject_qp_error(p, num(w.next(), "qpn")?) {
+                return Err("no such QP".into());
+            }
+        }
+        "fatal" => d.fatal(),
+        "capture" => {
+            let p = port(&mut w)?;
+            let w = match w.next() {
+                Some("off") => None,
+                Some(path) => Some(open_capture(path).map_err(|e| format!("{path}: {e}"))?),
+                None => return Err("capture PORT PATH|off".into()),
+            };
+            captures.lock().unwrap()[p] = w;
+        }
+        "stat" => {
+            let mut out = vec![
+                format!("dma_audit {}", d.audit()),
+                format!("mmu_faults {}", d.mmu.faults),
+            ];
+            for (i, p) in d.ports.iter().enumerate() {
+                let c = &p.counters;
+                out.push(format!(
+                    "port {i} tx {} rx {} rx_drops {} retransmits {} naks {} icrc_errors {} injected {} link {}",
+                    c.tx,
+                    c.rx,
+                    c.rx_drops,
+                    c.retransmits,
+                    c.naks_sent,
+                    c.icrc_errors,
+                    c.injected,
+                    if p.link_up { "up" } else { "down" }
+                ));
+            }
+            return Ok(out);
+        }
+        "" => return Err("empty command".into()),
+        _ => return Err(format!("unknown command {cmd}")),
+    }
+    Ok(Vec::new())
+}

@@ -1,0 +1,165 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The device's clock and wires: one thread moves frames between the
+//! ports and their links (UDP datagrams carrying Ethernet frames, as
+//! QEMU's `-netdev dgram` does) and advances the device's timers.
+
+use crate::device::Device;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixDatagram;
+use std::sync::{Arc, Mutex};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+/// Wakes the engine when the device has work (a doorbell was written).
+#[derive(Clone)]
+pub struct Waker(Arc<UnixDatagram>);
+
+impl Waker {
+    pub fn wake(&self) {
+        let _ = self.0.send(&[1]);
+    }
+}
+
+/// A port's link: a UDP socket and where its frames go.
+pub struct Link {
+    pub socket: UdpSocket,
+    pub peer: SocketAddr,
+}
+
+impl Link {
+    pub fn new(local: SocketAddr, peer: SocketAddr) -> std::io::Result<Self> {
+        let socket = UdpSocket::bind(local)?;
+        socket.set_nonblocking(true)?;
+        // Room for a window of MTU-sized frames on every QP of a burst.
+        for opt in [libc::SO_SNDBUF, libc::SO_RCVBUF] {
+            let size: libc::c_int = 8 << 20;
+            // SAFETY: a valid socket and a pointer to an int of the given size.
+            unsafe {
+                libc::setsockopt(
+                    socket.as_raw_fd(),
+                    libc::SOL_SOCKET,
+                    opt,
+                    (&size as *const libc::c_int).cast(),
+                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+                )
+            };
+        }
+        Ok(Self { socket, peer })
+    }
+}
+
+/// pcap writers, per port, set from the control interface.
+pub type Captures = Arc<Mutex<Vec<Option<BufWriter<File>>>>>;
+
+pub fn open_capture(path: &str) -> std::io::Result<BufWriter<File>> {
+    let mut w = BufWriter::new(File::create(path)?);
+    // pcap global header: magic, v2.4, tz 0, sigfigs 0, snaplen, Ethernet.
+    w.write_all(&0xa1b2_c3d4u32.to_le_bytes())?;
+    w.write_all(&2u16.to_le_bytes())?;
+    w.write_all(&4u16.to_le_bytes())?;
+    w.write_all(&[0; 8])?;
+    w.write_all(&65535u32.to_le_bytes())?;
+    w.write_all(&1u32.to_le_bytes())?;
+    w.flush()?;
+    Ok(w)
+}
+
+fn capture(caps: &Captures, port: usize, frame: &[u8]) {
+    let mut caps = caps.lock().unwrap();
+    let Some(Some(w)) = caps.get_mut(port) else {
+        return;
+    };
+    let t = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    let mut rec = Vec::with_capacity(16 + frame.len());
+    rec.extend_from_slice(&(t.as_secs() as u32).to_le_bytes());
+    rec.extend_from_slice(&t.subsec_micros().to_le_bytes());
+    rec.extend_from_slice(&(frame.len() as u32).to_le_bytes());
+    rec.extend_from_slice(&(frame.len() as u32).to_le_bytes());
+    rec.extend_from_slice(frame);
+    if w.write_all(&rec).and_then(|_| w.flush()).is_err() {
+        caps[port] = None;
+    }
+}
+
+pub struct Engine {
+    device: Arc<Mutex<Device>>,
+    links: Vec<Option<Link>>,
+    wake_rx: UnixDatagram,
+    pub captures: Captures,
+}
+
+impl Engine {
+    pub fn new(
+        device: Arc<Mutex<Device>>,
+        links: Vec<Option<Link>>,
+    ) -> std::io::Result<(Self, Waker)> {
+        let (tx, rx) = UnixDatagram::pair()?;
+        tx.set_nonblocking(true)?;
+        rx.set_nonblocking(true)?;
+        let n = links.len();
+        Ok((
+            Self {
+                device,
+                links,
+                wake_rx: rx,
+                captures: Arc::new(Mutex::new((0..n).map(|_| None).collect())),
+            },
+            Waker(Arc::new(tx)),
+        ))
+    }
+
+    pub fn run(self) -> ! {
+        let mut buf = vec![0u8; 65536];
+        loop {
+            let mut fds: Vec<libc::pollfd> = std::iter::once(self.wake_rx.as_raw_fd())
+                .chain(self.links.iter().flatten().map(|l| l.socket.as_raw_fd()))
+                .map(|fd| libc::pollfd {
+                    fd,
+                    events: libc::POLLIN,
+                    revents: 0,
+                })
+                .collect();
+            // SAFETY: `fds` is a valid array of pollfd of the given length.
+            unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 1) };
+            while self.wake_rx.recv(&mut buf).is_ok() {}
+            let mut rx = Vec::new();
+            for (port, link) in self.links.iter().enumerate() {
+                let Some(link) = link else { continue };
+                // Bound the batch so that one busy link cannot starve the rest.
+                for _ in 0..256 {
+                    match link.socket.recv(&mut buf) {
+                        Ok(n) => rx.push((port, buf[..n].to_vec())),
+                        Err(_) => break,
+                    }
+                }
+            }
+            let now = Instant::now();
+            let mut tx = Vec::new();
+            {
+                let mut d = self.device.lock().unwrap();
+                for (port, frame) in &rx {
+                    capture(&self.captures, *port, frame);
+                    d.receive(*port, frame, now);
+                }
+                d.step(now);
+                for port in 0..self.links.len() {
+                    for f in d.take_tx(port, now) {
+                        tx.push((port, f));
+                    }
+                }
+            }
+            for (port, f) in tx {
+                capture(&self.captures, port, &f);
+                if let Some(link) = &self.links[port] {
+                    if let Err(e) = link.socket.send_to(&f, link.peer) {
+                        log::debug!("port {port}: send: {e}");
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,150 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Everything the device can reach: guest memory by bus address, its own
+//! device memory by offset, and the DMA audit of refused accesses.
+
+use crate::dma::GuestMemory;
+use std::fs::File;
+use std::os::fd::{AsRawFd, FromRawFd};
+
+/// Device memory (HBM) behind BAR4: a shared memfd mapping.
+pub struct DevMem {
+    base: *mut u8,
+    size: usize,
+    _file: File,
+}
+
+// SAFETY: plain shared memory, accessed through bounds-checked methods.
+unsafe impl Send for DevMem {}
+
+impl DevMem {
+    pub fn new(size: usize) -> std::io::Result<Self> {
+        // SAFETY: the name is NUL-terminated; the result is checked.
+        let fd = unsafe { libc::memfd_create(c"gaudi-hbm".as_ptr(), 0) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: fresh descriptor, owned by the File from here on.
+        let file = unsafe { File::from_raw_fd(fd) };
+        file.set_len(size as u64)?;
+        let base = if size == 0 {
+            std::ptr::NonNull::dangling().as_ptr()
+        } else {
+            // SAFETY: a fresh shared mapping of a descriptor we own.
+            let p = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    size,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_SHARED,
+                    file.as_raw_fd(),
+                    0,
+                )
+            };
+            if p == libc::MAP_FAILED {
+                return Err(std::io::Error::last_os_error());
+            }
+            p.cast()
+        };
+        Ok(Self {
+            base,
+            size,
+            _file: file,
+        })
+    }
+
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    fn range(&self, off: u64, len: usize) -> Option<usize> {
+        let off = usize::try_from(off).ok()?;
+        (off.checked_add(len)? <= self.size).then_some(off)
+    }
+
+    pub fn read(&self, off: u64, buf: &mut [u8]) -> bool {
+        let Some(o) = self.range(off, buf.len()) else {
+            return false;
+        };
+        // SAFETY: `range` checked that the bytes lie inside the mapping.
+        unsafe { std::ptr::copy_nonoverlapping(self.base.add(o), buf.as_mut_ptr(), buf.len()) };
+        true
+    }
+
+    pub fn write(&self, off: u64, buf: &[u8]) -> bool {
+        let Some(o) = self.range(off, buf.len()) else {
+            return false;
+        };
+        // SAFETY: `range` checked that the bytes lie inside the mapping.
+        unsafe { std::ptr::copy_nonoverlapping(buf.as_ptr(), self.base.add(o), buf.len()) };
+        true
+    }
+}
+
+impl Drop for DevMem {
+    fn drop(&mut self) {
+        if self.size != 0 {
+            // SAFETY: base/size are what mmap returned.
+            unsafe { libc::munmap(self.base.cast(), self.size) };
+        }
+    }
+}
+
+/// Where a device access lands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// Host memory, by bus address.
+    Host(u64),
+    /// Device memory, by offset.
+    Dev(u64),
+}
+
+impl Target {
+    pub fn add(self, n: u64) -> Self {
+        match self {
+            Target::Host(a) => Target::Host(a + n),
+            Target::Dev(a) => Target::Dev(a + n),
+        }
+    }
+}
+
+/// The memories plus the audit counter.
+pub struct Mem {
+    pub guest: GuestMemory,
+    pub dev: DevMem,
+    /// Accesses refused because they were outside reachable memory.
+    pub audit: u32,
+}
+
+impl Mem {
+    pub fn new(devmem: usize) -> std::io::Result<Self> {
+        Ok(Self {
+            guest: GuestMemory::default(),
+            dev: DevMem::new(devmem)?,
+            audit: 0,
+        })
+    }
+
+    fn refuse(&mut self, t: Target, len: usize, what: &str) -> bool {
+        self.audit = self.audit.wrapping_add(1);
+        log::warn!("DMA audit: {what} of {len} bytes at {t:x?} refused (outside reachable memory)");
+        false
+    }
+
+    /// Read at `t`; an unreachable address is refused and audited.
+    pub fn read(&mut self, t: Target, buf: &mut [u8]) -> bool {
+        let ok = match t {
+            Target::Host(a) => self.guest.read(a, buf),
+            Target::Dev(o) => self.dev.read(o, buf),
+        };
+        ok || self.refuse(t, buf.len(), "read")
+    }
+
+    /// Write at `t`; an unreachable address is refused and audited.
+    pub fn write(&mut self, t: Target, buf: &[u8]) -> bool {
+        let ok = match t {
+            Target::Host(a) => self.guest.write(a, buf),
+            Target::Dev(o) => self.dev.write(o, buf),
+        };
+        ok || self.refuse(t, buf.len(), "write")
+    }
+}

@@ -1,0 +1,300 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Queue-pair, completion-queue and work-queue-entry layouts and state.
+
+use crate::regs::*;
+use crate::roce::Endpoint;
+use std::collections::VecDeque;
+use std::time::Instant;
+
+/// The QP context as the driver writes it through CMD_DATA (64 bytes).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QpCtx {
+    pub state: u8,
+    /// log2 of the path MTU, 8 (256 B) to 13 (8 KiB).
+    pub log_mtu: u8,
+    pub retry_cnt: u8,
+    /// Local ACK timeout: 4.096 us * 2^timeout; 0 waits forever.
+    pub timeout: u8,
+    pub cqn: u32,
+    /// Device VA of the send queue ring.
+    pub sq_base: u64,
+    pub sq_log_size: u32,
+    pub dest_qpn: u32,
+    pub sq_psn: u32,
+    pub rq_psn: u32,
+    /// The one rkey this QP's WRITEs carry to the peer.
+    pub remote_rkey: u32,
+    /// The one rkey incoming WRITEs must carry.
+    pub local_rkey: u32,
+    pub dest: Endpoint,
+    pub udp_sport: u16,
+    pub flags: u32,
+}
+
+fn u32_at(b: &[u8], o: usize) -> u32 {
+    u32::from_le_bytes(b[o..o + 4].try_into().unwrap())
+}
+
+impl QpCtx {
+    pub const LEN: usize = 64;
+
+    pub fn decode(b: &[u8]) -> Self {
+        Self {
+            state: b[0],
+            log_mtu: b[1],
+            retry_cnt: b[2],
+            timeout: b[3],
+            cqn: u32_at(b, 4),
+            sq_base: u64::from_le_bytes(b[8..16].try_into().unwrap()),
+            sq_log_size: u32_at(b, 16),
+            dest_qpn: u32_at(b, 20),
+            sq_psn: u32_at(b, 24),
+            rq_psn: u32_at(b, 28),
+            remote_rkey: u32_at(b, 32),
+            local_rkey: u32_at(b, 36),
+            dest: Endpoint {
+                mac: b[40..46].try_into().unwrap(),
+                ip: b[48..52].try_into().unwrap(),
+            },
+            udp_sport: u16::from_le_bytes([b[52], b[53]]),
+            flags: u32_at(b, 56),
+        }
+    }
+
+    pub fn encode(&self) -> [u8; Self::LEN] {
+        let mut b = [0u8; Self::LEN];
+        b[0] = self.state;
+        b[1] = self.log_mtu;
+        b[2] = self.retry_cnt;
+        b[3] = self.timeout;
+        b[4..8].copy_from_slice(&self.cqn.to_le_bytes());
+        b[8..16].copy_from_slice(&self.sq_base.to_le_bytes());
+        b[16..20].copy_from_slice(&self.sq_log_size.to_le_bytes());
+        b[20..24].copy_from_slice(&self.dest_qpn.to_le_bytes());
+        b[24..28].copy_from_slice(&self.sq_psn.to_le_bytes());
+        b[28..32].copy_from_slice(&self.rq_psn.to_le_bytes());
+        b[32..36].copy_from_slice(&self.remote_rkey.to_le_bytes());
+        b[36..40].copy_from_slice(&self.local_rkey.to_le_bytes());
+        b[40..46].copy_from_slice(&self.dest.mac);
+        b[48..52].copy_from_slice(&self.dest.ip);
+        b[52..54].copy_from_slice(&self.udp_sport.to_le_bytes());
+        b[56..60].copy_from_slice(&self.flags.to_le_bytes());
+        b
+    }
+
+    pub fn mtu(&self) -> u64 {
+        1 << self.log_mtu
+    }
+}
+
+/// A send WQE (32 bytes).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Wqe {
+    pub opcode: u8,
+    pub flags: u8,
+    pub len: u32,
+    pub local_va: u64,
+    pub remote_va: u64,
+    pub imm: u32,
+}
+
+impl Wqe {
+    pub fn decode(b: &[u8; WQE_SIZE]) -> Self {
+        Self {
+            opcode: b[0],
+            flags: b[1],
+            len: u32_at(b, 4),
+            local_va: u64::from_le_bytes(b[8..16].try_into().unwrap()),
+            remote_va: u64::from_le_bytes(b[16..24].try_into().unwrap()),
+            imm: u32_at(b, 24),
+        }
+    }
+
+    pub fn encode(&self) -> [u8; WQE_SIZE] {
+        let mut b = [0u8; WQE_SIZE];
+        b[0] = self.opcode;
+        b[1] = self.flags;
+        b[4..8].copy_from_slice(&self.len.to_le_bytes());
+        b[8..16].copy_from_slice(&self.local_va.to_le_bytes());
+        b[16..24].copy_from_slice(&self.remote_va.to_le_bytes());
+        b[24..28].copy_from_slice(&self.imm.to_le_bytes());
+        b
+    }
+}
+
+/// A completion (32 bytes); the owner bit is added when it is written.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Cqe {
+    pub qpn: u32,
+    pub wqe_index: u16,
+    pub opcode: u8,
+    pub status: u8,
+    pub byte_len: u32,
+    pub imm: u32,
+}
+
+impl Cqe {
+    pub fn encode(&self, owner: bool) -> [u8; CQE_SIZE] {
+        let mut b = [0u8; CQE_SIZE];
+        b[0..4].copy_from_slice(&self.qpn.to_le_bytes());
+        b[4..6].copy_from_slice(&self.wqe_index.to_le_bytes());
+        b[6] = self.opcode;
+        b[7] = self.status;
+        b[8..12].copy_from_slice(&self.byte_len.to_le_bytes());
+        b[12..16].copy_from_slice(&self.imm.to_le_bytes());
+        b[31] = u8::from(owner);
+        b
+    }
+
+    pub fn decode(b: &[u8]) -> (Self, bool) {
+        (
+            Self {
+                qpn: u32_at(b, 0),
+                wqe_index: u16::from_le_bytes([b[4], b[5]]),
+                opcode: b[6],
+                status: b[7],
+                byte_len: u32_at(b, 8),
+                imm: u32_at(b, 12),
+            },
+            b[31] & 1 != 0,
+        )
+    }
+}
+
+pub struct Cq {
+    pub va: u64,
+    pub log_size: u32,
+    pub vector: u32,
+    pub pi: u32,
+    pub ci: u32,
+    pub armed: bool,
+    /// Set after an overflow or a ring write fault: nothing more is written.
+    pub broken: bool,
+}
+
+/// A WQE on the wire or waiting for its acknowledgement.
+#[derive(Clone, Copy, Debug)]
+pub struct Pending {
+    pub index: u16,
+    pub wqe: Wqe,
+    pub first_psn: u32,
+    pub npkts: u32,
+}
+
+/// Where a WRITE being received continues.
+#[derive(Clone, Copy, Debug)]
+pub struct RecvWrite {
+    pub va: u64,
+    pub remaining: u64,
+    pub total: u32,
+}
+
+pub struct Qp {
+    pub ctx: QpCtx,
+    // Requester.
+    /// Producer index from the doorbell.
+    pub sq_pi: u16,
+    /// Next WQE to fetch.
+    pub sq_fetch: u16,
+    /// WQEs fetched and not yet completed, oldest first; the last one may
+    /// be partly sent.
+    pub pending: VecDeque<Pending>,
+    /// Position in `pending` and byte offset of the next packet to send.
+    pub send_pos: usize,
+    pub send_off: u64,
+    /// Next PSN to send; oldest unacknowledged PSN.
+    pub next_psn: u32,
+    pub una_psn: u32,
+    pub retries_left: u8,
+    pub last_progress: Instant,
+    // Responder.
+    pub epsn: u32,
+    pub msn: u32,
+    pub recv: Option<RecvWrite>,
+    pub nak_sent: bool,
+}
+
+impl Qp {
+    pub fn new(ctx: QpCtx, now: Instant) -> Self {
+        Self {
+            ctx,
+            sq_pi: 0,
+            sq_fetch: 0,
+            pending: VecDeque::new(),
+            send_pos: 0,
+            send_off: 0,
+            next_psn: ctx.sq_psn,
+            una_psn: ctx.sq_psn,
+            retries_left: ctx.retry_cnt,
+            last_progress: now,
+            epsn: ctx.rq_psn,
+            msn: 0,
+            recv: None,
+            nak_sent: false,
+        }
+    }
+
+    pub fn sq_size(&self) -> u16 {
+        1 << self.ctx.sq_log_size
+    }
+
+    /// Packets of a message of `len` bytes at path MTU `mtu`.
+    pub fn npkts(len: u32, mtu: u64) -> u32 {
+        (u64::from(len).div_ceil(mtu)).max(1) as u32
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layouts_round_trip() {
+        let c = QpCtx {
+            state: QPS_RTS,
+            log_mtu: 12,
+            retry_cnt: 7,
+            timeout: 14,
+            cqn: 3,
+            sq_base: 0x1234_5000,
+            sq_log_size: 6,
+            dest_qpn: 0xab_cdef,
+            sq_psn: 100,
+            rq_psn: 200,
+            remote_rkey: 0x1111,
+            local_rkey: 0x2222,
+            dest: Endpoint {
+                mac: [2, 0, 0, 0, 1, 2],
+                ip: [10, 0, 0, 2],
+            },
+            udp_sport: 0xc001,
+            flags: QPF_REMOTE_WRITE,
+        };
+        assert_eq!(QpCtx::decode(&c.encode()), c);
+        let w = Wqe {
+            opcode: WQE_RDMA_WRITE_IMM,
+            flags: WQE_SIGNALED,
+            len: 4096,
+            local_va: 1,
+            remote_va: 2,
+            imm: 3,
+        };
+        assert_eq!(Wqe::decode(&w.encode()), w);
+        let q = Cqe {
+            qpn: 5,
+            wqe_index: 6,
+            opcode: CQE_SEND,
+            status: ST_RETRY_EXC_ERR,
+            byte_len: 7,
+            imm: 8,
+        };
+        assert_eq!(Cqe::decode(&q.encode(true)), (q, true));
+    }
+
+    #[test]
+    fn packet_counts() {
+        assert_eq!(Qp::npkts(0, 4096), 1);
+        assert_eq!(Qp::npkts(4096, 4096), 1);
+        assert_eq!(Qp::npkts(4097, 4096), 2);
+    }
+}

@@ -1,0 +1,403 @@
+// SPDX-License-Identifier: GPL-2.0
+//! RoCEv2 on the wire: Ethernet / IPv4 / UDP 4791 / BTH [/ RETH] [/ ImmDt]
+//! [/ AETH] / payload / ICRC, as the InfiniBand Architecture Specification
+//! (Annex A17) and the kernel's rxe define them.
+
+pub const ROCE_PORT: u16 = 4791;
+const ETH_HLEN: usize = 14;
+const IP_HLEN: usize = 20;
+const UDP_HLEN: usize = 8;
+const BTH_LEN: usize = 12;
+const RETH_LEN: usize = 16;
+const IMM_LEN: usize = 4;
+const AETH_LEN: usize = 4;
+const ICRC_LEN: usize = 4;
+/// Offset of the BTH in a frame.
+const BTH_OFF: usize = ETH_HLEN + IP_HLEN + UDP_HLEN;
+
+/// RC opcodes the device uses.
+pub mod op {
+    pub const WRITE_FIRST: u8 = 0x06;
+    pub const WRITE_MIDDLE: u8 = 0x07;
+    pub const WRITE_LAST: u8 = 0x08;
+    pub const WRITE_LAST_IMM: u8 = 0x09;
+    pub const WRITE_ONLY: u8 = 0x0a;
+    pub const WRITE_ONLY_IMM: u8 = 0x0b;
+    pub const ACK: u8 = 0x11;
+}
+
+/// AETH syndromes.
+pub mod aeth {
+    /// ACK with "unlimited" credits (no receive queues on this device).
+    pub const ACK: u8 = 0x1f;
+    pub const NAK_PSN_SEQ: u8 = 0x60;
+    pub const NAK_INVALID_REQ: u8 = 0x61;
+    pub const NAK_REMOTE_ACCESS: u8 = 0x62;
+    pub const NAK_REMOTE_OP: u8 = 0x63;
+}
+
+pub const PSN_MASK: u32 = 0xff_ffff;
+
+/// One end of a RoCEv2 conversation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Endpoint {
+    pub mac: [u8; 6],
+    pub ip: [u8; 4],
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Reth {
+    pub va: u64,
+    pub rkey: u32,
+    pub len: u32,
+}
+
+/// A packet, decoded or to be encoded.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct Packet<'a> {
+    pub src: Endpoint,
+    pub dst: Endpoint,
+    pub sport: u16,
+    pub opcode: u8,
+    pub solicited: bool,
+    pub dqpn: u32,
+    pub ackreq: bool,
+    pub psn: u32,
+    pub reth: Option<Reth>,
+    pub imm: Option<u32>,
+    /// (syndrome, MSN)
+    pub aeth: Option<(u8, u32)>,
+    pub payload: &'a [u8],
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ParseError {
+    /// Not IPv4/UDP to port 4791: not for this device.
+    NotRoce,
+    /// Truncated or inconsistent headers.
+    Malformed,
+    /// Wrong invariant CRC.
+    Icrc,
+    /// An opcode the device does not implement.
+    Opcode(u8),
+}
+
+/// Header layout of an opcode: (has RETH, has ImmDt, has AETH).
+fn layout(opcode: u8) -> Option<(bool, bool, bool)> {
+    Some(match opcode {
+        op::WRITE_FIRST | op::WRITE_ONLY => (true, false, false),
+        op::WRITE_MIDDLE | op::WRITE_LAST => (false, false, false),
+        op::WRITE_LAST_IMM => (false, true, false),
+        op::WRITE_ONLY_IMM => (true, true, false),
+        op::ACK => (false, false, true),
+        _ => return None,
+    })
+}
+
+static CRC_TABLE: [u32; 256] = {
+    let mut t = [0u32; 256];
+    let mut i = 0;
+    while i < 256 {
+        let mut c = i as u32;
+        let mut k = 0;
+        while k < 8 {
+            c = if c & 1 != 0 {
+                0xedb8_8320 ^ (c >> 1)
+            } else {
+                c >> 1
+            };
+            k += 1;
+        }
+        t[i] = c;
+        i += 1;
+    }
+    t
+};
+
+fn crc32_update(mut crc: u32, data: &[u8]) -> u32 {
+    for &b in data {
+        crc = CRC_TABLE[((crc ^ u32::from(b)) & 0xff) as usize] ^ (crc >> 8);
+    }
+    crc
+}
+
+/// The invariant CRC of a frame (without its ICRC field), for IPv4.
+fn icrc(frame_wo_icrc: &[u8]) -> u32 {
+    // Masked copy of IP + UDP + BTH.
+    let mut ps = [0u8; IP_HLEN + UDP_HLEN + BTH_LEN];
+    ps.copy_from_slice(&frame_wo_icrc[ETH_HLEN..BTH_OFF + BTH_LEN]);
+    ps[1] = 0xff; // TOS (DSCP, ECN)
+    ps[8] = 0xff; // TTL
+    ps[10] = 0xff; // header checksum
+    ps[11] = 0xff;
+    ps[IP_HLEN + 6] = 0xff; // UDP checksum
+    ps[IP_HLEN + 7] = 0xff;
+    ps[IP_HLEN + UDP_HLEN + 4] = 0xff; // BTH resv8a
+                                       // 0xdebb20e3: CRC state after eight 0xff bytes (the masked LRH).
+    let crc = crc32_update(0xdebb_20e3, &ps);
+    !crc32_update(crc, &frame_wo_icrc[BTH_OFF + BTH_LEN..])
+}
+
+fn ip_checksum(h: &[u8]) -> u16 {
+    let mut sum: u32 = h
+        .chunks(2)
+        .map(|c| u32::from(u16::from_be_bytes([c[0], c[1]])))
+        .sum();
+    while sum >> 16 != 0 {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    !(sum as u16)
+}
+
+impl Packet<'_> {
+    /// Encode as an Ethernet frame with a valid ICRC.
+    pub fn encode(&self, ip_id: u16) -> Vec<u8> {
+        let (has_reth, has_imm, has_aeth) = layout(self.opcode).expect("encodable opcode");
+        let pad = (4 - self.payload.len() % 4) % 4;
+        let bth_and_rest = BTH_LEN
+            + if has_reth { RETH_LEN } else { 0 }
+            + if has_imm { IMM_LEN } else { 0 }
+            + if has_aeth { AETH_LEN } else { 0 }
+            + self.payload.len()
+            + pad
+            + ICRC_LEN;
+        let udp_len = UDP_HLEN + bth_and_rest;
+        let ip_len = IP_HLEN + udp_len;
+        let mut f = Vec::with_capacity(ETH_HLEN + ip_len);
+        f.extend_from_slice(&self.dst.mac);
+        f.extend_from_slice(&self.src.mac);
+        f.extend_from_slice(&0x0800u16.to_be_bytes());
+        let ip_start = f.len();
+        f.extend_from_slice(&[0x45, 0]);
+        f.extend_from_slice(&(ip_len as u16).to_be_bytes());
+        f.extend_from_slice(&ip_id.to_be_bytes());
+        f.extend_from_slice(&0x4000u16.to_be_bytes()); // DF
+        f.extend_from_slice(&[64, 17, 0, 0]);
+        f.extend_from_slice(&self.src.ip);
+        f.extend_from_slice(&self.dst.ip);
+        let csum = ip_checksum(&f[ip_start..ip_start + IP_HLEN]);
+        f[ip_start + 10..ip_start + 12].copy_from_slice(&csum.to_be_bytes());
+        f.extend_from_slice(&self.sport.to_be_bytes());
+        f.extend_from_slice(&ROCE_PORT.to_be_bytes());
+        f.extend_from_slice(&(udp_len as u16).to_be_bytes());
+        f.extend_from_slice(&[0, 0]);
+        // BTH
+        f.push(self.opcode);
+        f.push(u8::from(self.solicited) << 7 | (pad as u8) << 4); // tver 0
+        f.extend_from_slice(&0xffffu16.to_be_bytes()); // default P_Key
+        f.extend_from_slice(&(self.dqpn & 0xff_ffff).to_be_bytes());
+        f.extend_from_slice(
+            &((u32::from(self.ackreq) << 31) | (self.psn & PSN_MASK)).to_be_bytes(),
+        );
+        if has_reth {
+            let r = self.reth.unwrap_or_default();
+            f.extend_from_slice(&r.va.to_be_bytes());
+            f.extend_from_slice(&r.rkey.to_be_bytes());
+            f.extend_from_slice(&r.len.to_be_bytes());
+        }
+        if has_imm {
+            f.extend_from_slice(&self.imm.unwrap_or(0).to_be_bytes());
+        }
+        if has_aeth {
+            let (syn, msn) = self.aeth.unwrap_or((aeth::ACK, 0));
+            f.extend_from_slice(&((u32::from(syn) << 24) | (msn & 0xff_ffff)).to_be_bytes());
+        }
+        f.extend_from_slice(self.payload);
+        f.resize(f.len() + pad, 0);
+        let c = icrc(&f);
+        f.extend_from_slice(&c.to_le_bytes());
+        f
+    }
+
+    /// Decode and verify a frame.
+    pub fn decode(f: &[u8]) -> Result<Packet<'_>, ParseError> {
+        if f.len() < BTH_OFF || f[12..14] != [0x08, 0x00] {
+            return Err(ParseError::NotRoce);
+        }
+        let ip = &f[ETH_HLEN..];
+        if ip[0] != 0x45 || ip[9] != 17 {
+            return Err(ParseError::NotRoce);
+        }
+        let udp = &ip[IP_HLEN..];
+        if u16::from_be_bytes([udp[2], udp[3]]) != ROCE_PORT {
+            return Err(ParseError::NotRoce);
+        }
+        let ip_len = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
+        let udp_len = usize::from(u16::from_be_bytes([udp[4], udp[5]]));
+        if ip_len > f.len() - ETH_HLEN
+            || udp_len != ip_len - IP_HLEN
+            || udp_len < UDP_HLEN + BTH_LEN + ICRC_LEN
+        {
+            return Err(ParseError::Malformed);
+        }
+        // Ethernet may pad short frames: the IP length is authoritative.
+        let f = &f[..ETH_HLEN + ip_len];
+        let end = f.len() - ICRC_LEN;
+        let want = u32::from_le_bytes(f[end..].try_into().unwrap());
+        if icrc(&f[..end]) != want {
+            return Err(ParseError::Icrc);
+        }
+        let b = &f[BTH_OFF..];
+        let opcode = b[0];
+        let (has_reth, has_imm, has_aeth) = layout(opcode).ok_or(ParseError::Opcode(opcode))?;
+        let pad = usize::from((b[1] >> 4) & 3);
+        let mut p = Packet {
+            src: Endpoint {
+                mac: f[6..12].try_into().unwrap(),
+                ip: ip[12..16].try_into().unwrap(),
+            },
+            dst: Endpoint {
+                mac: f[0..6].try_into().unwrap(),
+                ip: ip[16..20].try_into().unwrap(),
+            },
+            sport: u16::from_be_bytes([udp[0], udp[1]]),
+            opcode,
+            solicited: b[1] & 0x80 != 0,
+            dqpn: u32::from_be_bytes(b[4..8].try_into().unwrap()) & 0xff_ffff,
+            ackreq: b[8] & 0x80 != 0,
+            psn: u32::from_be_bytes(b[8..12].try_into().unwrap()) & PSN_MASK,
+            ..Default::default()
+        };
+        let mut off = BTH_OFF + BTH_LEN;
+        let need = |n: usize, off: usize| {
+            if off + n > end {
+                Err(ParseError::Malformed)
+            } else {
+                Ok(())
+            }
+        };
+        if has_reth {
+            need(RETH_LEN, off)?;
+            p.reth = Some(Reth {
+                va: u64::from_be_bytes(f[off..off + 8].try_into().unwrap()),
+                rkey: u32::from_be_bytes(f[off + 8..off + 12].try_into().unwrap()),
+                len: u32::from_be_bytes(f[off + 12..off + 16].try_into().unwrap()),
+            });
+            off += RETH_LEN;
+        }
+        if has_imm {
+            need(IMM_LEN, off)?;
+            p.imm = Some(u32::from_be_bytes(f[off..off + 4].try_into().unwrap()));
+            off += IMM_LEN;
+        }
+        if has_aeth {
+            need(AETH_LEN, off)?;
+            let v = u32::from_be_bytes(f[off..off + 4].try_into().unwrap());
+            p.aeth = Some(((v >> 24) as u8, v & 0xff_ffff));
+            off += AETH_LEN;
+        }
+        if off + pad > end {
+            return Err(ParseError::Malformed);
+        }
+        p.payload = &f[off..end - pad];
+        Ok(p)
+    }
+}
+
+/// PSN arithmetic modulo 2^24: is `a` before `b` (within half the space)?
+pub fn psn_lt(a: u32, b: u32) -> bool {
+    let d = b.wrapping_sub(a) & PSN_MASK;
+    d != 0 && d < (1 << 23)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ep(n: u8) -> Endpoint {
+        Endpoint {
+            mac: [0x02, 0, 0, 0, 0, n],
+            ip: [10, 0, 0, n],
+        }
+    }
+
+    #[test]
+    fn crc32_matches_the_standard_check_value() {
+        assert_eq!(!crc32_update(!0, b"123456789"), 0xcbf4_3926);
+        // The ICRC seed is the state after eight 0xff bytes.
+        assert_eq!(crc32_update(!0, &[0xff; 8]), 0xdebb_20e3);
+    }
+
+    #[test]
+    fn write_only_imm_round_trips() {
+        let payload = b"hello, rdma";
+        let p = Packet {
+            src: ep(1),
+            dst: ep(2),
+            sport: 0xc123,
+            opcode: op::WRITE_ONLY_IMM,
+            dqpn: 0x12_3456,
+            ackreq: true,
+            psn: 0xab_cdef,
+            reth: Some(Reth {
+                va: 0x1122_3344_5566_7788,
+                rkey: 0xdead_beef,
+                len: payload.len() as u32,
+            }),
+            imm: Some(0x0102_0304),
+            payload,
+            ..Default::default()
+        };
+        let f = p.encode(7);
+        assert_eq!(
+            f.len() % 4,
+            2,
+            "14-byte Ethernet header plus 4-byte aligned rest"
+        );
+        assert_eq!(Packet::decode(&f), Ok(p));
+    }
+
+    #[test]
+    fn corrupted_frames_fail_the_icrc() {
+        let p = Packet {
+            src: ep(1),
+            dst: ep(2),
+            opcode: op::WRITE_ONLY,
+            reth: Some(Reth::default()),
+            payload: &[1, 2, 3, 4, 5],
+            ..Default::default()
+        };
+        let f = p.encode(1);
+        for i in BTH_OFF..f.len() {
+            if i == BTH_OFF + 4 {
+                continue; // resv8a is excluded from the ICRC
+            }
+            let mut g = f.clone();
+            g[i] ^= 0x10;
+            assert_eq!(Packet::decode(&g), Err(ParseError::Icrc), "byte {i}");
+        }
+        // Fields outside the invariant part may change in flight.
+        let mut g = f.clone();
+        g[ETH_HLEN + 8] = 3; // TTL
+        g[ETH_HLEN + 1] = 0x03; // ECN
+        assert!(Packet::decode(&g).is_ok());
+    }
+
+    #[test]
+    fn truncated_and_foreign_frames_are_refused() {
+        let p = Packet {
+            opcode: op::ACK,
+            aeth: Some((aeth::NAK_PSN_SEQ, 5)),
+            ..Default::default()
+        };
+        let f = p.encode(1);
+        assert_eq!(
+            Packet::decode(&f).unwrap().aeth,
+            Some((aeth::NAK_PSN_SEQ, 5))
+        );
+        for n in 0..f.len() {
+            assert!(Packet::decode(&f[..n]).is_err(), "length {n}");
+        }
+        let mut g = f.clone();
+        g[12] = 0x86; // IPv6 ethertype
+        assert_eq!(Packet::decode(&g), Err(ParseError::NotRoce));
+    }
+
+    #[test]
+    fn psn_comparison_wraps() {
+        assert!(psn_lt(PSN_MASK, 0));
+        assert!(psn_lt(5, 6));
+        assert!(!psn_lt(6, 5));
+        assert!(!psn_lt(5, 5));
+    }
+}
