@@ -9,11 +9,12 @@
 #   make setup     build environment only
 #   make rustfmt   format the Rust sources of the overlay and tools
 #   make clippy    build the kernel Rust code with CLIPPY=1
+#   make bench-emu emulator-to-emulator RDMA WRITE bandwidth
 #
 # Variables: GAUDI_CACHE (default ~/.cache/gaudi-rdma), FLAVOR=debug|release,
 # ACCEL=tcg|kvm, VM_TIMEOUT (seconds per VM session).
 
-.PHONY: run check kernel setup emulator rustfmt rustfmtcheck clippy
+.PHONY: run check kernel setup rustfmt rustfmtcheck clippy bench-emu
 
 run:
 	@scripts/run.sh
@@ -37,3 +38,6 @@ rustfmtcheck: setup
 
 clippy: setup
 	@scripts/lint.sh clippy
+
+bench-emu:
+	@scripts/bench-emu.sh

@@ -940,6 +940,12 @@ impl Device {
         if self.fatal || port >= self.ports.len() || !self.ports[port].link_up {
             return;
         }
+        if let Some(reply) = crate::roce::arp_reply(frame, &self.ports[port].ep) {
+            let p = &mut self.ports[port];
+            p.counters.tx = p.counters.tx.wrapping_add(1);
+            p.tx.push((now, reply));
+            return;
+        }
         let pkt = match Packet::decode(frame) {
             Ok(p) => p,
             Err(e) => {

@@ -130,18 +130,24 @@ fn main() {
     std::thread::spawn(move || engine.run());
 
     let mut backend = Backend::new(device, vectors, waker);
-    let server = match Server::new(&socket, true, backend.irqs(), backend.regions()) {
-        Ok(s) => s,
-        Err(e) => {
+    // The socket appears under its name only once it is listening, so a
+    // client that waits for the file never finds it refusing connections.
+    let tmp = socket.with_extension("binding");
+    let _ = std::fs::remove_file(&tmp);
+    let listener = UnixListener::bind(&tmp)
+        .and_then(|l| std::fs::rename(&tmp, &socket).map(|_| l))
+        .unwrap_or_else(|e| {
             eprintln!("gaudi-emu: cannot serve on {}: {e}", socket.display());
             std::process::exit(1);
-        }
-    };
+        });
+    let server = Server::from_owned_fd(listener.into(), true, backend.irqs(), backend.regions());
     log::info!(
         "serving 1da3:1020 with {nports} ports on {}",
         socket.display()
     );
-    if let Err(e) = server.run(&mut backend) {
+    let r = server.run(&mut backend);
+    let _ = std::fs::remove_file(&socket);
+    if let Err(e) = r {
         eprintln!("gaudi-emu: {e}");
         std::process::exit(1);
     }

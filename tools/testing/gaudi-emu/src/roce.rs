@@ -294,6 +294,30 @@ impl Packet<'_> {
     }
 }
 
+/// If `f` is an ARP request for `me.ip`, the reply to send.
+pub fn arp_reply(f: &[u8], me: &Endpoint) -> Option<Vec<u8>> {
+    // Ethernet + ARP for IPv4 over Ethernet: htype 1, ptype 0x0800, hlen 6,
+    // plen 4, oper 1 (request).
+    if f.len() < ETH_HLEN + 28
+        || f[12..14] != [0x08, 0x06]
+        || f[14..22] != [0, 1, 0x08, 0x00, 6, 4, 0, 1]
+        || f[38..42] != me.ip
+    {
+        return None;
+    }
+    let (sha, spa) = (&f[22..28], &f[28..32]);
+    let mut r = Vec::with_capacity(60);
+    r.extend_from_slice(sha);
+    r.extend_from_slice(&me.mac);
+    r.extend_from_slice(&[0x08, 0x06, 0, 1, 0x08, 0x00, 6, 4, 0, 2]);
+    r.extend_from_slice(&me.mac);
+    r.extend_from_slice(&me.ip);
+    r.extend_from_slice(sha);
+    r.extend_from_slice(spa);
+    r.resize(60, 0);
+    Some(r)
+}
+
 /// PSN arithmetic modulo 2^24: is `a` before `b` (within half the space)?
 pub fn psn_lt(a: u32, b: u32) -> bool {
     let d = b.wrapping_sub(a) & PSN_MASK;
@@ -391,6 +415,26 @@ mod tests {
         let mut g = f.clone();
         g[12] = 0x86; // IPv6 ethertype
         assert_eq!(Packet::decode(&g), Err(ParseError::NotRoce));
+    }
+
+    #[test]
+    fn answers_arp_for_its_address_only() {
+        let me = ep(2);
+        let mut req = vec![0xff; 6];
+        req.extend_from_slice(&ep(1).mac);
+        req.extend_from_slice(&[0x08, 0x06, 0, 1, 0x08, 0x00, 6, 4, 0, 1]);
+        req.extend_from_slice(&ep(1).mac);
+        req.extend_from_slice(&ep(1).ip);
+        req.extend_from_slice(&[0; 6]);
+        req.extend_from_slice(&me.ip);
+        let r = arp_reply(&req, &me).unwrap();
+        assert_eq!(&r[0..6], &ep(1).mac);
+        assert_eq!(&r[20..22], &[0, 2], "reply");
+        assert_eq!(&r[22..28], &me.mac);
+        assert_eq!(&r[28..32], &me.ip);
+        assert_eq!(&r[38..42], &ep(1).ip);
+        assert!(arp_reply(&req, &ep(3)).is_none());
+        assert!(arp_reply(&req[..40], &me).is_none());
     }
 
     #[test]

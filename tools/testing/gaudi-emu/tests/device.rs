@@ -1,0 +1,650 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The emulator driven over its vfio-user socket, as QEMU and a driver
+//! would drive it: registers, commands, the MMU, and RDMA WRITEs between
+//! emulator processes over their links.
+
+use gaudi_emu::qp::{Cqe, Wqe};
+use gaudi_emu::regs::*;
+use gaudi_emu::testkit::{udp_ports, Emu, TestCq, TestQp};
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+const EMU: &str = env!("CARGO_BIN_EXE_gaudi-emu");
+const WAIT: Duration = Duration::from_secs(10);
+
+fn emu(args: &[&str]) -> Emu {
+    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    Emu::start(Path::new(EMU), &args, 64)
+}
+
+/// Deterministic test data.
+fn pattern(len: usize, seed: u32) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(2_654_435_761) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x as u8
+        })
+        .collect()
+}
+
+const CQ_VA: u64 = 0x10_0000;
+const SQ_VA: u64 = 0x20_0000;
+const SRC_VA: u64 = 0x4000_0000;
+const DST_VA: u64 = 0x8000_0000;
+const RKEY_A: u32 = 0xa11c_e000;
+const RKEY_B: u32 = 0xb0b0_0000;
+
+/// One side of a connection: its emulator, CQ and QP.
+struct Side {
+    emu: Emu,
+    cq: TestCq,
+    qp: TestQp,
+}
+
+/// Two emulators, port 0 of each linked to the other; a QP on each.
+fn pair(retry: (u8, u8)) -> (Side, Side) {
+    let base = udp_ports(2);
+    let (pa, pb) = (base.to_string(), (base + 1).to_string());
+    let mut a = emu(&[
+        "--ports",
+        "2",
+        "--instance",
+        "1",
+        "--link",
+        &format!("0={pa}:{pb}"),
+    ]);
+    let mut b = emu(&[
+        "--ports",
+        "2",
+        "--instance",
+        "2",
+        "--link",
+        &format!("0={pb}:{pa}"),
+    ]);
+    let (ea, eb) = (a.endpoint(0), b.endpoint(0));
+    let mut sides = Vec::new();
+    for (e, peer, qpn, peer_qpn, rkeys) in [
+        (&mut a, eb, 7, 9, (RKEY_B, RKEY_A)),
+        (&mut b, ea, 9, 7, (RKEY_A, RKEY_B)),
+    ] {
+        e.mmu_enable();
+        e.eq_enable(6);
+        let cq = e.cq(0, 1, CQ_VA, 6);
+        let qp = e.qp(0, qpn, 1, SQ_VA, peer, peer_qpn, rkeys, retry);
+        sides.push((cq, qp));
+    }
+    let (cqb, qpb) = sides.pop().unwrap();
+    let (cqa, qpa) = sides.pop().unwrap();
+    (
+        Side {
+            emu: a,
+            cq: cqa,
+            qp: qpa,
+        },
+        Side {
+            emu: b,
+            cq: cqb,
+            qp: qpb,
+        },
+    )
+}
+
+/// Allocate `len` bytes and map them at `va`, pages in reverse physical
+/// order so that every page boundary is a discontinuity.
+fn buffer(e: &mut Emu, va: u64, len: usize, flags: u64) -> Vec<u64> {
+    let pages = len.div_ceil(4096).max(1);
+    let bus = e.ram.alloc(pages * 4096, 4096);
+    let mut page_bus = Vec::new();
+    for i in 0..pages {
+        let b = bus + ((pages - 1 - i) * 4096) as u64;
+        e.map(va + (i * 4096) as u64, b, 1, flags);
+        page_bus.push(b);
+    }
+    page_bus
+}
+
+fn fill(e: &Emu, pages: &[u64], data: &[u8]) {
+    for (i, chunk) in data.chunks(4096).enumerate() {
+        e.ram.slice(pages[i], chunk.len()).copy_from_slice(chunk);
+    }
+}
+
+fn gather(e: &Emu, pages: &[u64], len: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(len);
+    for (i, p) in pages.iter().enumerate() {
+        let n = (len - i * 4096).min(4096);
+        out.extend_from_slice(e.ram.slice(*p, n));
+    }
+    out
+}
+
+fn write_wqe(len: usize, imm: Option<u32>) -> Wqe {
+    Wqe {
+        opcode: if imm.is_some() {
+            WQE_RDMA_WRITE_IMM
+        } else {
+            WQE_RDMA_WRITE
+        },
+        flags: WQE_SIGNALED,
+        len: len as u32,
+        local_va: SRC_VA,
+        remote_va: DST_VA,
+        imm: imm.unwrap_or(0),
+    }
+}
+
+fn expect_cqe(e: &mut Emu, cq: &mut TestCq) -> Cqe {
+    e.poll(cq, WAIT).expect("completion")
+}
+
+#[test]
+fn registers_and_capabilities() {
+    let mut e = emu(&["--ports", "5", "--devmem", "8"]);
+    assert_eq!(e.rd(ID), ID_MAGIC);
+    assert_eq!(e.rd(VERSION), MODEL_VERSION);
+    assert_eq!(e.rd(NUM_PORTS), 5);
+    assert_eq!(e.rd(MAX_MTU), 8192);
+    assert_eq!(e.rd(MMU_PAGE_SIZES), (1 << 12) | (1 << 21) | (1 << 30));
+    assert_eq!(e.rd(DEVMEM_SIZE_LO), 8 << 20);
+    assert_eq!(e.rd(DEVMEM_SIZE_HI), 0);
+    let fw: Vec<u8> = (0..FW_VERSION_LEN as u64 / 4)
+        .flat_map(|i| e.rd(FW_VERSION + 4 * i).to_le_bytes())
+        .collect();
+    assert!(fw.starts_with(b"gaudi-emu 1.0\0"));
+    // Read-only registers ignore writes; scratch holds until reset.
+    e.wr(ID, 0);
+    e.wr(NUM_PORTS, 99);
+    assert_eq!(e.rd(ID), ID_MAGIC);
+    assert_eq!(e.rd(NUM_PORTS), 5);
+    e.wr(SCRATCH, 0x1234_5678);
+    assert_eq!(e.rd(SCRATCH), 0x1234_5678);
+    // Reset handshake: only the magic value resets, READY comes back.
+    e.wr(RESET, 1);
+    assert_eq!(e.rd(SCRATCH), 0x1234_5678);
+    e.wr(RESET, RESET_MAGIC);
+    assert_eq!(e.rd(STATUS) & STATUS_READY, STATUS_READY);
+    assert_eq!(e.rd(SCRATCH), 0);
+    // Per-port registers exist for the 5 ports, not beyond.
+    let p4 = PORT_BASE + 4 * PORT_STRIDE;
+    assert_eq!(e.rd(p4 + PORT_STATE), 1);
+    assert_eq!(e.rd(p4 + PORT_SPEED), 100_000);
+    assert_eq!(e.rd(p4 + PORT_STRIDE + PORT_SPEED), 0);
+    // DMA self-test: the device inverts a buffer in guest memory, and
+    // refuses (and audits) one outside it.
+    let buf = e.ram.alloc(64, 64);
+    e.ram.slice(buf, 64).copy_from_slice(&pattern(64, 1));
+    e.wr64(DMA_TEST_ADDR_LO, buf);
+    e.wr(DMA_TEST_LEN, 64);
+    e.wr(DMA_TEST_CTRL, DMA_TEST_START);
+    assert_eq!(e.rd(DMA_TEST_CTRL), DMA_TEST_DONE);
+    let want: Vec<u8> = pattern(64, 1).iter().map(|b| !b).collect();
+    assert_eq!(e.ram.slice(buf, 64), &want[..]);
+    e.wr64(DMA_TEST_ADDR_LO, 0x4000);
+    e.wr(DMA_TEST_CTRL, DMA_TEST_START);
+    assert_eq!(e.rd(DMA_TEST_CTRL), DMA_TEST_FAULT);
+    assert_eq!(e.rd(DMA_FAULT_COUNT), 1);
+    // Device memory is reachable through BAR4.
+    let mut b = [0u8; 4];
+    e.region_read(4, 0, &mut b);
+    assert_eq!(b, [0; 4]);
+}
+
+#[test]
+fn commands_validate_their_input() {
+    let mut e = emu(&["--ports", "2"]);
+    e.mmu_enable();
+    let mut cq = [0u8; 16];
+    cq[0..8].copy_from_slice(&CQ_VA.to_le_bytes());
+    // Log size 0 and beyond MAX_CQE, misaligned ring, port and index range.
+    cq[8] = 0;
+    assert_eq!(e.cmd(CMD_CQ_CREATE, 0, 1, &cq), 22);
+    cq[8] = 14;
+    assert_eq!(e.cmd(CMD_CQ_CREATE, 0, 1, &cq), 22);
+    cq[8] = 4;
+    assert_eq!(e.cmd(CMD_CQ_CREATE, 2, 1, &cq), 22, "no port 2");
+    assert_eq!(e.cmd(CMD_CQ_CREATE, 0, 1024, &cq), 22, "CQN beyond MAX_CQS");
+    cq[0] = 8;
+    assert_eq!(e.cmd(CMD_CQ_CREATE, 0, 1, &cq), 22, "misaligned ring");
+    cq[0] = 0;
+    assert_eq!(e.cmd(CMD_CQ_CREATE, 0, 1, &cq), 0);
+    assert_eq!(e.cmd(CMD_CQ_CREATE, 0, 1, &cq), 17, "exists");
+    assert_eq!(e.cmd(0x7f, 0, 0, &[]), 22, "unknown opcode");
+    // QP state machine: no RTS out of nothing, no INIT without its CQ.
+    let mut ctx = gaudi_emu::qp::QpCtx {
+        state: QPS_RTS,
+        cqn: 1,
+        sq_base: SQ_VA,
+        sq_log_size: 4,
+        log_mtu: 12,
+        ..Default::default()
+    };
+    assert_eq!(e.cmd(CMD_QP_WRITE, 0, 3, &ctx.encode()), 22);
+    ctx.state = QPS_INIT;
+    ctx.cqn = 2;
+    assert_eq!(e.cmd(CMD_QP_WRITE, 0, 3, &ctx.encode()), 22, "no CQ 2");
+    ctx.cqn = 1;
+    assert_eq!(e.cmd(CMD_QP_WRITE, 0, 3, &ctx.encode()), 0);
+    ctx.state = QPS_RTR;
+    assert_eq!(
+        e.cmd(CMD_QP_WRITE, 0, 3, &ctx.encode()),
+        22,
+        "RTR needs a destination"
+    );
+    ctx.dest.mac = [2, 0, 0, 0, 0, 1];
+    ctx.dest.ip = [10, 0, 0, 1];
+    ctx.log_mtu = 14;
+    assert_eq!(
+        e.cmd(CMD_QP_WRITE, 0, 3, &ctx.encode()),
+        22,
+        "MTU beyond 8 KiB"
+    );
+    ctx.log_mtu = 12;
+    assert_eq!(e.cmd(CMD_QP_WRITE, 0, 3, &ctx.encode()), 0);
+    assert_eq!(e.cmd(CMD_CQ_DESTROY, 0, 1, &[]), 16, "CQ in use");
+    assert_eq!(e.cmd(CMD_QP_READ, 0, 3, &[]), 0);
+    assert_eq!(e.rd(CMD_DATA) & 0xff, u32::from(QPS_RTR));
+    assert_eq!(e.cmd(CMD_QP_DESTROY, 0, 3, &[]), 0);
+    assert_eq!(e.cmd(CMD_QP_READ, 0, 3, &[]), 2);
+    assert_eq!(e.cmd(CMD_CQ_DESTROY, 0, 1, &[]), 0);
+    // Doorbells for objects that do not exist change nothing.
+    e.wr(DB_BASE + DB_SQ, 3 << 16 | 1);
+    e.wr(DB_BASE + DB_CQ, 1 << 16 | 1);
+    assert_eq!(e.stat("port 0 tx"), 0);
+    assert_eq!(e.stat("dma_audit"), 0);
+}
+
+#[test]
+fn write_between_two_emulators() {
+    let (mut a, mut b) = pair((7, 14));
+    for (len, imm) in [
+        (1usize, None),
+        (4096, Some(0xfeed_f00d)),
+        (1 << 20, Some(7)),
+        (300_001, None),
+    ] {
+        let data = pattern(len, len as u32);
+        let src = buffer(&mut a.emu, SRC_VA, len, 0);
+        let dst = buffer(&mut b.emu, DST_VA, len, PTE_WRITE);
+        fill(&a.emu, &src, &data);
+        let idx = a.emu.post(&mut a.qp, write_wqe(len, imm));
+        let c = expect_cqe(&mut a.emu, &mut a.cq);
+        assert_eq!(
+            (c.status, c.opcode, c.wqe_index, c.byte_len, c.qpn),
+            (ST_SUCCESS, CQE_SEND, idx, len as u32, 7),
+            "{len} bytes"
+        );
+        assert!(
+            gather(&b.emu, &dst, len) == data,
+            "{len} bytes landed byte-exact"
+        );
+        if let Some(imm) = imm {
+            let c = expect_cqe(&mut b.emu, &mut b.cq);
+            assert_eq!(
+                (c.opcode, c.imm, c.byte_len, c.qpn),
+                (CQE_RECV_WRITE_IMM, imm, len as u32, 9)
+            );
+        }
+    }
+    assert!(
+        b.emu.poll(&mut b.cq, Duration::from_millis(50)).is_none(),
+        "no extra completions"
+    );
+    for e in [&a.emu, &b.emu] {
+        assert_eq!(e.stat("dma_audit"), 0);
+        assert_eq!(e.stat("port 0 icrc_errors"), 0);
+    }
+}
+
+#[test]
+fn mmu_fault_gives_error_cqe_and_no_dma() {
+    let (mut a, mut b) = pair((7, 14));
+    a.emu.irqs();
+    // Source not mapped at all.
+    let idx = a.emu.post(&mut a.qp, write_wqe(4096, None));
+    let c = expect_cqe(&mut a.emu, &mut a.cq);
+    assert_eq!((c.status, c.wqe_index), (ST_LOC_PROT_ERR, idx));
+    let ev = a.emu.events();
+    assert!(ev.contains(&(EV_MMU_FAULT, 0, 7, SRC_VA as u32)), "{ev:?}");
+    assert!(
+        ev.contains(&(EV_QP_ERROR, 0, 7, u32::from(ST_LOC_PROT_ERR))),
+        "{ev:?}"
+    );
+    assert!(a.emu.irqs() > 0, "event interrupt raised");
+    assert_eq!(
+        a.emu.stat("port 0 tx"),
+        0,
+        "nothing sent for the faulting WQE"
+    );
+    assert_eq!(a.emu.rd(MMU_FAULT_VA_LO), SRC_VA as u32);
+    // The QP is in error: later WQEs are flushed, not executed.
+    buffer(&mut a.emu, SRC_VA, 4096, 0);
+    let idx = a.emu.post(&mut a.qp, write_wqe(4096, None));
+    let _ = idx;
+    assert_eq!(a.emu.cmd(CMD_QP_READ, 0, 7, &[]), 0);
+    assert_eq!(a.emu.rd(CMD_DATA) & 0xff, u32::from(QPS_ERR));
+    // A page table entry pointing outside guest memory: the device
+    // refuses the access and the audit counts it.
+    let bad = 0x7000_0000_0000 & PTE_ADDR_MASK;
+    b.emu.map(SRC_VA, bad, 1, 0);
+    buffer(&mut b.emu, DST_VA, 4096, PTE_WRITE);
+    b.emu.post(&mut b.qp, write_wqe(16, None));
+    let c = expect_cqe(&mut b.emu, &mut b.cq);
+    assert_eq!(c.status, ST_LOC_PROT_ERR);
+    assert_eq!(b.emu.stat("dma_audit"), 1, "refused and audited");
+    assert_eq!(a.emu.stat("dma_audit"), 0);
+}
+
+#[test]
+fn remote_access_error_is_reported_to_both_sides() {
+    let (mut a, mut b) = pair((7, 14));
+    let data = pattern(8192, 1);
+    let src = buffer(&mut a.emu, SRC_VA, data.len(), 0);
+    fill(&a.emu, &src, &data);
+    // The target is mapped read-only: the responder refuses the WRITE.
+    let dst = buffer(&mut b.emu, DST_VA, data.len(), 0);
+    let idx = a.emu.post(&mut a.qp, write_wqe(data.len(), None));
+    let c = expect_cqe(&mut a.emu, &mut a.cq);
+    assert_eq!((c.status, c.wqe_index), (ST_REM_ACCESS_ERR, idx));
+    assert!(
+        gather(&b.emu, &dst, data.len()).iter().all(|&x| x == 0),
+        "nothing written"
+    );
+    let ev = b.emu.events();
+    assert!(ev.iter().any(|e| e.0 == EV_QP_ERROR && e.2 == 9), "{ev:?}");
+    assert!(ev.iter().any(|e| e.0 == EV_MMU_FAULT && e.2 == 9), "{ev:?}");
+    assert_eq!(b.emu.stat("port 0 naks"), 1);
+    assert_eq!(a.emu.stat("dma_audit") + b.emu.stat("dma_audit"), 0);
+}
+
+#[test]
+fn wrong_rkey_is_refused() {
+    let base = udp_ports(2);
+    let (pa, pb) = (base.to_string(), (base + 1).to_string());
+    let mut a = emu(&[
+        "--ports",
+        "1",
+        "--instance",
+        "1",
+        "--link",
+        &format!("0={pa}:{pb}"),
+    ]);
+    let mut b = emu(&[
+        "--ports",
+        "1",
+        "--instance",
+        "2",
+        "--link",
+        &format!("0={pb}:{pa}"),
+    ]);
+    let (ea, eb) = (a.endpoint(0), b.endpoint(0));
+    for e in [&mut a, &mut b] {
+        e.mmu_enable();
+        e.eq_enable(6);
+    }
+    let mut cqa = a.cq(0, 1, CQ_VA, 6);
+    b.cq(0, 1, CQ_VA, 6);
+    // a carries an rkey that b does not hold.
+    let mut qpa = a.qp(0, 7, 1, SQ_VA, eb, 9, (0x1234, RKEY_A), (7, 14));
+    b.qp(0, 9, 1, SQ_VA, ea, 7, (RKEY_A, RKEY_B), (7, 14));
+    buffer(&mut a, SRC_VA, 64, 0);
+    let dst = buffer(&mut b, DST_VA, 64, PTE_WRITE);
+    b.ram.slice(dst[0], 64).fill(0x5a);
+    a.post(&mut qpa, write_wqe(64, None));
+    assert_eq!(expect_cqe(&mut a, &mut cqa).status, ST_REM_ACCESS_ERR);
+    assert!(b.ram.slice(dst[0], 64).iter().all(|&x| x == 0x5a));
+}
+
+#[test]
+fn retransmission_after_injected_drop() {
+    let (mut a, mut b) = pair((7, 12));
+    let len = 64 * 1024;
+    let data = pattern(len, 3);
+    let src = buffer(&mut a.emu, SRC_VA, len, 0);
+    let dst = buffer(&mut b.emu, DST_VA, len, PTE_WRITE);
+    fill(&a.emu, &src, &data);
+    a.emu.ctl("drop 0 3");
+    a.emu.post(&mut a.qp, write_wqe(len, None));
+    assert_eq!(expect_cqe(&mut a.emu, &mut a.cq).status, ST_SUCCESS);
+    assert!(
+        gather(&b.emu, &dst, len) == data,
+        "data landed after retransmission"
+    );
+    assert_eq!(a.emu.stat("port 0 injected"), 3);
+    assert!(a.emu.stat("port 0 retransmits") >= 3);
+    // Corruption too: the receiver drops frames with a bad ICRC.
+    a.emu.ctl("corrupt 0 2");
+    fill(&a.emu, &src, &pattern(len, 4));
+    a.emu.post(&mut a.qp, write_wqe(len, None));
+    assert_eq!(expect_cqe(&mut a.emu, &mut a.cq).status, ST_SUCCESS);
+    assert!(gather(&b.emu, &dst, len) == pattern(len, 4));
+    assert_eq!(b.emu.stat("port 0 icrc_errors"), 2);
+}
+
+#[test]
+fn retry_exhaustion_after_link_down() {
+    // Timeout 4.096 us * 2^8 = 1 ms, 2 retries.
+    let (mut a, _b) = pair((2, 8));
+    buffer(&mut a.emu, SRC_VA, 8192, 0);
+    a.emu.events();
+    a.emu.ctl("link 0 down");
+    let idx = a.emu.post(&mut a.qp, write_wqe(8192, None));
+    let second = a.emu.post(&mut a.qp, write_wqe(16, None));
+    let c = expect_cqe(&mut a.emu, &mut a.cq);
+    assert_eq!((c.status, c.wqe_index), (ST_RETRY_EXC_ERR, idx));
+    let c = expect_cqe(&mut a.emu, &mut a.cq);
+    assert_eq!((c.status, c.wqe_index), (ST_WR_FLUSH_ERR, second));
+    let ev = a.emu.events();
+    assert!(ev.contains(&(EV_PORT_DOWN, 0, 0, 0)), "{ev:?}");
+    assert!(
+        ev.contains(&(EV_QP_ERROR, 0, 7, u32::from(ST_RETRY_EXC_ERR))),
+        "{ev:?}"
+    );
+    a.emu.ctl("link 0 up");
+    assert!(a.emu.events().contains(&(EV_PORT_UP, 0, 0, 0)));
+}
+
+#[test]
+fn loopback_between_ports_of_one_device() {
+    let base = udp_ports(2);
+    let (p0, p1) = (base.to_string(), (base + 1).to_string());
+    let mut e = emu(&[
+        "--ports",
+        "2",
+        "--link",
+        &format!("0={p0}:{p1}"),
+        "--link",
+        &format!("1={p1}:{p0}"),
+    ]);
+    let (e0, e1) = (e.endpoint(0), e.endpoint(1));
+    e.mmu_enable();
+    e.eq_enable(6);
+    let mut cq0 = e.cq(0, 1, CQ_VA, 6);
+    let mut cq1 = e.cq(1, 1, 0x300_0000, 6);
+    let mut qp0 = e.qp(0, 5, 1, SQ_VA, e1, 6, (RKEY_B, RKEY_A), (7, 14));
+    e.qp(1, 6, 1, 0x400_0000, e0, 5, (RKEY_A, RKEY_B), (7, 14));
+    let len = 100_000;
+    let data = pattern(len, 5);
+    let src = buffer(&mut e, SRC_VA, len, 0);
+    let dst = buffer(&mut e, DST_VA, len, PTE_WRITE);
+    fill(&e, &src, &data);
+    e.post(&mut qp0, write_wqe(len, Some(42)));
+    assert_eq!(expect_cqe(&mut e, &mut cq0).status, ST_SUCCESS);
+    let c = expect_cqe(&mut e, &mut cq1);
+    assert_eq!(
+        (c.opcode, c.imm, c.byte_len),
+        (CQE_RECV_WRITE_IMM, 42, len as u32)
+    );
+    assert!(gather(&e, &dst, len) == data);
+}
+
+#[test]
+fn capture_decodes_as_roce_with_valid_icrc() {
+    let (mut a, mut b) = pair((7, 14));
+    let pcap = a.emu.dir.join("port0.pcap");
+    a.emu.ctl(&format!("capture 0 {}", pcap.display()));
+    let len = 10_000;
+    let src = buffer(&mut a.emu, SRC_VA, len, 0);
+    buffer(&mut b.emu, DST_VA, len, PTE_WRITE);
+    fill(&a.emu, &src, &pattern(len, 9));
+    a.emu.post(&mut a.qp, write_wqe(len, Some(0x0102_0304)));
+    assert_eq!(expect_cqe(&mut a.emu, &mut a.cq).status, ST_SUCCESS);
+    a.emu.ctl("capture 0 off");
+    let out = Command::new("tshark")
+        .arg("-r")
+        .arg(&pcap)
+        .args(["-T", "fields", "-E", "separator=,"])
+        .args([
+            "-e",
+            "frame.protocols",
+            "-e",
+            "infiniband.bth.opcode",
+            "-e",
+            "infiniband.bth.psn",
+        ])
+        .args(["-e", "infiniband.invariant.crc"])
+        .output()
+        .expect("run tshark (Debian package tshark)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let rows: Vec<Vec<&str>> = text.lines().map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len(), 4, "{text}");
+    // FIRST, MIDDLE, LAST_WITH_IMM out; one ACK back; PSNs from 1000.
+    let fields: Vec<(&str, &str, &str)> = rows.iter().map(|r| (r[0], r[1], r[2])).collect();
+    let data = "eth:ethertype:ip:udp:infiniband:data";
+    assert_eq!(
+        fields,
+        [
+            (data, "6", "1000"),
+            (data, "7", "1001"),
+            (data, "9", "1002"),
+            ("eth:ethertype:ip:udp:infiniband", "17", "1002")
+        ],
+        "{text}"
+    );
+    // Wireshark decodes the ICRC but does not check it: check what it
+    // decoded against an independent, bit-by-bit computation.
+    let frames = read_pcap(&pcap);
+    assert_eq!(frames.len(), rows.len());
+    for (f, r) in frames.iter().zip(&rows) {
+        let wire = u32::from_str_radix(r[3].trim_start_matches("0x"), 16).unwrap();
+        assert_eq!(
+            wire,
+            u32::from_be_bytes(f[f.len() - 4..].try_into().unwrap())
+        );
+        assert_eq!(
+            icrc_bitwise(f),
+            u32::from_le_bytes(f[f.len() - 4..].try_into().unwrap()),
+            "ICRC valid"
+        );
+        let mut g = f.clone();
+        let i = g.len() - 5;
+        g[i] ^= 1;
+        assert_ne!(
+            icrc_bitwise(&g),
+            u32::from_le_bytes(g[g.len() - 4..].try_into().unwrap())
+        );
+    }
+}
+
+/// Frames of a pcap file (little-endian, microsecond format).
+fn read_pcap(path: &Path) -> Vec<Vec<u8>> {
+    let b = std::fs::read(path).unwrap();
+    assert_eq!(&b[..4], &0xa1b2_c3d4u32.to_le_bytes());
+    let mut off = 24;
+    let mut out = Vec::new();
+    while off + 16 <= b.len() {
+        let n = u32::from_le_bytes(b[off + 8..off + 12].try_into().unwrap()) as usize;
+        out.push(b[off + 16..off + 16 + n].to_vec());
+        off += 16 + n;
+    }
+    out
+}
+
+/// The RoCEv2 ICRC (IBA Annex A17) of an Ethernet/IPv4 frame, computed
+/// bit by bit: CRC-32 over 8 bytes of 0xff, the IP header with TOS, TTL
+/// and checksum set to ones, the UDP header with its checksum set to
+/// ones, the BTH with resv8a set to ones, and the rest up to the ICRC.
+fn icrc_bitwise(frame: &[u8]) -> u32 {
+    let mut msg = vec![0xffu8; 8];
+    let body = &frame[14..frame.len() - 4];
+    let mut masked = body.to_vec();
+    masked[1] = 0xff;
+    masked[8] = 0xff;
+    masked[10] = 0xff;
+    masked[11] = 0xff;
+    masked[26] = 0xff;
+    masked[27] = 0xff;
+    masked[32] = 0xff;
+    msg.extend_from_slice(&masked);
+    let mut crc = u32::MAX;
+    for byte in msg {
+        for bit in 0..8 {
+            let b = (byte >> bit) & 1;
+            let top = crc & 1;
+            crc >>= 1;
+            if (top ^ u32::from(b)) != 0 {
+                crc ^= 0xedb8_8320;
+            }
+        }
+    }
+    !crc
+}
+
+#[test]
+fn control_interface_faults() {
+    let (mut a, mut b) = pair((7, 14));
+    // Delay: frames still arrive, later.
+    a.emu.ctl("delay 0 30");
+    let src = buffer(&mut a.emu, SRC_VA, 4096, 0);
+    let dst = buffer(&mut b.emu, DST_VA, 4096, PTE_WRITE);
+    fill(&a.emu, &src, &pattern(4096, 11));
+    let t0 = std::time::Instant::now();
+    a.emu.post(&mut a.qp, write_wqe(4096, None));
+    assert_eq!(expect_cqe(&mut a.emu, &mut a.cq).status, ST_SUCCESS);
+    assert!(t0.elapsed() >= Duration::from_millis(30));
+    assert!(gather(&b.emu, &dst, 4096) == pattern(4096, 11));
+    a.emu.ctl("delay 0 0");
+    // Injected QP error: the QP reports it and stops.
+    b.emu.events();
+    b.emu.ctl("qp-error 0 9");
+    let ev = b.emu.events();
+    assert!(
+        ev.contains(&(EV_QP_ERROR, 0, 9, u32::from(ST_LOC_QP_OP_ERR))),
+        "{ev:?}"
+    );
+    assert_eq!(b.emu.cmd(CMD_QP_READ, 0, 9, &[]), 0);
+    assert_eq!(b.emu.rd(CMD_DATA) & 0xff, u32::from(QPS_ERR));
+    // Device fatal: reported once, commands fail until reset.
+    a.emu.events();
+    a.emu.ctl("fatal");
+    assert_eq!(a.emu.events(), vec![(EV_DEVICE_FATAL, 0, 0, 0)]);
+    assert_eq!(a.emu.rd(STATUS) & STATUS_FATAL, STATUS_FATAL);
+    assert_eq!(a.emu.cmd(CMD_QP_READ, 0, 7, &[]), 5, "EIO");
+    a.emu.wr(RESET, RESET_MAGIC);
+    assert_eq!(a.emu.rd(STATUS), STATUS_READY);
+    assert_eq!(
+        a.emu.cmd(CMD_QP_READ, 0, 7, &[]),
+        2,
+        "QPs are gone after reset"
+    );
+    // Unknown commands and ports are refused, not obeyed.
+    let mut s = std::os::unix::net::UnixStream::connect(a.emu.dir.join("ctl.sock")).unwrap();
+    use std::io::{BufRead, Write};
+    writeln!(s, "link 99 down").unwrap();
+    writeln!(s, "bogus").unwrap();
+    let mut r = std::io::BufReader::new(s);
+    let mut l = String::new();
+    r.read_line(&mut l).unwrap();
+    assert!(l.starts_with("err no port 99"), "{l}");
+    l.clear();
+    r.read_line(&mut l).unwrap();
+    assert!(l.starts_with("err unknown command"), "{l}");
+}
