@@ -22,8 +22,11 @@ FRAGMENTS="$TOP/kernel/configs/gaudi.config"
 JOBS=${JOBS:-$(nproc)}
 export KSRC KOUT
 
+# Rust is always built through clippy-driver (it compiles and lints in one
+# pass), so the lints cost no second build; CLIPPY=0 turns this off.
+CLIPPY=${CLIPPY:-1}
 kmake() {
-	in_env make -C "$KSRC" O="$KOUT" LLVM=1 -j"$JOBS" "$@"
+	in_env make -C "$KSRC" O="$KOUT" LLVM=1 CLIPPY="$CLIPPY" -j"$JOBS" "$@"
 }
 
 do_source() {

@@ -33,6 +33,7 @@ use kernel::{
 
 mod regs;
 
+// The name of the driver, its IRQs and its BAR regions.
 const DRV_NAME: &CStr = c"gaudi_ib";
 
 /// MSI-X vectors the driver uses.
