@@ -182,6 +182,11 @@ impl Device {
         &self.mem.dev
     }
 
+    /// The PCI command register's bus-master bit changed.
+    pub fn set_bus_master(&mut self, on: bool) {
+        self.mem.bus_master = on;
+    }
+
     pub fn audit(&self) -> u32 {
         self.mem.audit
     }

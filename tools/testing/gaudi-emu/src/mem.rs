@@ -111,8 +111,12 @@ impl Target {
 pub struct Mem {
     pub guest: GuestMemory,
     pub dev: DevMem,
-    /// Accesses refused because they were outside reachable memory.
+    /// Accesses refused because they were outside reachable memory (or
+    /// bus mastering was off).
     pub audit: u32,
+    /// PCI bus mastering enabled: without it the device reaches no host
+    /// memory.
+    pub bus_master: bool,
 }
 
 impl Mem {
@@ -121,6 +125,7 @@ impl Mem {
             guest: GuestMemory::default(),
             dev: DevMem::new(devmem)?,
             audit: 0,
+            bus_master: false,
         })
     }
 
@@ -133,7 +138,7 @@ impl Mem {
     /// Read at `t`; an unreachable address is refused and audited.
     pub fn read(&mut self, t: Target, buf: &mut [u8]) -> bool {
         let ok = match t {
-            Target::Host(a) => self.guest.read(a, buf),
+            Target::Host(a) => self.bus_master && self.guest.read(a, buf),
             Target::Dev(o) => self.dev.read(o, buf),
         };
         ok || self.refuse(t, buf.len(), "read")
@@ -142,7 +147,7 @@ impl Mem {
     /// Write at `t`; an unreachable address is refused and audited.
     pub fn write(&mut self, t: Target, buf: &[u8]) -> bool {
         let ok = match t {
-            Target::Host(a) => self.guest.write(a, buf),
+            Target::Host(a) => self.bus_master && self.guest.write(a, buf),
             Target::Dev(o) => self.dev.write(o, buf),
         };
         ok || self.refuse(t, buf.len(), "write")

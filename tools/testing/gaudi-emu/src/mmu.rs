@@ -200,6 +200,7 @@ mod tests {
         let f = unsafe { File::from_raw_fd(fd) };
         f.set_len(RAM_SIZE).unwrap();
         m.guest.map(RAM, RAM_SIZE, Some(f), 0).unwrap();
+        m.bus_master = true;
         m
     }
 

@@ -134,6 +134,11 @@ impl ConfigSpace {
         }
     }
 
+    /// Whether the guest enabled bus mastering (command register bit 2).
+    pub fn bus_master(&self) -> bool {
+        self.bytes[0x04] & 0x4 != 0
+    }
+
     /// The BARs this function has.
     pub fn bars(&self) -> &[Bar] {
         &self.bars
@@ -164,6 +169,16 @@ mod tests {
         let mut b = [0u8; 4];
         c.read(off, &mut b);
         u32::from_le_bytes(b)
+    }
+
+    #[test]
+    fn bus_master_follows_the_command_register() {
+        let mut c = space();
+        assert!(!c.bus_master());
+        c.write(0x04, &[0x06, 0x00]);
+        assert!(c.bus_master());
+        c.write(0x04, &[0x02, 0x00]);
+        assert!(!c.bus_master());
     }
 
     #[test]

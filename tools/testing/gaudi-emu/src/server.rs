@@ -157,7 +157,11 @@ impl ServerBackend for Backend {
 
     fn region_write(&mut self, region: u32, offset: u64, data: &[u8]) -> std::io::Result<()> {
         match region {
-            VFIO_PCI_CONFIG_REGION_INDEX => self.config.write(offset, data),
+            VFIO_PCI_CONFIG_REGION_INDEX => {
+                self.config.write(offset, data);
+                let on = self.config.bus_master();
+                self.device.lock().unwrap().set_bus_master(on);
+            }
             VFIO_PCI_BAR0_REGION_INDEX => {
                 Self::bar0_access(offset, data.len())?;
                 let now = Instant::now();

@@ -15,7 +15,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use vfio_bindings::bindings::vfio::{
     VFIO_IRQ_SET_ACTION_TRIGGER, VFIO_IRQ_SET_DATA_EVENTFD, VFIO_PCI_BAR0_REGION_INDEX,
-    VFIO_PCI_MSIX_IRQ_INDEX,
+    VFIO_PCI_CONFIG_REGION_INDEX, VFIO_PCI_MSIX_IRQ_INDEX,
 };
 
 /// Bus address where the test's guest memory starts.
@@ -148,6 +148,10 @@ impl Emu {
             std::thread::sleep(Duration::from_millis(10));
         }
         let mut client = vfio_user::Client::new(&sock).expect("vfio-user connect");
+        // Memory decoding and bus mastering, as a driver's probe enables them.
+        client
+            .region_write(VFIO_PCI_CONFIG_REGION_INDEX, 4, &0x0006u16.to_le_bytes())
+            .unwrap();
         let ram = Ram::new(ram_mib << 20);
         client
             .dma_map(0, RAM_BASE, ram.size as u64, ram.file.as_raw_fd())
@@ -192,6 +196,12 @@ impl Emu {
     pub fn wr64(&mut self, lo: u64, v: u64) {
         self.wr(lo, v as u32);
         self.wr(lo + 4, (v >> 32) as u32);
+    }
+
+    pub fn config_write16(&mut self, off: u64, v: u16) {
+        self.client
+            .region_write(VFIO_PCI_CONFIG_REGION_INDEX, off, &v.to_le_bytes())
+            .unwrap();
     }
 
     pub fn region_read(&mut self, region: u32, off: u64, buf: &mut [u8]) {

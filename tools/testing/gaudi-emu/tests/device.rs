@@ -187,6 +187,14 @@ fn registers_and_capabilities() {
     e.wr(DMA_TEST_CTRL, DMA_TEST_START);
     assert_eq!(e.rd(DMA_TEST_CTRL), DMA_TEST_FAULT);
     assert_eq!(e.rd(DMA_FAULT_COUNT), 1);
+    // Without bus mastering the device reaches no host memory at all.
+    e.config_write16(4, 0x0002);
+    e.wr64(DMA_TEST_ADDR_LO, buf);
+    e.wr(DMA_TEST_CTRL, DMA_TEST_START);
+    assert_eq!(e.rd(DMA_TEST_CTRL), DMA_TEST_FAULT);
+    assert_eq!(e.rd(DMA_FAULT_COUNT), 2);
+    assert_eq!(e.ram.slice(buf, 64), &want[..], "untouched");
+    e.config_write16(4, 0x0006);
     // Device memory is reachable through BAR4.
     let mut b = [0u8; 4];
     e.region_read(4, 0, &mut b);
