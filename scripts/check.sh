@@ -7,10 +7,15 @@
 
 . "$(dirname "$0")/lib.sh"
 
-# Guest sessions: name, emulator arguments, guest tests in order.
+# Guest sessions: name | emulator arguments | guest tests in order |
+# extra QEMU arguments. @P0@ and @P1@ are free UDP ports on loopback.
+PEER_NIC="-netdev dgram,id=peer,local.type=inet,local.host=127.0.0.1,local.port=@P1@,\
+remote.type=inet,remote.host=127.0.0.1,remote.port=@P0@ \
+-device virtio-net-pci,netdev=peer,mac=02:00:00:00:00:02,romfile="
 SESSIONS=(
-	"main||boot,probe,msix,unbind_rebind"
-	"bad_id|--id 0xdeadbeef|probe_bad_id"
+	"main||boot,probe,msix,unbind_rebind|"
+	"bad_id|--id 0xdeadbeef|probe_bad_id|"
+	"link|--ports 2 --addr 0=02:1d:a3:00:00:00,10.0.0.1 --link 0=@P0@:@P1@|link_arp|$PEER_NIC"
 )
 VM_TIMEOUT=${VM_TIMEOUT:-180}
 # Kernel messages that mean a test kernel found a bug.
@@ -83,12 +88,15 @@ fi
 echo "# lint: $((SECONDS - t0)) s"
 
 for s in "${SESSIONS[@]}"; do
-	IFS='|' read -r name emu_args tests <<<"$s"
+	IFS='|' read -r name emu_args tests qemu_args <<<"$s"
+	p0=$((30000 + ($$ * 7 + n) % 20000))
+	emu_args=$(echo "$emu_args" | sed "s/@P0@/$p0/g; s/@P1@/$((p0 + 1))/g")
+	qemu_args=$(echo "$qemu_args" | sed "s/@P0@/$p0/g; s/@P1@/$((p0 + 1))/g")
 	out=$CACHE/vm/$name
 	t0=$SECONDS
 	status=0
 	# shellcheck disable=SC2086
-	in_env "$TOP/tools/testing/vm/session.sh" "$out" check "$tests" "$VM_TIMEOUT" -- $emu_args ||
+	QEMU_EXTRA=$qemu_args in_env "$TOP/tools/testing/vm/session.sh" "$out" check "$tests" "$VM_TIMEOUT" -- $emu_args ||
 		status=$?
 	echo "# session $name (accelerator ${ACCEL:-tcg}): $((SECONDS - t0)) s, exit status $status"
 	tr -d '\r' <"$out/results.log" >"$out/results.txt"

@@ -7,6 +7,7 @@
 #
 # usage: session.sh OUTDIR MODE TESTS TIMEOUT -- EMULATOR-ARGS...
 # env:   KERNEL INITRD EMU ACCEL (tcg|kvm) MEM (MiB) CONSOLE (1: console to stdout)
+#        QEMU_EXTRA (more QEMU arguments, e.g. a NIC on a port's link)
 # Writes OUTDIR/console.log, OUTDIR/results.log, OUTDIR/emu.log.
 # Exit status: 0 if the guest powered off by itself, 124 on timeout.
 
@@ -55,5 +56,5 @@ timeout --kill-after=5 "$TIMEOUT" qemu-system-x86_64 \
 	"${console[@]}" -serial "file:$OUT/results.log" \
 	-kernel "$KERNEL" -initrd "$INITRD" -append "$append" \
 	-device "{\"driver\":\"vfio-user-pci\",\"socket\":{\"path\":\"$OUT/dev.sock\",\"type\":\"unix\"}}" \
-	</dev/null || status=$?
+	${QEMU_EXTRA:-} </dev/null || status=$?
 exit "$status"
