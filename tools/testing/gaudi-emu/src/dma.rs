@@ -3,7 +3,6 @@
 //! descriptor (the guest RAM memfd), which the emulator maps.
 
 use std::fs::File;
-use std::os::fd::AsRawFd;
 
 struct Mapping {
     iova: u64,
@@ -50,22 +49,7 @@ impl GuestMemory {
             return Ok(());
         };
         let len = usize::try_from(size).map_err(|_| einval())?;
-        let off = libc::off_t::try_from(offset).map_err(|_| einval())?;
-        // SAFETY: a fresh shared mapping of a descriptor we own; the result
-        // is checked before use.
-        let host = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd.as_raw_fd(),
-                off,
-            )
-        };
-        if host == libc::MAP_FAILED {
-            return Err(std::io::Error::last_os_error());
-        }
+        let host = crate::mem::map_shared(&fd, len, offset)?;
         self.maps.push(Mapping {
             iova,
             size,
@@ -120,16 +104,9 @@ impl GuestMemory {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::fd::FromRawFd;
 
     fn memfd(size: u64) -> File {
-        // SAFETY: the name is NUL-terminated; the result is checked.
-        let fd = unsafe { libc::memfd_create(c"guest".as_ptr(), 0) };
-        assert!(fd >= 0);
-        // SAFETY: fresh descriptor, owned by the File from here on.
-        let f = unsafe { File::from_raw_fd(fd) };
-        f.set_len(size).unwrap();
-        f
+        crate::mem::memfd(c"guest", size as usize).unwrap()
     }
 
     #[test]

@@ -6,6 +6,42 @@ use crate::dma::GuestMemory;
 use std::fs::File;
 use std::os::fd::{AsRawFd, FromRawFd};
 
+/// A new memfd of `size` bytes.
+pub fn memfd(name: &std::ffi::CStr, size: usize) -> std::io::Result<File> {
+    // SAFETY: `name` is NUL-terminated; the result is checked.
+    let fd = unsafe { libc::memfd_create(name.as_ptr(), 0) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor that nothing else owns.
+    let file = unsafe { File::from_raw_fd(fd) };
+    file.set_len(size as u64)?;
+    Ok(file)
+}
+
+/// Map `len` bytes of `file` from `offset`, shared and read-write. The
+/// caller unmaps it with `libc::munmap` (or leaks it for good).
+pub fn map_shared(file: &File, len: usize, offset: u64) -> std::io::Result<*mut u8> {
+    let off = libc::off_t::try_from(offset)
+        .map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: a fresh shared mapping of a valid descriptor; the result is
+    // checked before use.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            file.as_raw_fd(),
+            off,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(p.cast())
+}
+
 /// Device memory (HBM) behind BAR4: a shared memfd mapping.
 pub struct DevMem {
     base: *mut u8,
@@ -18,32 +54,11 @@ unsafe impl Send for DevMem {}
 
 impl DevMem {
     pub fn new(size: usize) -> std::io::Result<Self> {
-        // SAFETY: the name is NUL-terminated; the result is checked.
-        let fd = unsafe { libc::memfd_create(c"gaudi-hbm".as_ptr(), 0) };
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: fresh descriptor, owned by the File from here on.
-        let file = unsafe { File::from_raw_fd(fd) };
-        file.set_len(size as u64)?;
+        let file = memfd(c"gaudi-hbm", size)?;
         let base = if size == 0 {
             std::ptr::NonNull::dangling().as_ptr()
         } else {
-            // SAFETY: a fresh shared mapping of a descriptor we own.
-            let p = unsafe {
-                libc::mmap(
-                    std::ptr::null_mut(),
-                    size,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_SHARED,
-                    file.as_raw_fd(),
-                    0,
-                )
-            };
-            if p == libc::MAP_FAILED {
-                return Err(std::io::Error::last_os_error());
-            }
-            p.cast()
+            map_shared(&file, size, 0)?
         };
         Ok(Self {
             base,

@@ -185,20 +185,13 @@ impl Mmu {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::fs::File;
-    use std::os::fd::FromRawFd;
 
     const RAM: u64 = 0x10_0000;
     const RAM_SIZE: u64 = 0x40_0000;
 
     fn mem() -> Mem {
         let mut m = Mem::new(0x20_0000).unwrap();
-        // SAFETY: the name is NUL-terminated; the result is checked.
-        let fd = unsafe { libc::memfd_create(c"ram".as_ptr(), 0) };
-        assert!(fd >= 0);
-        // SAFETY: fresh descriptor, owned by the File from here on.
-        let f = unsafe { File::from_raw_fd(fd) };
-        f.set_len(RAM_SIZE).unwrap();
+        let f = crate::mem::memfd(c"ram", RAM_SIZE as usize).unwrap();
         m.guest.map(RAM, RAM_SIZE, Some(f), 0).unwrap();
         m.bus_master = true;
         m

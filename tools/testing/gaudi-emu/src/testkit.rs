@@ -32,27 +32,11 @@ pub struct Ram {
 
 impl Ram {
     pub fn new(size: usize) -> Self {
-        // SAFETY: the name is NUL-terminated; the result is checked.
-        let fd = unsafe { libc::memfd_create(c"guest-ram".as_ptr(), 0) };
-        assert!(fd >= 0);
-        // SAFETY: fresh descriptor, owned by the File from here on.
-        let file = unsafe { File::from_raw_fd(fd) };
-        file.set_len(size as u64).unwrap();
-        // SAFETY: a fresh shared mapping of a descriptor we own.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                size,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                file.as_raw_fd(),
-                0,
-            )
-        };
-        assert_ne!(ptr, libc::MAP_FAILED);
+        let file = crate::mem::memfd(c"guest-ram", size).expect("memfd");
+        let ptr = crate::mem::map_shared(&file, size, 0).expect("mmap");
         Self {
             file,
-            ptr: ptr.cast(),
+            ptr,
             size,
             next: 0,
         }

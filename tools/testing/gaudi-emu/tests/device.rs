@@ -47,6 +47,11 @@ struct Side {
 
 /// Two emulators, port 0 of each linked to the other; a QP on each.
 fn pair(retry: (u8, u8)) -> (Side, Side) {
+    pair_with_rkey(retry, RKEY_B)
+}
+
+/// As [`pair`], with `a` carrying `a_remote_rkey` in its WRITEs.
+fn pair_with_rkey(retry: (u8, u8), a_remote_rkey: u32) -> (Side, Side) {
     let base = udp_ports(2);
     let (pa, pb) = (base.to_string(), (base + 1).to_string());
     let mut a = emu(&[
@@ -68,7 +73,7 @@ fn pair(retry: (u8, u8)) -> (Side, Side) {
     let (ea, eb) = (a.endpoint(0), b.endpoint(0));
     let mut sides = Vec::new();
     for (e, peer, qpn, peer_qpn, rkeys) in [
-        (&mut a, eb, 7, 9, (RKEY_B, RKEY_A)),
+        (&mut a, eb, 7, 9, (a_remote_rkey, RKEY_A)),
         (&mut b, ea, 9, 7, (RKEY_A, RKEY_B)),
     ] {
         e.mmu_enable();
@@ -370,40 +375,14 @@ fn remote_access_error_is_reported_to_both_sides() {
 
 #[test]
 fn wrong_rkey_is_refused() {
-    let base = udp_ports(2);
-    let (pa, pb) = (base.to_string(), (base + 1).to_string());
-    let mut a = emu(&[
-        "--ports",
-        "1",
-        "--instance",
-        "1",
-        "--link",
-        &format!("0={pa}:{pb}"),
-    ]);
-    let mut b = emu(&[
-        "--ports",
-        "1",
-        "--instance",
-        "2",
-        "--link",
-        &format!("0={pb}:{pa}"),
-    ]);
-    let (ea, eb) = (a.endpoint(0), b.endpoint(0));
-    for e in [&mut a, &mut b] {
-        e.mmu_enable();
-        e.eq_enable(6);
-    }
-    let mut cqa = a.cq(0, 1, CQ_VA, 6);
-    b.cq(0, 1, CQ_VA, 6);
     // a carries an rkey that b does not hold.
-    let mut qpa = a.qp(0, 7, 1, SQ_VA, eb, 9, (0x1234, RKEY_A), (7, 14));
-    b.qp(0, 9, 1, SQ_VA, ea, 7, (RKEY_A, RKEY_B), (7, 14));
-    buffer(&mut a, SRC_VA, 64, 0);
-    let dst = buffer(&mut b, DST_VA, 64, PTE_WRITE);
-    b.ram.slice(dst[0], 64).fill(0x5a);
-    a.post(&mut qpa, write_wqe(64, None));
-    assert_eq!(expect_cqe(&mut a, &mut cqa).status, ST_REM_ACCESS_ERR);
-    assert!(b.ram.slice(dst[0], 64).iter().all(|&x| x == 0x5a));
+    let (mut a, mut b) = pair_with_rkey((7, 14), 0x1234);
+    buffer(&mut a.emu, SRC_VA, 64, 0);
+    let dst = buffer(&mut b.emu, DST_VA, 64, PTE_WRITE);
+    b.emu.ram.slice(dst[0], 64).fill(0x5a);
+    a.emu.post(&mut a.qp, write_wqe(64, None));
+    assert_eq!(expect_cqe(&mut a.emu, &mut a.cq).status, ST_REM_ACCESS_ERR);
+    assert!(b.emu.ram.slice(dst[0], 64).iter().all(|&x| x == 0x5a));
 }
 
 #[test]
