@@ -693,24 +693,23 @@ impl Device {
         }
         q.ctx.state = QPS_ERR;
         let cqn = q.ctx.cqn;
-        let mut cqes = Vec::new();
-        let mut idx = q.pending.front().map_or(q.sq_fetch, |p| p.index);
-        for p in q.pending.drain(..) {
-            let st = if Some(p.index) == failed {
+        let st = |i: u16| {
+            if Some(i) == failed {
                 status
             } else {
                 ST_WR_FLUSH_ERR
-            };
-            cqes.push((p.index, st, p.wqe.len));
-        }
-        idx = idx.wrapping_add(cqes.len() as u16);
+            }
+        };
+        // Fetched WQEs (oldest first, ending just before `sq_fetch`), then
+        // the ones posted but not fetched yet.
+        let mut cqes: Vec<(u16, u8, u32)> = q
+            .pending
+            .drain(..)
+            .map(|p| (p.index, st(p.index), p.wqe.len))
+            .collect();
+        let mut idx = q.sq_fetch;
         while idx != q.sq_pi {
-            let st = if Some(idx) == failed {
-                status
-            } else {
-                ST_WR_FLUSH_ERR
-            };
-            cqes.push((idx, st, 0));
+            cqes.push((idx, st(idx), 0));
             idx = idx.wrapping_add(1);
         }
         q.sq_fetch = q.sq_pi;

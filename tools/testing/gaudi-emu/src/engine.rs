@@ -114,15 +114,15 @@ impl Engine {
 
     pub fn run(self) -> ! {
         let mut buf = vec![0u8; 65536];
+        let mut fds: Vec<libc::pollfd> = std::iter::once(self.wake_rx.as_raw_fd())
+            .chain(self.links.iter().flatten().map(|l| l.socket.as_raw_fd()))
+            .map(|fd| libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
         loop {
-            let mut fds: Vec<libc::pollfd> = std::iter::once(self.wake_rx.as_raw_fd())
-                .chain(self.links.iter().flatten().map(|l| l.socket.as_raw_fd()))
-                .map(|fd| libc::pollfd {
-                    fd,
-                    events: libc::POLLIN,
-                    revents: 0,
-                })
-                .collect();
             // SAFETY: `fds` is a valid array of pollfd of the given length.
             unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 1) };
             while self.wake_rx.recv(&mut buf).is_ok() {}
