@@ -8,20 +8,54 @@
 . "$(dirname "$0")/lib.sh"
 
 # Guest sessions: name | emulator arguments | guest tests in order |
-# extra QEMU arguments. @P0@ and @P1@ are free UDP ports on loopback.
+# extra QEMU arguments | kernel parameters. @P0@ and @P1@ are free UDP ports
+# on loopback. KUnit runs at boot only in the kunit session; its results are
+# taken from the console (KTAP).
 PEER_NIC="-netdev dgram,id=peer,local.type=inet,local.host=127.0.0.1,local.port=@P1@,\
 remote.type=inet,remote.host=127.0.0.1,remote.port=@P0@ \
 -device virtio-net-pci,netdev=peer,mac=02:00:00:00:00:02,romfile="
 SESSIONS=(
-	"main||boot,probe,msix,unbind_rebind|"
-	"bad_id|--id 0xdeadbeef|probe_bad_id|"
-	"link|--ports 2 --addr 0=02:1d:a3:00:00:00,10.0.0.1 --link 0=@P0@:@P1@|link_arp|$PEER_NIC"
+	"main||boot,probe,msix,rdma_dev,uverbs_ioctl,unbind_rebind,kmemleak_clean||gaudi.ports=24"
+	"bad_id|--id 0xdeadbeef|probe_bad_id||"
+	"link|--ports 2 --addr 0=02:1d:a3:00:00:00,10.0.0.1 --link 0=@P0@:@P1@|link_arp|$PEER_NIC|"
+	"kunit||||kunit.filter_glob=rust_* loglevel=7"
 )
 VM_TIMEOUT=${VM_TIMEOUT:-180}
 # Kernel messages that mean a test kernel found a bug.
 SPLAT='BUG:|WARNING:|Oops|KASAN|UBSAN|kernel BUG|Call Trace|circular locking|unreferenced object|Kernel panic'
 
 n=0 passed=0 failed=0
+
+# KUnit results (KTAP on the console) of our suites: the rust_kernel_rdma*
+# and rust_kernel_dma_buf* suites and the rdma/dma_buf doctests, one TAP line
+# each as kunit:SUITE.TEST; the other suites run are summed up in a comment.
+kunit_results() { # CONSOLE_LOG
+	local line suite= t res ours=0 others=0 others_failed=0
+	while IFS= read -r line; do
+		line=${line#\[*\] }
+		case "$line" in
+		*"# Subtest: "*) suite=${line##*# Subtest: } ;;
+		"    ok "* | "    not ok "*)
+			t=$(echo "$line" | sed -E 's/^ *(not )?ok [0-9]+ ([^ #]+).*/\2/')
+			res=ok
+			case "$line" in "    not ok "*) res=not-ok ;; esac
+			case "$line" in *"# SKIP"*) res=skip ;; esac
+			case "$suite.$t" in
+			rust_kernel_rdma* | rust_kernel_dma_buf* | rust_doctests_kernel.*rdma* | \
+				rust_doctests_kernel.*dma_buf*)
+				ours=$((ours + 1))
+				if [ $res = skip ]; then tap ok "kunit:$suite.$t" "# SKIP"; else tap $res "kunit:$suite.$t"; fi ;;
+			*)
+				others=$((others + 1))
+				[ $res = not-ok ] && others_failed=$((others_failed + 1))
+				;;
+			esac
+			;;
+		esac
+	done <"$1"
+	[ $ours = 0 ] && [ $others = 0 ] && return 0
+	echo "# other KUnit tests run: $others, $others_failed failed"
+}
 tap() { # tap ok|not-ok NAME [COMMENT]
 	n=$((n + 1))
 	if [ "$1" = ok ]; then
@@ -88,7 +122,7 @@ fi
 echo "# lint: $((SECONDS - t0)) s"
 
 for s in "${SESSIONS[@]}"; do
-	IFS='|' read -r name emu_args tests qemu_args <<<"$s"
+	IFS='|' read -r name emu_args tests qemu_args kernel_args <<<"$s"
 	p0=$((30000 + ($$ * 7 + n) % 20000))
 	emu_args=$(echo "$emu_args" | sed "s/@P0@/$p0/g; s/@P1@/$((p0 + 1))/g")
 	qemu_args=$(echo "$qemu_args" | sed "s/@P0@/$p0/g; s/@P1@/$((p0 + 1))/g")
@@ -96,7 +130,7 @@ for s in "${SESSIONS[@]}"; do
 	t0=$SECONDS
 	status=0
 	# shellcheck disable=SC2086
-	QEMU_EXTRA=$qemu_args in_env "$TOP/tools/testing/vm/session.sh" "$out" check "$tests" "$VM_TIMEOUT" -- $emu_args ||
+	QEMU_EXTRA=$qemu_args KERNEL_ARGS=${kernel_args:-kunit.enable=0} in_env "$TOP/tools/testing/vm/session.sh" "$out" check "$tests" "$VM_TIMEOUT" -- $emu_args ||
 		status=$?
 	echo "# session $name (accelerator ${ACCEL:-tcg}): $((SECONDS - t0)) s, exit status $status"
 	tr -d '\r' <"$out/results.log" >"$out/results.txt"
@@ -118,6 +152,11 @@ for s in "${SESSIONS[@]}"; do
 			;;
 		esac
 	done
+	kunit_results "$out/console.log"
+	if [ "$name" = kunit ] && ! grep -q '# Subtest: rust_kernel_rdma' "$out/console.log"; then
+		tap not-ok "kunit:rust_kernel_rdma" "no KUnit results on the console"
+		tail -n 40 "$out/console.log" | diag
+	fi
 	if grep -q -E "$SPLAT" "$out/console.log"; then
 		tap not-ok "kernel_log_clean_$name"
 		grep -E -A 20 "$SPLAT" "$out/console.log" | head -n 60 | diag

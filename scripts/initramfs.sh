@@ -12,11 +12,15 @@ KOUT=${1:?usage: initramfs.sh KBUILD_DIR OUTPUT}
 OUT=${2:?usage: initramfs.sh KBUILD_DIR OUTPUT}
 MOD=$KOUT/drivers/infiniband/hw/gaudi/gaudi_ib.ko
 BUSYBOX=$ENVROOT/usr/bin/busybox
+VERBS=$CACHE/cargo-target/release/gaudi-verbs-test
+RDMA_TOOL=$ENVROOT/usr/bin/rdma
 
 [ -f "$MOD" ] || die "$MOD missing: build the kernel first"
 [ -x "$BUSYBOX" ] || die "busybox missing from the build environment"
+[ -x "$VERBS" ] || die "$VERBS missing: build the test programs first"
+[ -x "$RDMA_TOOL" ] || die "rdma (iproute2) missing from the build environment"
 
-inputs=("$MOD" "$BUSYBOX" "$KOUT/include/config/kernel.release" "$TOP/tools/testing/vm/init"
+inputs=("$MOD" "$BUSYBOX" "$VERBS" "$RDMA_TOOL" "$KOUT/include/config/kernel.release" "$TOP/tools/testing/vm/init"
 	"$TOP/tools/testing/guest" "$0")
 if [ -f "$OUT" ] && [ -z "$(find "${inputs[@]}" -newer "$OUT" -print -quit)" ]; then
 	exit 0
@@ -34,6 +38,24 @@ cp "$TOP/tools/testing/guest/guest-lib.sh" "$root/lib/gaudi/"
 cp "$TOP"/tools/testing/guest/tests/*.sh "$root/tests/"
 cp "$MOD" "$root/lib/modules/"
 cp "$KOUT/include/config/kernel.release" "$root/etc/kernel-release"
+
+# Dynamically linked programs of the build environment (and the test programs
+# built there), with the shared libraries they need.
+# PATH is as the environment sees it: its own files, or the cache (mounted at
+# the same place).
+add_program() { # PATH DEST
+	local src=$ENVROOT$1 lib
+	case "$1" in "$CACHE"/*) src=$1 ;; esac
+	mkdir -p "$root$(dirname "$2")"
+	cp "$src" "$root$2"
+	for lib in $(in_env ldd "$1" | awk '/=> \//{print $3} /^\t\/lib/{print $1}'); do
+		[ -e "$root$lib" ] && continue
+		mkdir -p "$root$(dirname "$lib")"
+		cp -L "$ENVROOT$lib" "$root$lib"
+	done
+}
+add_program /usr/bin/rdma /usr/bin/rdma
+add_program "$VERBS" /usr/bin/gaudi-verbs-test
 
 # cpio comes from the build environment (Debian 12 does not ship it by default).
 in_env sh -c "cd '$root' && find . | LC_ALL=C sort | cpio -o -H newc --quiet -R 0:0" >"$OUT.tmp"

@@ -15,7 +15,8 @@ MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 SUITE=trixie
 
 ENV_PKGS="make gcc libc6-dev flex bison bc libelf-dev libssl-dev cpio kmod python3
-xz-utils zstd rsync clang lld llvm libclang-dev bindgen busybox-static patch ca-certificates tshark"
+xz-utils zstd rsync clang lld llvm libclang-dev bindgen busybox-static patch ca-certificates tshark
+iproute2"
 ENV_BPO_PKGS="rustc cargo rust-src rustfmt rust-clippy qemu-system-x86 $KPKG=$KVER_PIN"
 
 log() { printf '==> %s\n' "$*" >&2; }

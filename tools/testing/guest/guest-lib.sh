@@ -49,3 +49,17 @@ lspci_k() {
 	done
 	return 0
 }
+
+# Value of kernel parameter gaudi.$1, or $2.
+kparam() {
+	for a in $(cat /proc/cmdline); do
+		case "$a" in "gaudi.$1="*) echo "${a#gaudi.$1=}" && return 0 ;; esac
+	done
+	echo "$2"
+}
+
+# Mount debugfs once.
+debugfs() {
+	[ -e /sys/kernel/debug/kmemleak ] || mount -t debugfs none /sys/kernel/debug 2>/dev/null
+	return 0
+}

@@ -46,6 +46,8 @@ fi
 
 append="console=ttyS0 panic=-1 oops=panic loglevel=6 gaudi.mode=$MODE"
 [ -n "$TESTS" ] && append="$append gaudi.tests=$TESTS"
+# Extra kernel parameters (KUnit filters, what the guest tests expect).
+append="$append ${KERNEL_ARGS:-kunit.enable=0}"
 
 status=0
 timeout --kill-after=5 "$TIMEOUT" qemu-system-x86_64 \

@@ -10,6 +10,7 @@ use kernel::{
         Bound,
         Core, //
     },
+    devres::Devres,
     dma,
     io::{
         poll::read_poll_timeout,
@@ -21,6 +22,7 @@ use kernel::{
     },
     pci,
     prelude::*,
+    rdma,
     sync::{
         atomic::{
             Atomic,
@@ -31,6 +33,7 @@ use kernel::{
     time::Delta,
 };
 
+mod ib;
 mod regs;
 
 // The name of the driver, its IRQs and its BAR regions.
@@ -75,7 +78,9 @@ impl Handler for VectorHandler {
 
 /// A bound Gaudi2 NIC.
 struct GaudiIb<'bound> {
-    // Dropped first: interrupts are freed while the BAR is still mapped.
+    // Dropped first: the InfiniBand device goes before its interrupts.
+    _ib: Devres<rdma::Registration<ib::GaudiRdma>>,
+    // Interrupts are freed while the BAR is still mapped.
     irqs: pci::IrqHandlers<'bound, VectorHandler>,
     pdev: &'bound pci::Device<Bound>,
 }
@@ -125,6 +130,51 @@ impl GaudiIb<'_> {
             return Err(EIO);
         }
         Ok(())
+    }
+
+    /// Read and check the capabilities of the device.
+    fn read_caps(
+        pdev: &pci::Device<Bound>,
+        bar: &pci::Bar<'_, { regs::BAR0_SIZE }>,
+    ) -> Result<ib::Caps> {
+        let caps = ib::Caps {
+            ports: bar.read32(regs::NUM_PORTS),
+            max_qps: bar.read32(regs::MAX_QPS),
+            max_cqs: bar.read32(regs::MAX_CQS),
+            max_cqe: bar.read32(regs::MAX_CQE),
+            max_sqe: bar.read32(regs::MAX_SQE),
+            max_mtu: bar.read32(regs::MAX_MTU),
+            page_sizes: bar.read32(regs::MMU_PAGE_SIZES),
+            max_msg: bar.read32(regs::MAX_MSG),
+        };
+        let bad = if caps.ports == 0 || caps.ports > regs::MAX_PORTS {
+            Some("NUM_PORTS")
+        } else if caps.max_qps == 0 || caps.max_cqs == 0 {
+            Some("MAX_QPS/MAX_CQS")
+        } else if !caps.max_cqe.is_power_of_two() || !caps.max_sqe.is_power_of_two() {
+            Some("MAX_CQE/MAX_SQE")
+        } else if caps.max_mtu < 256 || caps.page_sizes & (1 << 12) == 0 || caps.max_msg == 0 {
+            Some("MAX_MTU/MMU_PAGE_SIZES/MAX_MSG")
+        } else {
+            None
+        };
+        if let Some(what) = bad {
+            dev_err!(
+                pdev,
+                "device reports invalid capabilities ({}): {:?}\n",
+                what,
+                caps
+            );
+            return Err(EIO);
+        }
+        dev_info!(
+            pdev,
+            "{} ports, {} QPs and {} CQs per port\n",
+            caps.ports,
+            caps.max_qps,
+            caps.max_cqs
+        );
+        Ok(caps)
     }
 
     /// Have the device invert a buffer in host memory, proving that its
@@ -234,6 +284,7 @@ impl pci::Driver for GaudiIbDriver {
         let bar = pdev.iomap_region_sized::<{ regs::BAR0_SIZE }>(0, DRV_NAME)?;
         dev_info!(pdev, "BAR0 mapped\n");
         GaudiIb::identify(pdev, &bar)?;
+        let caps = GaudiIb::read_caps(pdev, &bar)?;
         GaudiIb::test_dma(pdev, &bar)?;
         let shared = Arc::new(
             Shared {
@@ -261,9 +312,33 @@ impl pci::Driver for GaudiIbDriver {
         dev_info!(pdev, "MSI-X enabled, {} vectors\n", irqs.len());
 
         GaudiIb::test_interrupts(pdev, &shared, &irqs)?;
+
+        let ib = rdma::Registration::new(
+            pdev.as_ref(),
+            &<LocalModule as kernel::ModuleMetadata>::THIS_MODULE,
+            rdma::Options {
+                ports: caps.ports,
+                comp_vectors: 1,
+                node_type: rdma::NodeType::Ca,
+            },
+            ib::IbDev::new(shared.clone(), caps, pdev.device_id().into()),
+        )
+        .inspect_err(|e| dev_err!(pdev, "cannot register the InfiniBand device: {:?}\n", e))?;
+        if let Some(reg) = ib.try_access() {
+            dev_info!(
+                pdev,
+                "registered {} with {} ports\n",
+                reg.device().name(),
+                reg.device().port_count()
+            );
+        }
         dev_info!(pdev, "probe complete\n");
 
-        Ok(GaudiIb { irqs, pdev })
+        Ok(GaudiIb {
+            _ib: ib,
+            irqs,
+            pdev,
+        })
     }
 
     fn unbind<'bound>(pdev: &'bound pci::Device<Core<'_>>, this: Pin<&Self::Data<'bound>>) {

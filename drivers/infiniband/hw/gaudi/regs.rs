@@ -25,6 +25,34 @@ pub(crate) const DMA_TEST_LEN: usize = 0x0028;
 /// Write [`DMA_TEST_START`] to invert the buffer in place; read the status.
 pub(crate) const DMA_TEST_CTRL: usize = 0x002c;
 
+/// Capabilities (read-only).
+pub(crate) const NUM_PORTS: usize = 0x0040;
+pub(crate) const MAX_QPS: usize = 0x0044;
+pub(crate) const MAX_CQS: usize = 0x0048;
+pub(crate) const MAX_CQE: usize = 0x004c;
+pub(crate) const MAX_SQE: usize = 0x0050;
+pub(crate) const MAX_MTU: usize = 0x0054;
+pub(crate) const MMU_PAGE_SIZES: usize = 0x0058;
+pub(crate) const MAX_MSG: usize = 0x005c;
+
+/// Registers of port `index` (from 0): add one of the `PORT_*` offsets.
+pub(crate) const fn port(index: u32) -> usize {
+    0x2000 + index as usize * 0x40
+}
+/// MAC address bytes 0 to 3, byte 0 in bits 7:0.
+pub(crate) const PORT_MAC_LO: usize = 0x00;
+/// MAC address bytes 4 and 5.
+pub(crate) const PORT_MAC_HI: usize = 0x04;
+/// IPv4 address, first octet in bits 31:24.
+pub(crate) const PORT_IPV4: usize = 0x08;
+/// Link state, [`PORT_STATE_UP`].
+pub(crate) const PORT_STATE: usize = 0x0c;
+/// Link speed in Mb/s.
+pub(crate) const PORT_SPEED: usize = 0x10;
+pub(crate) const PORT_STATE_UP: u32 = 1 << 0;
+/// Ports the register map has room for.
+pub(crate) const MAX_PORTS: u32 = 32;
+
 pub(crate) const DMA_TEST_START: u32 = 1;
 pub(crate) const DMA_TEST_DONE: u32 = 1;
 

@@ -1,0 +1,372 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The InfiniBand device of a Gaudi2 NIC: one device for all its ports.
+//!
+//! One process owns the NIC at a time (one user context), with one protection domain, as the
+//! hardware has one translation domain; see Documentation/infiniband/gaudi/design.rst.
+
+use kernel::{
+    io::Io,
+    prelude::*,
+    rdma::{
+        self,
+        uverbs::{
+            AttrDef,
+            Call,
+            Method,
+            MethodDef,
+            ObjectDef,
+            Presence,
+            UapiDef, //
+        },
+        DeviceAttr,
+        Gid,
+        Mtu,
+        PhysState,
+        PortAttr,
+        PortImmutable,
+        PortProtocol,
+        PortSpeed,
+        PortState,
+        PortWidth,
+        Udata,
+        User, //
+    },
+    sync::{
+        atomic::{
+            Atomic,
+            Full,
+            Relaxed, //
+        },
+        Arc, //
+    },
+};
+
+use crate::{
+    regs,
+    Shared, //
+};
+
+/// ABI version of the structures of include/uapi/rdma/gaudi-abi.h.
+const ABI_VERSION: u32 = 1;
+
+/// What the device can do, read from its capability registers at probe.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Caps {
+    pub(crate) ports: u32,
+    pub(crate) max_qps: u32,
+    pub(crate) max_cqs: u32,
+    pub(crate) max_cqe: u32,
+    pub(crate) max_sqe: u32,
+    pub(crate) max_mtu: u32,
+    pub(crate) page_sizes: u32,
+    pub(crate) max_msg: u32,
+}
+
+/// The driver's data of the InfiniBand device.
+pub(crate) struct IbDev {
+    shared: Arc<Shared>,
+    caps: Caps,
+    vendor_part_id: u32,
+    /// A user context exists (the NIC has one owner at a time).
+    owned: Atomic<bool>,
+}
+
+impl IbDev {
+    pub(crate) fn new(shared: Arc<Shared>, caps: Caps, vendor_part_id: u32) -> Self {
+        Self {
+            shared,
+            caps,
+            vendor_part_id,
+            owned: Atomic::new(false),
+        }
+    }
+
+    /// The registers of `port` (numbered from 1), or `ENODEV` once the device is gone.
+    fn port_reg(&self, port: u32, reg: usize) -> Result<u32> {
+        if port == 0 || port > self.caps.ports {
+            return Err(EINVAL);
+        }
+        let bar = self.shared.bar.try_access().ok_or(ENODEV)?;
+        bar.try_read32(regs::port(port - 1) + reg)
+    }
+
+    fn port_ipv4(&self, port: u32) -> Result<[u8; 4]> {
+        Ok(self.port_reg(port, regs::PORT_IPV4)?.to_be_bytes())
+    }
+
+    fn port_mac(&self, port: u32) -> Result<[u8; 6]> {
+        let lo = self.port_reg(port, regs::PORT_MAC_LO)?.to_le_bytes();
+        let hi = self.port_reg(port, regs::PORT_MAC_HI)?.to_le_bytes();
+        Ok([lo[0], lo[1], lo[2], lo[3], hi[0], hi[1]])
+    }
+
+    fn port_up(&self, port: u32) -> Result<bool> {
+        Ok(self.port_reg(port, regs::PORT_STATE)? & regs::PORT_STATE_UP != 0)
+    }
+}
+
+/// The driver's data of a user context.
+pub(crate) struct Context {
+    /// The protection domain of the context exists.
+    has_pd: Atomic<bool>,
+}
+
+/// The driver's data of a protection domain.
+pub(crate) struct Pd {
+    /// The context owning the PD, for user PDs.
+    user: bool,
+}
+
+kernel::rdma::uapi_struct! {
+    /// `struct gaudi_ib_alloc_ucontext_resp`.
+    struct AllocUcontextResp {
+        comp_mask: u32,
+        abi_version: u32,
+        ports_mask: u64,
+        num_ports: u32,
+        max_qps: u32,
+        max_cqs: u32,
+        max_cqe: u32,
+        max_sqe: u32,
+        max_mtu: u32,
+        max_msg: u64,
+        page_size_cap: u64,
+    }
+}
+
+kernel::rdma::uapi_struct! {
+    /// `struct gaudi_ib_alloc_pd_resp`.
+    struct AllocPdResp {
+        comp_mask: u32,
+        pdn: u32,
+    }
+}
+
+kernel::rdma::uapi_struct! {
+    /// `struct gaudi_ib_port_info`.
+    struct PortInfo {
+        comp_mask: u32,
+        port_num: u32,
+        mac: [u8; 6],
+        reserved0: [u8; 2],
+        ipv4: [u8; 4],
+        flags: u32,
+        speed_mbps: u32,
+        reserved1: u32,
+    }
+}
+
+/// The protection domain number user space sees (one PD per context).
+const PDN: u32 = 1;
+
+/// `GAUDI_IB_PORT_LINK_UP` of `enum gaudi_ib_port_flags`.
+const PORT_FLAG_LINK_UP: u32 = 1 << 0;
+
+/// The RDMA driver of the Gaudi2 NIC.
+pub(crate) struct GaudiRdma;
+
+#[vtable]
+impl rdma::Driver for GaudiRdma {
+    type Data = IbDev;
+    type Ucontext = Context;
+    type Pd = Pd;
+
+    const NAME: &'static CStr = c"gaudi_%d";
+    const DRIVER_ID: u32 = rdma::driver_id::GAUDI;
+    const UVERBS_ABI_VERSION: u32 = ABI_VERSION;
+    const UAPI: Option<&'static [UapiDef<Self>]> = Some(&UAPI);
+
+    fn query_device(dev: &rdma::Device<Self>) -> Result<DeviceAttr> {
+        let d = dev.data();
+        let c = &d.caps;
+        Ok(DeviceAttr {
+            max_mr_size: u64::from(c.max_msg),
+            page_size_cap: u64::from(c.page_sizes),
+            vendor_id: u32::from(kernel::pci::Vendor::HABANALABS.as_raw()),
+            vendor_part_id: d.vendor_part_id,
+            max_qp: c.max_qps.saturating_mul(c.ports),
+            max_qp_wr: c.max_sqe,
+            max_send_sge: 1,
+            max_cq: c.max_cqs.saturating_mul(c.ports),
+            max_cqe: c.max_cqe,
+            max_pd: 1,
+            max_pkeys: 1,
+            ..DeviceAttr::default()
+        })
+    }
+
+    fn query_port(dev: &rdma::Device<Self>, port: u32) -> Result<PortAttr> {
+        let d = dev.data();
+        let up = d.port_up(port)?;
+        Ok(PortAttr {
+            state: if up {
+                PortState::Active
+            } else {
+                PortState::Down
+            },
+            phys_state: if up {
+                PhysState::LinkUp
+            } else {
+                PhysState::Disabled
+            },
+            // The device carries up to 8 KiB; InfiniBand path MTUs end at 4 KiB.
+            max_mtu: Mtu::Mtu4096,
+            active_mtu: Mtu::Mtu4096,
+            phys_mtu: d.caps.max_mtu,
+            gid_tbl_len: 1,
+            pkey_tbl_len: 1,
+            max_msg_sz: d.caps.max_msg,
+            // 100GbE: four lanes of 25 Gb/s.
+            active_width: PortWidth::X4,
+            active_speed: PortSpeed::Edr,
+            ip_gids: true,
+            ..PortAttr::default()
+        })
+    }
+
+    fn get_port_immutable(_dev: &rdma::Device<Self>, _port: u32) -> Result<PortImmutable> {
+        Ok(PortImmutable {
+            pkey_tbl_len: 1,
+            gid_tbl_len: 1,
+            protocol: PortProtocol::RoceV2,
+            max_mad_size: 0,
+        })
+    }
+
+    fn query_gid(dev: &rdma::Device<Self>, port: u32, index: u32) -> Result<Gid> {
+        if index != 0 {
+            return Err(EINVAL);
+        }
+        Ok(Gid::from_ipv4(dev.data().port_ipv4(port)?))
+    }
+
+    fn query_pkey(dev: &rdma::Device<Self>, port: u32, index: u16) -> Result<u16> {
+        if index != 0 || port == 0 || port > dev.port_count() {
+            return Err(EINVAL);
+        }
+        Ok(0xffff)
+    }
+
+    fn alloc_ucontext(
+        dev: &rdma::Device<Self>,
+        udata: &mut Udata<'_>,
+    ) -> impl PinInit<Context, Error> {
+        let d = dev.data();
+        if d.owned.xchg(true, Full) {
+            pr_info!(
+                "{}: user context refused: the NIC is owned by another context\n",
+                dev.name()
+            );
+            return Err(EBUSY);
+        }
+        let c = &d.caps;
+        let resp = AllocUcontextResp {
+            abi_version: ABI_VERSION,
+            ports_mask: if c.ports >= 64 {
+                u64::MAX
+            } else {
+                (1u64 << c.ports) - 1
+            },
+            num_ports: c.ports,
+            max_qps: c.max_qps,
+            max_cqs: c.max_cqs,
+            max_cqe: c.max_cqe,
+            max_sqe: c.max_sqe,
+            max_mtu: c.max_mtu,
+            max_msg: u64::from(c.max_msg),
+            page_size_cap: u64::from(c.page_sizes),
+            ..Default::default()
+        };
+        if let Err(e) = udata.write(&resp) {
+            d.owned.store(false, Relaxed);
+            return Err(e);
+        }
+        Ok(Context {
+            has_pd: Atomic::new(false),
+        })
+    }
+
+    fn dealloc_ucontext(ctx: &rdma::Ucontext<Self>) {
+        ctx.device()
+            .data()
+            .owned
+            .store(false, kernel::sync::atomic::Release);
+    }
+
+    fn alloc_pd(
+        _dev: &rdma::Device<Self>,
+        user: Option<&mut User<'_, Self>>,
+    ) -> impl PinInit<Pd, Error> {
+        let Some(user) = user else {
+            return Ok(Pd { user: false });
+        };
+        let ctx = user.ucontext.data();
+        if ctx.has_pd.xchg(true, Full) {
+            return Err(ENOSPC);
+        }
+        if let Err(e) = user.udata.write(&AllocPdResp {
+            pdn: PDN,
+            ..Default::default()
+        }) {
+            ctx.has_pd.store(false, Relaxed);
+            return Err(e);
+        }
+        Ok(Pd { user: true })
+    }
+
+    fn dealloc_pd(pd: &rdma::Pd<Self>) -> Result {
+        if pd.data().user {
+            if let Some(ctx) = pd.ucontext() {
+                ctx.data()
+                    .has_pd
+                    .store(false, kernel::sync::atomic::Release);
+            }
+        }
+        Ok(())
+    }
+}
+
+// The driver's uverbs namespace, include/uapi/rdma/gaudi_user_ioctl_cmds.h.
+const NS: u16 = rdma::uverbs::NS_DRIVER;
+const GAUDI_IB_OBJECT_DEVICE: u16 = NS;
+const GAUDI_IB_METHOD_QUERY_PORT: u16 = NS;
+const GAUDI_IB_ATTR_QUERY_PORT_NUM: u16 = NS;
+const GAUDI_IB_ATTR_QUERY_PORT_RESP: u16 = NS + 1;
+
+/// `GAUDI_IB_METHOD_QUERY_PORT`: addresses and state of one port.
+struct QueryPort;
+
+impl Method for QueryPort {
+    type Driver = GaudiRdma;
+    const ID: u16 = GAUDI_IB_METHOD_QUERY_PORT;
+    const ATTRS: &'static [&'static AttrDef] = &[
+        &AttrDef::const_in(GAUDI_IB_ATTR_QUERY_PORT_NUM, Presence::Mandatory),
+        &AttrDef::ptr_out::<PortInfo>(GAUDI_IB_ATTR_QUERY_PORT_RESP, Presence::Mandatory),
+    ];
+
+    fn handle(call: &mut Call<'_, GaudiRdma>) -> Result {
+        let dev = call.device()?;
+        let port =
+            call.const_in(GAUDI_IB_ATTR_QUERY_PORT_NUM, 1, u64::from(dev.port_count()))? as u32;
+        let d = dev.data();
+        let info = PortInfo {
+            port_num: port,
+            mac: d.port_mac(port)?,
+            ipv4: d.port_ipv4(port)?,
+            flags: if d.port_up(port)? {
+                PORT_FLAG_LINK_UP
+            } else {
+                0
+            },
+            speed_mbps: d.port_reg(port, regs::PORT_SPEED)?,
+            ..Default::default()
+        };
+        call.write(GAUDI_IB_ATTR_QUERY_PORT_RESP, &info)
+    }
+}
+
+static QUERY_PORT: MethodDef<GaudiRdma> = MethodDef::new::<QueryPort>();
+static DEVICE_OBJECT: ObjectDef<GaudiRdma> =
+    ObjectDef::global(GAUDI_IB_OBJECT_DEVICE, &[&QUERY_PORT]);
+static UAPI: [UapiDef<GaudiRdma>; 2] = [UapiDef::object(&DEVICE_OBJECT), UapiDef::END];

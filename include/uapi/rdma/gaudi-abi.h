@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: ((GPL-2.0 WITH Linux-syscall-note) OR BSD-2-Clause) */
+/*
+ * Driver data of the standard verbs of the Habana Labs Gaudi2 NIC driver
+ * (gaudi_ib). See Documentation/infiniband/gaudi/uapi.rst.
+ *
+ * Rules (as efa-abi.h): every structure is 8-byte aligned and padded
+ * explicitly; reserved fields are zero; comp_mask says which optional
+ * fields are valid. A request may be shorter (older user space) or longer
+ * with zero tail (newer user space) than this header says.
+ */
+#ifndef GAUDI_ABI_USER_H
+#define GAUDI_ABI_USER_H
+
+#include <linux/types.h>
+
+/* Increment on incompatible changes of the structures below. */
+#define GAUDI_IB_UVERBS_ABI_VERSION 1
+
+/* Response of the user context allocation. */
+struct gaudi_ib_alloc_ucontext_resp {
+	__u32 comp_mask;
+	/* GAUDI_IB_UVERBS_ABI_VERSION of the kernel */
+	__u32 abi_version;
+	/* bit n: port n + 1 exists */
+	__aligned_u64 ports_mask;
+	__u32 num_ports;
+	/* QPs per port */
+	__u32 max_qps;
+	/* CQs per port */
+	__u32 max_cqs;
+	/* entries per CQ */
+	__u32 max_cqe;
+	/* WQEs per send queue */
+	__u32 max_sqe;
+	/* largest path MTU, bytes */
+	__u32 max_mtu;
+	/* largest message, bytes */
+	__aligned_u64 max_msg;
+	/* page sizes the device MMU maps (bit n: 2^n bytes) */
+	__aligned_u64 page_size_cap;
+};
+
+/* Response of the protection domain allocation. */
+struct gaudi_ib_alloc_pd_resp {
+	__u32 comp_mask;
+	__u32 pdn;
+};
+
+#endif /* GAUDI_ABI_USER_H */

@@ -1,0 +1,624 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! A driver's uverbs ioctl namespace: objects, methods and attributes.
+//!
+//! C headers: [`include/rdma/uverbs_ioctl.h`](srctree/include/rdma/uverbs_ioctl.h),
+//! [`include/rdma/uverbs_types.h`](srctree/include/rdma/uverbs_types.h)
+//!
+//! User space calls a method of an object with `ioctl(RDMA_VERBS_IOCTL)` and a list of
+//! attributes. The RDMA core parses and checks the attributes against the method's
+//! specification (presence, sizes, object handles and their types) before the handler runs;
+//! the handler then reads them, typed, from a [`Call`].
+//!
+//! The specifications are the C tables of `struct uapi_definition`, built here by `const`
+//! functions, so a driver declares them as `static` items: [`AttrDef`]s make a method
+//! ([`MethodDef`], implemented by a [`Method`]), methods make an object ([`ObjectDef`]), objects
+//! are chained into the driver's definitions ([`UapiDef`]), which [`Driver::UAPI`] names.
+//!
+//! Driver ids start at [`NS_DRIVER`] (`1 << UVERBS_ID_NS_SHIFT`), for objects, methods and
+//! attributes alike.
+//!
+//! # Examples
+//!
+//! A global method (an object without handles) returning a structure:
+//!
+//! ```
+//! use kernel::prelude::*;
+//! use kernel::rdma::uverbs::{AttrDef, Call, Method, MethodDef, ObjectDef, Presence, UapiDef};
+//!
+//! # struct MyDriver;
+//! # #[vtable]
+//! # impl kernel::rdma::Driver for MyDriver {
+//! #     type Data = u32;
+//! #     type Ucontext = ();
+//! #     type Pd = ();
+//! #     const NAME: &'static CStr = c"mydev_%d";
+//! #     const DRIVER_ID: u32 = 0;
+//! #     fn query_device(_: &kernel::rdma::Device<Self>) -> Result<kernel::rdma::DeviceAttr> {
+//! #         Err(EINVAL)
+//! #     }
+//! #     fn query_port(_: &kernel::rdma::Device<Self>, _: u32) -> Result<kernel::rdma::PortAttr> {
+//! #         Err(EINVAL)
+//! #     }
+//! #     fn get_port_immutable(
+//! #         _: &kernel::rdma::Device<Self>,
+//! #         _: u32,
+//! #     ) -> Result<kernel::rdma::PortImmutable> {
+//! #         Err(EINVAL)
+//! #     }
+//! #     fn alloc_ucontext(
+//! #         _: &kernel::rdma::Device<Self>,
+//! #         _: &mut kernel::rdma::Udata<'_>,
+//! #     ) -> impl PinInit<(), Error> {
+//! #         Ok(())
+//! #     }
+//! #     fn alloc_pd(
+//! #         _: &kernel::rdma::Device<Self>,
+//! #         _: Option<&mut kernel::rdma::User<'_, Self>>,
+//! #     ) -> impl PinInit<(), Error> {
+//! #         Ok(())
+//! #     }
+//! # }
+//! const MY_OBJECT_DEVICE: u16 = kernel::rdma::uverbs::NS_DRIVER;
+//! const MY_METHOD_QUERY: u16 = kernel::rdma::uverbs::NS_DRIVER;
+//! const MY_ATTR_QUERY_INDEX: u16 = kernel::rdma::uverbs::NS_DRIVER;
+//! const MY_ATTR_QUERY_RESP: u16 = kernel::rdma::uverbs::NS_DRIVER + 1;
+//!
+//! struct Query;
+//!
+//! impl Method for Query {
+//!     type Driver = MyDriver;
+//!     const ID: u16 = MY_METHOD_QUERY;
+//!     const ATTRS: &'static [&'static AttrDef] = &[
+//!         &AttrDef::const_in(MY_ATTR_QUERY_INDEX, Presence::Mandatory),
+//!         &AttrDef::ptr_out::<u64>(MY_ATTR_QUERY_RESP, Presence::Mandatory),
+//!     ];
+//!
+//!     fn handle(call: &mut Call<'_, MyDriver>) -> Result {
+//!         let index = call.const_in(MY_ATTR_QUERY_INDEX, 0, 7)?;
+//!         let value = u64::from(*call.device()?.data()) + index;
+//!         call.write(MY_ATTR_QUERY_RESP, &value)
+//!     }
+//! }
+//!
+//! static QUERY: MethodDef<MyDriver> = MethodDef::new::<Query>();
+//! static DEVICE_OBJECT: ObjectDef<MyDriver> = ObjectDef::global(MY_OBJECT_DEVICE, &[&QUERY]);
+//! static UAPI: [UapiDef<MyDriver>; 2] = [UapiDef::object(&DEVICE_OBJECT), UapiDef::END];
+//! ```
+
+use crate::{
+    bindings,
+    error::from_result,
+    prelude::*,
+    rdma::{Device, Driver, Ucontext},
+    transmute::{AsBytes, FromBytes},
+};
+use core::marker::PhantomData;
+
+/// The first id of the driver namespace (`1 << UVERBS_ID_NS_SHIFT`).
+pub const NS_DRIVER: u16 = 1 << bindings::UVERBS_ID_NS_SHIFT;
+
+/// An all-zero C value.
+///
+/// # Safety
+///
+/// All-zero must be a valid value of `T`.
+const unsafe fn zeroed<T>() -> T {
+    // SAFETY: The caller guarantees that all-zero is a valid `T`.
+    unsafe { core::mem::MaybeUninit::zeroed().assume_init() }
+}
+
+/// Whether user space must give an attribute.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Presence {
+    /// The call fails with `EINVAL` without the attribute.
+    Mandatory,
+    /// The attribute may be left out.
+    Optional,
+}
+
+/// What a method does with the object an object attribute names (`enum uverbs_obj_access`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Access {
+    /// Shared access to an existing object.
+    Read = bindings::uverbs_obj_access_UVERBS_ACCESS_READ as u8,
+    /// Exclusive access to an existing object.
+    Write = bindings::uverbs_obj_access_UVERBS_ACCESS_WRITE as u8,
+    /// The method creates the object.
+    New = bindings::uverbs_obj_access_UVERBS_ACCESS_NEW as u8,
+    /// The method destroys the object.
+    Destroy = bindings::uverbs_obj_access_UVERBS_ACCESS_DESTROY as u8,
+}
+
+// Bits of the bitfield byte of `struct uverbs_attr_spec`, in declaration order.
+const SPEC_ZERO_TRAILING: u8 = 1 << 0;
+const SPEC_ALLOC_AND_COPY: u8 = 1 << 1;
+const SPEC_MANDATORY: u8 = 1 << 2;
+const SPEC_IS_UDATA: u8 = 1 << 3;
+
+/// The specification of one attribute of a method (`struct uverbs_attr_def`).
+#[repr(transparent)]
+pub struct AttrDef(bindings::uverbs_attr_def);
+
+// SAFETY: An attribute definition is immutable; the only pointer it may hold (the ids of an
+// enum attribute) is not used by the constructors of this module.
+unsafe impl Sync for AttrDef {}
+
+impl AttrDef {
+    const fn ptr(id: u16, kind: u32, min_len: u16, len: u16, flags: u8, p: Presence) -> Self {
+        let flags = match p {
+            Presence::Mandatory => flags | SPEC_MANDATORY,
+            Presence::Optional => flags,
+        };
+        // SAFETY: All-zero is a valid `struct uverbs_attr_spec`.
+        let mut attr: bindings::uverbs_attr_spec = unsafe { zeroed() };
+        attr.type_ = kind as u8;
+        attr._bitfield_1 = bindings::__BindgenBitfieldUnit::new([flags]);
+        attr.u.ptr.len = len;
+        attr.u.ptr.min_len = min_len;
+        Self(bindings::uverbs_attr_def { id, attr })
+    }
+
+    const fn size_of<S>() -> u16 {
+        let size = core::mem::size_of::<S>();
+        assert!(
+            size <= u16::MAX as usize,
+            "attribute larger than the protocol allows"
+        );
+        size as u16
+    }
+
+    /// An input structure `S`, exactly its size (`UVERBS_ATTR_TYPE`).
+    pub const fn ptr_in<S: FromBytes>(id: u16, p: Presence) -> Self {
+        let size = Self::size_of::<S>();
+        Self::ptr(
+            id,
+            bindings::uverbs_attr_type_UVERBS_ATTR_TYPE_PTR_IN,
+            size,
+            size,
+            0,
+            p,
+        )
+    }
+
+    /// An extensible input structure `S` of which user space gives at least `min_len` bytes;
+    /// bytes beyond `S` must be zero (`UVERBS_ATTR_STRUCT`).
+    pub const fn ptr_in_ext<S: FromBytes>(id: u16, min_len: u16, p: Presence) -> Self {
+        let size = Self::size_of::<S>();
+        assert!(min_len <= size);
+        Self::ptr(
+            id,
+            bindings::uverbs_attr_type_UVERBS_ATTR_TYPE_PTR_IN,
+            min_len,
+            size,
+            SPEC_ZERO_TRAILING,
+            p,
+        )
+    }
+
+    /// An output structure `S`; user space gives room for all of it (`UVERBS_ATTR_TYPE`).
+    pub const fn ptr_out<S: AsBytes>(id: u16, p: Presence) -> Self {
+        let size = Self::size_of::<S>();
+        Self::ptr(
+            id,
+            bindings::uverbs_attr_type_UVERBS_ATTR_TYPE_PTR_OUT,
+            size,
+            size,
+            0,
+            p,
+        )
+    }
+
+    /// An extensible output structure `S`; user space gives room for at least `min_len` bytes
+    /// and the rest is truncated.
+    pub const fn ptr_out_ext<S: AsBytes>(id: u16, min_len: u16, p: Presence) -> Self {
+        let size = Self::size_of::<S>();
+        assert!(min_len <= size);
+        Self::ptr(
+            id,
+            bindings::uverbs_attr_type_UVERBS_ATTR_TYPE_PTR_OUT,
+            min_len,
+            size,
+            0,
+            p,
+        )
+    }
+
+    /// An unsigned integer value, read with [`Call::const_in`] (`UVERBS_ATTR_CONST_IN`).
+    pub const fn const_in(id: u16, p: Presence) -> Self {
+        Self::ptr(
+            id,
+            bindings::uverbs_attr_type_UVERBS_ATTR_TYPE_PTR_IN,
+            8,
+            8,
+            0,
+            p,
+        )
+    }
+
+    /// A set of flags, 32 or 64 bits, read with [`Call::flags`] (`UVERBS_ATTR_FLAGS_IN`).
+    pub const fn flags_in(id: u16, p: Presence) -> Self {
+        Self::ptr(
+            id,
+            bindings::uverbs_attr_type_UVERBS_ATTR_TYPE_PTR_IN,
+            4,
+            8,
+            0,
+            p,
+        )
+    }
+
+    /// The handle of an object of type `obj_type` (`UVERBS_ATTR_IDR`).
+    pub const fn idr(id: u16, obj_type: u16, access: Access, p: Presence) -> Self {
+        let mut def = Self::ptr(
+            id,
+            bindings::uverbs_attr_type_UVERBS_ATTR_TYPE_IDR,
+            0,
+            0,
+            0,
+            p,
+        );
+        def.0.attr.u.obj.obj_type = obj_type;
+        def.0.attr.u.obj.access = access as u8;
+        def
+    }
+
+    /// The driver request of a verb, read through [`Call::udata`] (`UVERBS_ATTR_UHW`).
+    pub const UHW_IN: Self = Self::ptr(
+        bindings::UVERBS_ATTR_UHW_IN as u16,
+        bindings::uverbs_attr_type_UVERBS_ATTR_TYPE_PTR_IN,
+        0,
+        u16::MAX,
+        SPEC_IS_UDATA,
+        Presence::Optional,
+    );
+
+    /// The driver response of a verb, written through [`Call::udata`] (`UVERBS_ATTR_UHW`).
+    pub const UHW_OUT: Self = Self::ptr(
+        bindings::UVERBS_ATTR_UHW_OUT as u16,
+        bindings::uverbs_attr_type_UVERBS_ATTR_TYPE_PTR_OUT,
+        0,
+        u16::MAX,
+        SPEC_IS_UDATA,
+        Presence::Optional,
+    );
+
+    /// The attribute id.
+    pub const fn id(&self) -> u16 {
+        self.0.id
+    }
+
+    /// Whether user space must give the attribute.
+    pub fn presence(&self) -> Presence {
+        if self.0.attr.mandatory() != 0 {
+            Presence::Mandatory
+        } else {
+            Presence::Optional
+        }
+    }
+
+    /// The raw specification.
+    pub const fn as_raw(&self) -> &bindings::uverbs_attr_def {
+        &self.0
+    }
+}
+
+/// A method of driver `T`'s namespace: its id, attributes and handler.
+pub trait Method {
+    /// The driver the method belongs to.
+    type Driver: Driver;
+    /// The method id, from [`NS_DRIVER`] on for methods of the driver namespace.
+    const ID: u16;
+    /// The attributes of the method.
+    const ATTRS: &'static [&'static AttrDef];
+
+    /// Run the method. The attributes were checked against [`Method::ATTRS`] by the core.
+    fn handle(call: &mut Call<'_, Self::Driver>) -> Result;
+}
+
+/// The specification of a method (`struct uverbs_method_def`).
+#[repr(transparent)]
+pub struct MethodDef<T: Driver>(bindings::uverbs_method_def, PhantomData<T>);
+
+// SAFETY: A method definition is immutable and points only to `'static` attribute definitions
+// and functions.
+unsafe impl<T: Driver> Sync for MethodDef<T> {}
+
+impl<T: Driver> MethodDef<T> {
+    /// The definition of method `M`.
+    pub const fn new<M: Method<Driver = T>>() -> Self {
+        // SAFETY: All-zero is a valid `struct uverbs_method_def`.
+        let mut def: bindings::uverbs_method_def = unsafe { zeroed() };
+        def.id = M::ID;
+        def.num_attrs = M::ATTRS.len();
+        // `&AttrDef` has the representation of `*const struct uverbs_attr_def`.
+        def.attrs = M::ATTRS.as_ptr().cast();
+        def.handler = Some(method_handler::<M>);
+        Self(def, PhantomData)
+    }
+
+    /// The method id.
+    pub const fn id(&self) -> u16 {
+        self.0.id
+    }
+
+    /// The attributes of the method.
+    pub const fn attrs(&self) -> &[&AttrDef] {
+        // SAFETY: `attrs` and `num_attrs` were taken from a `&'static [&'static AttrDef]`.
+        unsafe { core::slice::from_raw_parts(self.0.attrs.cast(), self.0.num_attrs) }
+    }
+}
+
+/// # Safety
+///
+/// Called only by the uverbs core, as the handler of method `M`.
+unsafe extern "C" fn method_handler<M: Method>(bundle: *mut bindings::uverbs_attr_bundle) -> c_int {
+    from_result(|| {
+        // SAFETY: The core calls the handler with the parsed bundle of a call of method `M` of a
+        // device of `M::Driver` (its namespace is only installed on those), valid for the call.
+        let mut call = unsafe { Call::<M::Driver>::from_raw(bundle) };
+        M::handle(&mut call)?;
+        Ok(0)
+    })
+}
+
+/// The specification of an object and its methods (`struct uverbs_object_def`).
+#[repr(transparent)]
+pub struct ObjectDef<T: Driver>(bindings::uverbs_object_def, PhantomData<T>);
+
+// SAFETY: An object definition is immutable and points only to `'static` definitions.
+unsafe impl<T: Driver> Sync for ObjectDef<T> {}
+
+impl<T: Driver> ObjectDef<T> {
+    /// An object without handles, whose methods are called on the device
+    /// (`DECLARE_UVERBS_GLOBAL_METHODS`). `id` may also be a core object (for example
+    /// `UVERBS_OBJECT_DEVICE`) to which the driver adds methods.
+    pub const fn global(id: u16, methods: &'static [&'static MethodDef<T>]) -> Self {
+        // SAFETY: All-zero is a valid `struct uverbs_object_def`.
+        let mut def: bindings::uverbs_object_def = unsafe { zeroed() };
+        def.id = id;
+        def.num_methods = methods.len();
+        // `&MethodDef<T>` has the representation of `*const struct uverbs_method_def`.
+        def.methods = methods.as_ptr().cast();
+        Self(def, PhantomData)
+    }
+
+    /// The object id.
+    pub const fn id(&self) -> u16 {
+        self.0.id
+    }
+
+    /// The methods of the object.
+    pub const fn methods(&self) -> &[&MethodDef<T>] {
+        // SAFETY: `methods` and `num_methods` were taken from a `&'static [&'static MethodDef]`.
+        unsafe { core::slice::from_raw_parts(self.0.methods.cast(), self.0.num_methods) }
+    }
+}
+
+/// One entry of a driver's uAPI definitions (`struct uapi_definition`).
+#[repr(transparent)]
+pub struct UapiDef<T: Driver>(bindings::uapi_definition, PhantomData<T>);
+
+// SAFETY: A definition is immutable and points only to `'static` definitions.
+unsafe impl<T: Driver> Sync for UapiDef<T> {}
+
+impl<T: Driver> UapiDef<T> {
+    /// The end of the definitions.
+    pub const END: Self = Self(
+        // SAFETY: All-zero is a valid `struct uapi_definition`, of kind `UAPI_DEF_END`.
+        unsafe { zeroed() },
+        PhantomData,
+    );
+
+    /// Add object `obj` and its methods (`UAPI_DEF_CHAIN_OBJ_TREE_NAMED`).
+    pub const fn object(obj: &'static ObjectDef<T>) -> Self {
+        // SAFETY: All-zero is a valid `struct uapi_definition`.
+        let mut def: bindings::uapi_definition = unsafe { zeroed() };
+        def.kind = bindings::uapi_definition_kind_UAPI_DEF_CHAIN_OBJ_TREE as u8;
+        def.__bindgen_anon_1.object_start.object_id = obj.id();
+        def.__bindgen_anon_2.chain_obj_tree = &obj.0;
+        Self(def, PhantomData)
+    }
+
+    /// The kind of the entry (`enum uapi_definition_kind`).
+    pub const fn kind(&self) -> u8 {
+        self.0.kind
+    }
+
+    /// Check that `defs` ends with [`UapiDef::END`] and holds no other end.
+    pub fn check_terminated(defs: &[Self]) -> Result {
+        let end = bindings::uapi_definition_kind_UAPI_DEF_END as u8;
+        match defs.iter().position(|d| d.kind() == end) {
+            Some(i) if i + 1 == defs.len() => Ok(()),
+            _ => Err(EINVAL),
+        }
+    }
+}
+
+/// The attributes of one call of a method of driver `T` (`struct uverbs_attr_bundle`).
+///
+/// # Invariants
+///
+/// `raw` is the parsed attribute bundle of a running call of a method on a device of driver `T`.
+pub struct Call<'a, T: Driver> {
+    raw: *mut bindings::uverbs_attr_bundle,
+    _p: PhantomData<(&'a mut bindings::uverbs_attr_bundle, T)>,
+}
+
+impl<'a, T: Driver> Call<'a, T> {
+    /// # Safety
+    ///
+    /// `raw` must be the bundle of a running call of a method on a device of driver `T`, valid
+    /// for `'a`.
+    pub(crate) unsafe fn from_raw(raw: *mut bindings::uverbs_attr_bundle) -> Self {
+        // INVARIANT: By the safety requirements.
+        Self {
+            raw,
+            _p: PhantomData,
+        }
+    }
+
+    /// The raw attribute bundle.
+    pub fn as_raw(&self) -> *mut bindings::uverbs_attr_bundle {
+        self.raw
+    }
+
+    /// The user context of the calling process; `EIO` once it is disassociated.
+    pub fn ucontext(&self) -> Result<&'a Ucontext<T>> {
+        // SAFETY: `raw` is a valid bundle by the type invariants.
+        let ctx =
+            crate::error::from_err_ptr(unsafe { bindings::ib_uverbs_get_ucontext(self.raw) })?;
+        if ctx.is_null() {
+            return Err(EIO);
+        }
+        // SAFETY: The context of the calling file, on this device of driver `T`, lives for the
+        // call: the core holds the file's disassociation lock while a method runs.
+        Ok(unsafe { Ucontext::from_raw(ctx) })
+    }
+
+    /// The device of the call.
+    pub fn device(&self) -> Result<&'a Device<T>> {
+        Ok(self.ucontext()?.device())
+    }
+
+    /// Whether user space gave attribute `id`.
+    pub fn has(&self, id: u16) -> bool {
+        // SAFETY: `raw` is a valid bundle by the type invariants.
+        unsafe { bindings::uverbs_attr_is_valid(self.raw, id.into()) }
+    }
+
+    /// The length user space gave for attribute `id`; `ENOENT` without it.
+    pub fn len(&self, id: u16) -> Result<usize> {
+        // SAFETY: `raw` is a valid bundle by the type invariants.
+        let len = unsafe { bindings::uverbs_attr_get_len(self.raw, id) };
+        crate::error::to_result(len)?;
+        Ok(len as usize)
+    }
+
+    /// The value of integer attribute `id`, which must lie in `min..=max` (`EINVAL`
+    /// otherwise); `ENOENT` if user space did not give it.
+    pub fn const_in(&self, id: u16, min: u64, max: u64) -> Result<u64> {
+        if !self.has(id) {
+            return Err(ENOENT);
+        }
+        let mut value = 0u64;
+        // SAFETY: `raw` is a valid bundle; `value` is valid for writes; no default is passed.
+        crate::error::to_result(unsafe {
+            bindings::_uverbs_get_const_unsigned(
+                &mut value,
+                self.raw,
+                id.into(),
+                max,
+                core::ptr::null_mut(),
+            )
+        })?;
+        if value < min {
+            return Err(EINVAL);
+        }
+        Ok(value)
+    }
+
+    /// The flags of attribute `id`: `EINVAL` if any bit outside `allowed` is set; zero if user
+    /// space did not give it.
+    pub fn flags(&self, id: u16, allowed: u64) -> Result<u64> {
+        let mut value = 0u64;
+        // SAFETY: `raw` is a valid bundle; `value` is valid for writes.
+        crate::error::to_result(unsafe {
+            bindings::uverbs_get_flags64(&mut value, self.raw, id.into(), allowed)
+        })?;
+        Ok(value)
+    }
+
+    /// Read input structure `S` of attribute `id`; a shorter extensible input leaves the rest
+    /// zero. `ENOENT` if user space did not give it.
+    pub fn read<S: FromBytes + AsBytes + Default>(&self, id: u16) -> Result<S> {
+        let mut value = S::default();
+        let bytes = value.as_bytes_mut();
+        // SAFETY: `raw` is a valid bundle; `bytes` is valid for writes of its length.
+        crate::error::to_result(unsafe {
+            bindings::_uverbs_copy_from_or_zero(
+                bytes.as_mut_ptr().cast(),
+                self.raw,
+                id.into(),
+                bytes.len(),
+            )
+        })?;
+        Ok(value)
+    }
+
+    /// Write `value` to output attribute `id`, truncated to the room user space gave.
+    /// `ENOENT` if user space did not give it.
+    pub fn write<S: AsBytes>(&mut self, id: u16, value: &S) -> Result {
+        let bytes = value.as_bytes();
+        // SAFETY: `raw` is a valid bundle; `bytes` is valid for reads of its length.
+        crate::error::to_result(unsafe {
+            bindings::uverbs_copy_to(self.raw, id.into(), bytes.as_ptr().cast(), bytes.len())
+        })
+    }
+}
+
+#[macros::kunit_tests(rust_kernel_rdma_uverbs)]
+mod tests {
+    use super::*;
+
+    fn bits(flags: u8) -> [u8; 4] {
+        let def = AttrDef::ptr(0, 0, 0, 0, flags, Presence::Optional);
+        [
+            def.0.attr.zero_trailing(),
+            def.0.attr.alloc_and_copy(),
+            def.0.attr.mandatory(),
+            def.0.attr.is_udata(),
+        ]
+    }
+
+    /// The bit positions used by the `const` constructors are those of the C bitfields, as
+    /// bindgen's accessors read them.
+    #[test]
+    fn spec_bitfield_layout() {
+        assert_eq!(bits(0), [0, 0, 0, 0]);
+        assert_eq!(bits(SPEC_ZERO_TRAILING), [1, 0, 0, 0]);
+        assert_eq!(bits(SPEC_ALLOC_AND_COPY), [0, 1, 0, 0]);
+        assert_eq!(bits(SPEC_MANDATORY), [0, 0, 1, 0]);
+        assert_eq!(bits(SPEC_IS_UDATA), [0, 0, 0, 1]);
+    }
+
+    #[test]
+    fn attr_specs() {
+        let a = AttrDef::const_in(NS_DRIVER + 3, Presence::Mandatory);
+        assert_eq!(a.id(), NS_DRIVER + 3);
+        assert_eq!(a.0.attr.mandatory(), 1);
+        assert_eq!(a.0.attr.zero_trailing(), 0);
+        assert_eq!(
+            u32::from(a.0.attr.type_),
+            bindings::uverbs_attr_type_UVERBS_ATTR_TYPE_PTR_IN
+        );
+        // SAFETY: A pointer attribute's specification uses the `ptr` arm.
+        let (len, min) = unsafe { (a.0.attr.u.ptr.len, a.0.attr.u.ptr.min_len) };
+        assert_eq!((len, min), (8, 8));
+
+        let o = AttrDef::ptr_out::<[u32; 6]>(NS_DRIVER, Presence::Optional);
+        assert_eq!(o.presence(), Presence::Optional);
+        assert_eq!(
+            u32::from(o.0.attr.type_),
+            bindings::uverbs_attr_type_UVERBS_ATTR_TYPE_PTR_OUT
+        );
+        // SAFETY: As above.
+        assert_eq!(unsafe { o.0.attr.u.ptr.len }, 24);
+
+        let e = AttrDef::ptr_in_ext::<[u64; 4]>(1, 8, Presence::Mandatory);
+        assert_eq!(e.0.attr.zero_trailing(), 1);
+        // SAFETY: As above.
+        let (len, min) = unsafe { (e.0.attr.u.ptr.len, e.0.attr.u.ptr.min_len) };
+        assert_eq!((len, min), (32, 8));
+
+        let h = AttrDef::idr(2, 7, Access::Destroy, Presence::Mandatory);
+        // SAFETY: An object attribute's specification uses the `obj` arm.
+        let (ty, access) = unsafe { (h.0.attr.u.obj.obj_type, h.0.attr.u.obj.access) };
+        assert_eq!((ty, access), (7, Access::Destroy as u8));
+
+        assert_eq!(AttrDef::UHW_IN.0.attr.is_udata(), 1);
+        assert_eq!(AttrDef::UHW_OUT.0.attr.is_udata(), 1);
+        assert_eq!(AttrDef::UHW_IN.presence(), Presence::Optional);
+    }
+}

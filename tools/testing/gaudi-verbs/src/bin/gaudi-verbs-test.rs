@@ -1,0 +1,194 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! In-guest checks of the gaudi_ib uverbs interface. Each subcommand prints
+//! what it checked and exits non-zero on the first mismatch.
+//!
+//!   gaudi-verbs-test uverbs --ports N [--instance I]
+//!       context, PD and the driver namespace, against the emulator's
+//!       default port addresses (MAC 02:1d:a3:I:00:P, IPv4 10.I.P.1).
+
+use gaudi_verbs::{errno, find_device, Attr, Context, PortInfo, NS_DRIVER, PORT_LINK_UP};
+use std::process::exit;
+
+fn fail(msg: String) -> ! {
+    println!("FAIL: {msg}");
+    exit(1)
+}
+
+fn check(cond: bool, msg: String) {
+    if !cond {
+        fail(msg);
+    }
+    println!("ok: {msg}");
+}
+
+fn expect_errno<T: std::fmt::Debug>(what: &str, r: std::io::Result<T>, want: i32) {
+    match r {
+        Ok(v) => fail(format!("{what}: succeeded ({v:?}), expected errno {want}")),
+        Err(e) => check(
+            errno(&e) == want,
+            format!("{what}: errno {} ({e}), expected {want}", errno(&e)),
+        ),
+    }
+}
+
+fn arg(args: &[String], name: &str, default: Option<u64>) -> u64 {
+    match args.iter().position(|a| a == name) {
+        Some(i) => args
+            .get(i + 1)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| fail(format!("{name} needs a number"))),
+        None => default.unwrap_or_else(|| fail(format!("{name} missing"))),
+    }
+}
+
+fn uverbs(args: &[String]) {
+    let ports = arg(args, "--ports", None) as u32;
+    let inst = arg(args, "--instance", Some(0)) as u8;
+    let path = find_device().unwrap_or_else(|e| fail(format!("find device: {e}")));
+    println!("device file {}", path.display());
+
+    let ctx = Context::open(&path).unwrap_or_else(|e| fail(format!("GET_CONTEXT: {e}")));
+    let r = ctx.resp;
+    check(
+        r.abi_version == 1,
+        format!("ucontext: ABI version {}", r.abi_version),
+    );
+    check(
+        r.num_ports == ports,
+        format!("ucontext: {} ports", r.num_ports),
+    );
+    let mask = if ports >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << ports) - 1
+    };
+    check(
+        r.ports_mask == mask,
+        format!("ucontext: ports mask {:#x}", r.ports_mask),
+    );
+    check(
+        r.comp_mask == 0,
+        format!("ucontext: comp_mask {}", r.comp_mask),
+    );
+    check(
+        r.max_qps > 0 && r.max_cqe.is_power_of_two() && r.page_size_cap & 0x1000 != 0,
+        format!(
+            "ucontext: limits qps {} cqe {} page sizes {:#x}",
+            r.max_qps, r.max_cqe, r.page_size_cap
+        ),
+    );
+
+    // One owner at a time: a second context on the device is refused.
+    expect_errno(
+        "second context",
+        Context::open(&path).map(|_| ()),
+        libc::EBUSY,
+    );
+
+    let pd = ctx
+        .alloc_pd()
+        .unwrap_or_else(|e| fail(format!("alloc PD: {e}")));
+    check(
+        pd.pdn == 1,
+        format!("PD: handle {} pdn {}", pd.handle, pd.pdn),
+    );
+    expect_errno("second PD", ctx.alloc_pd().map(|p| p.pdn), libc::ENOSPC);
+
+    for p in 1..=ports {
+        let info = ctx
+            .query_port(p.into())
+            .unwrap_or_else(|e| fail(format!("QUERY_PORT {p}: {e}")));
+        let idx = (p - 1) as u8;
+        let mac = [0x02, 0x1d, 0xa3, inst, 0, idx];
+        let ip = [10, inst, idx, 1];
+        check(
+            info.port_num == p
+                && info.mac == mac
+                && info.ipv4 == ip
+                && info.flags == PORT_LINK_UP
+                && info.speed_mbps == 100_000
+                && info.comp_mask == 0
+                && info.reserved0 == [0; 2]
+                && info.reserved1 == 0,
+            format!(
+                "QUERY_PORT {p}: mac {:02x?} ipv4 {:?} flags {} speed {}",
+                info.mac, info.ipv4, info.flags, info.speed_mbps
+            ),
+        );
+    }
+
+    // Attribute checks of the core and of the driver.
+    let mut info = PortInfo::default();
+    expect_errno("QUERY_PORT port 0", ctx.query_port(0), libc::EINVAL);
+    expect_errno(
+        "QUERY_PORT port past the last",
+        ctx.query_port(u64::from(ports) + 1),
+        libc::EINVAL,
+    );
+    expect_errno(
+        "QUERY_PORT port 2^32+1",
+        ctx.query_port((1 << 32) + 1),
+        libc::EINVAL,
+    );
+    expect_errno(
+        "QUERY_PORT without the port",
+        ctx.query_port_raw([Attr::output(NS_DRIVER + 1, &mut info)]),
+        libc::EINVAL,
+    );
+    expect_errno(
+        "QUERY_PORT without the reply",
+        ctx.query_port_raw([Attr::value(NS_DRIVER, 1)]),
+        libc::EINVAL,
+    );
+    let short = Attr::buf(NS_DRIVER + 1, (&mut info as *mut PortInfo).cast(), 16);
+    expect_errno(
+        "QUERY_PORT short reply buffer",
+        ctx.query_port_raw([Attr::value(NS_DRIVER, 1), short]),
+        libc::EINVAL,
+    );
+    let mut port32 = Attr::value(NS_DRIVER, 1);
+    port32.len = 4;
+    expect_errno(
+        "QUERY_PORT 4-byte port",
+        ctx.query_port_raw([port32, Attr::output(NS_DRIVER + 1, &mut info)]),
+        libc::EINVAL,
+    );
+    expect_errno(
+        "QUERY_PORT unknown mandatory attribute",
+        ctx.query_port_raw([
+            Attr::value(NS_DRIVER, 1),
+            Attr::output(NS_DRIVER + 1, &mut info),
+            Attr::value(NS_DRIVER + 7, 0),
+        ]),
+        libc::EPROTONOSUPPORT,
+    );
+
+    ctx.dealloc_pd(pd)
+        .unwrap_or_else(|e| fail(format!("dealloc PD: {e}")));
+    let pd = ctx
+        .alloc_pd()
+        .unwrap_or_else(|e| fail(format!("PD after dealloc: {e}")));
+    check(pd.pdn == 1, "PD allocated again after dealloc".into());
+    // The PD is left to the context's release.
+    drop(ctx);
+
+    let ctx = Context::open(&path).unwrap_or_else(|e| fail(format!("context after close: {e}")));
+    check(
+        ctx.resp.num_ports == ports,
+        "context again after the first closed".into(),
+    );
+    let pd = ctx
+        .alloc_pd()
+        .unwrap_or_else(|e| fail(format!("PD in new context: {e}")));
+    check(pd.pdn == 1, "PD in the new context".into());
+    println!("PASS");
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("uverbs") => uverbs(&args[1..]),
+        _ => fail("usage: gaudi-verbs-test uverbs --ports N [--instance I]".into()),
+    }
+}

@@ -1,0 +1,334 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! User-space access to the gaudi_ib RDMA driver through the kernel's uverbs
+//! ioctl interface (`RDMA_VERBS_IOCTL` on `/dev/infiniband/uverbsN`), without
+//! libibverbs: the standard objects (context, PD) and the driver's own
+//! namespace (include/uapi/rdma/gaudi_user_ioctl_cmds.h).
+//!
+//! The structures mirror include/uapi/rdma/rdma_user_ioctl_cmds.h,
+//! ib_user_ioctl_cmds.h, ib_user_verbs.h and the gaudi headers.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::fd::AsRawFd;
+use std::path::Path;
+
+/// `UVERBS_ID_NS_SHIFT`: driver ids start at `1 << 12`.
+pub const NS_DRIVER: u16 = 1 << 12;
+
+/// `RDMA_DRIVER_GAUDI` of `enum rdma_driver_id`.
+pub const RDMA_DRIVER_GAUDI: u32 = 22;
+
+// enum uverbs_default_objects
+const UVERBS_OBJECT_DEVICE: u16 = 0;
+// enum uverbs_methods_device
+const UVERBS_METHOD_INVOKE_WRITE: u16 = 0;
+const UVERBS_METHOD_GET_CONTEXT: u16 = 3;
+// enum uverbs_attrs_get_context_attr_ids
+const UVERBS_ATTR_GET_CONTEXT_NUM_COMP_VECTORS: u16 = 0;
+const UVERBS_ATTR_GET_CONTEXT_CORE_SUPPORT: u16 = 1;
+// enum uverbs_attrs_invoke_write_cmd_attr_ids
+const UVERBS_ATTR_CORE_IN: u16 = 0;
+const UVERBS_ATTR_CORE_OUT: u16 = 1;
+const UVERBS_ATTR_WRITE_CMD: u16 = 2;
+// enum uverbs_attrs_uhw
+const UVERBS_ATTR_UHW_OUT: u16 = NS_DRIVER + 1; // UVERBS_ATTR_UHW_IN is NS_DRIVER
+                                                // enum ib_uverbs_write_cmds
+const IB_USER_VERBS_CMD_ALLOC_PD: u64 = 3;
+// enum uverbs_methods_pd, enum uverbs_attrs_destroy_pd
+const UVERBS_OBJECT_PD: u16 = 1;
+const UVERBS_METHOD_PD_DESTROY: u16 = 0;
+const UVERBS_ATTR_DESTROY_PD_HANDLE: u16 = 0;
+// UVERBS_ATTR_F_MANDATORY
+const ATTR_F_MANDATORY: u16 = 1;
+
+// gaudi_user_ioctl_cmds.h
+const GAUDI_IB_OBJECT_DEVICE: u16 = NS_DRIVER;
+const GAUDI_IB_METHOD_QUERY_PORT: u16 = NS_DRIVER;
+const GAUDI_IB_ATTR_QUERY_PORT_NUM: u16 = NS_DRIVER;
+const GAUDI_IB_ATTR_QUERY_PORT_RESP: u16 = NS_DRIVER + 1;
+
+/// `struct ib_uverbs_attr`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Attr {
+    pub attr_id: u16,
+    pub len: u16,
+    pub flags: u16,
+    pub reserved: u16,
+    pub data: u64,
+}
+
+impl Attr {
+    /// An inline value (`len` up to 8 bytes).
+    pub fn value(id: u16, v: u64) -> Self {
+        Self {
+            attr_id: id,
+            len: 8,
+            flags: ATTR_F_MANDATORY,
+            reserved: 0,
+            data: v,
+        }
+    }
+
+    /// A pointer to `len` bytes at `ptr` (input or output).
+    pub fn buf(id: u16, ptr: *const u8, len: usize) -> Self {
+        Self {
+            attr_id: id,
+            len: len as u16,
+            flags: ATTR_F_MANDATORY,
+            reserved: 0,
+            data: ptr as u64,
+        }
+    }
+
+    /// An input structure.
+    pub fn input<T>(id: u16, v: &T) -> Self {
+        Self::buf(id, (v as *const T).cast(), std::mem::size_of::<T>())
+    }
+
+    /// An output structure.
+    pub fn output<T>(id: u16, v: &mut T) -> Self {
+        Self::buf(id, (v as *mut T).cast(), std::mem::size_of::<T>())
+    }
+}
+
+/// `struct ib_uverbs_ioctl_hdr` followed by its attributes.
+#[repr(C)]
+struct IoctlHdr<const N: usize> {
+    length: u16,
+    object_id: u16,
+    method_id: u16,
+    num_attrs: u16,
+    reserved1: u64,
+    driver_id: u32,
+    reserved2: u32,
+    attrs: [Attr; N],
+}
+
+/// `_IOWR(RDMA_IOCTL_MAGIC, 1, struct ib_uverbs_ioctl_hdr)`.
+const RDMA_VERBS_IOCTL: u64 = (3 << 30) | (24 << 16) | (0x1b << 8) | 1;
+
+/// `struct gaudi_ib_alloc_ucontext_resp`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AllocUcontextResp {
+    pub comp_mask: u32,
+    pub abi_version: u32,
+    pub ports_mask: u64,
+    pub num_ports: u32,
+    pub max_qps: u32,
+    pub max_cqs: u32,
+    pub max_cqe: u32,
+    pub max_sqe: u32,
+    pub max_mtu: u32,
+    pub max_msg: u64,
+    pub page_size_cap: u64,
+}
+
+/// `struct gaudi_ib_alloc_pd_resp`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AllocPdResp {
+    pub comp_mask: u32,
+    pub pdn: u32,
+}
+
+/// `struct gaudi_ib_port_info`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PortInfo {
+    pub comp_mask: u32,
+    pub port_num: u32,
+    pub mac: [u8; 6],
+    pub reserved0: [u8; 2],
+    pub ipv4: [u8; 4],
+    pub flags: u32,
+    pub speed_mbps: u32,
+    pub reserved1: u32,
+}
+
+/// `GAUDI_IB_PORT_LINK_UP`.
+pub const PORT_LINK_UP: u32 = 1;
+
+/// A raw uverbs ioctl call with `N` attributes.
+pub fn ioctl<const N: usize>(
+    fd: &File,
+    object_id: u16,
+    method_id: u16,
+    attrs: [Attr; N],
+) -> io::Result<[Attr; N]> {
+    let mut hdr = IoctlHdr {
+        length: std::mem::size_of::<IoctlHdr<N>>() as u16,
+        object_id,
+        method_id,
+        num_attrs: N as u16,
+        reserved1: 0,
+        driver_id: RDMA_DRIVER_GAUDI,
+        reserved2: 0,
+        attrs,
+    };
+    // SAFETY: `hdr` is a valid ioctl header followed by its N attributes;
+    // the pointers in the attributes point to live buffers of their lengths.
+    let r = unsafe { libc::ioctl(fd.as_raw_fd(), RDMA_VERBS_IOCTL as _, &mut hdr) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(hdr.attrs)
+}
+
+/// An open uverbs device with its user context.
+pub struct Context {
+    fd: File,
+    pub resp: AllocUcontextResp,
+    pub num_comp_vectors: u32,
+}
+
+/// A protection domain.
+#[derive(Debug)]
+pub struct Pd {
+    pub handle: u32,
+    pub pdn: u32,
+}
+
+/// The first uverbs character device bound to gaudi_ib.
+pub fn find_device() -> io::Result<std::path::PathBuf> {
+    let base = Path::new("/sys/class/infiniband_verbs");
+    let mut found = Vec::new();
+    for e in std::fs::read_dir(base)? {
+        let e = e?;
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !name.starts_with("uverbs") {
+            continue;
+        }
+        let ibdev = std::fs::read_to_string(e.path().join("ibdev")).unwrap_or_default();
+        if ibdev.trim().starts_with("gaudi_") {
+            found.push(name);
+        }
+    }
+    found.sort();
+    found
+        .first()
+        .map(|n| Path::new("/dev/infiniband").join(n))
+        .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no gaudi uverbs device"))
+}
+
+impl Context {
+    /// Open `path` and allocate a user context (`UVERBS_METHOD_GET_CONTEXT`).
+    pub fn open(path: &Path) -> io::Result<Self> {
+        let fd = OpenOptions::new().read(true).write(true).open(path)?;
+        let mut resp = AllocUcontextResp::default();
+        let mut ncv = 0u32;
+        let mut core_support = 0u64;
+        ioctl(
+            &fd,
+            UVERBS_OBJECT_DEVICE,
+            UVERBS_METHOD_GET_CONTEXT,
+            [
+                Attr::output(UVERBS_ATTR_GET_CONTEXT_NUM_COMP_VECTORS, &mut ncv),
+                Attr::output(UVERBS_ATTR_GET_CONTEXT_CORE_SUPPORT, &mut core_support),
+                Attr::output(UVERBS_ATTR_UHW_OUT, &mut resp),
+            ],
+        )?;
+        Ok(Self {
+            fd,
+            resp,
+            num_comp_vectors: ncv,
+        })
+    }
+
+    /// The device file.
+    pub fn file(&self) -> &File {
+        &self.fd
+    }
+
+    /// A legacy write() command through the ioctl path
+    /// (`UVERBS_METHOD_INVOKE_WRITE`), as rdma-core issues them.
+    fn invoke_write<I, O, U>(
+        &self,
+        cmd: u64,
+        input: &I,
+        out: &mut O,
+        uhw: &mut U,
+    ) -> io::Result<()> {
+        ioctl(
+            &self.fd,
+            UVERBS_OBJECT_DEVICE,
+            UVERBS_METHOD_INVOKE_WRITE,
+            [
+                Attr::input(UVERBS_ATTR_CORE_IN, input),
+                Attr::output(UVERBS_ATTR_CORE_OUT, out),
+                Attr::value(UVERBS_ATTR_WRITE_CMD, cmd),
+                Attr::output(UVERBS_ATTR_UHW_OUT, uhw),
+            ],
+        )
+        .map(|_| ())
+    }
+
+    /// Allocate a protection domain (`IB_USER_VERBS_CMD_ALLOC_PD`).
+    pub fn alloc_pd(&self) -> io::Result<Pd> {
+        // struct ib_uverbs_alloc_pd { __aligned_u64 response; }
+        let cmd = 0u64;
+        // struct ib_uverbs_alloc_pd_resp { __u32 pd_handle; }
+        let mut out = 0u32;
+        let mut uhw = AllocPdResp::default();
+        self.invoke_write(IB_USER_VERBS_CMD_ALLOC_PD, &cmd, &mut out, &mut uhw)?;
+        Ok(Pd {
+            handle: out,
+            pdn: uhw.pdn,
+        })
+    }
+
+    /// Free a protection domain (`UVERBS_METHOD_PD_DESTROY`).
+    pub fn dealloc_pd(&self, pd: Pd) -> io::Result<()> {
+        ioctl(
+            &self.fd,
+            UVERBS_OBJECT_PD,
+            UVERBS_METHOD_PD_DESTROY,
+            [Attr::value(UVERBS_ATTR_DESTROY_PD_HANDLE, pd.handle.into())],
+        )
+        .map(|_| ())
+    }
+
+    /// `GAUDI_IB_METHOD_QUERY_PORT` of the driver namespace.
+    pub fn query_port(&self, port: u64) -> io::Result<PortInfo> {
+        let mut info = PortInfo::default();
+        self.query_port_raw([
+            Attr::value(GAUDI_IB_ATTR_QUERY_PORT_NUM, port),
+            Attr::output(GAUDI_IB_ATTR_QUERY_PORT_RESP, &mut info),
+        ])?;
+        Ok(info)
+    }
+
+    /// `GAUDI_IB_METHOD_QUERY_PORT` with the attributes given, to test how
+    /// the kernel checks them.
+    pub fn query_port_raw<const N: usize>(&self, attrs: [Attr; N]) -> io::Result<[Attr; N]> {
+        ioctl(
+            &self.fd,
+            GAUDI_IB_OBJECT_DEVICE,
+            GAUDI_IB_METHOD_QUERY_PORT,
+            attrs,
+        )
+    }
+}
+
+/// The errno of an error, 0 if it has none.
+pub fn errno(e: &io::Error) -> i32 {
+    e.raw_os_error().unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layouts_match_the_uapi() {
+        assert_eq!(std::mem::size_of::<Attr>(), 16);
+        assert_eq!(std::mem::size_of::<IoctlHdr<0>>(), 24);
+        assert_eq!(std::mem::size_of::<IoctlHdr<2>>(), 56);
+        assert_eq!(std::mem::size_of::<AllocUcontextResp>(), 56);
+        assert_eq!(std::mem::size_of::<AllocPdResp>(), 8);
+        assert_eq!(std::mem::size_of::<PortInfo>(), 32);
+        assert_eq!(RDMA_VERBS_IOCTL, 0xc018_1b01);
+    }
+}
