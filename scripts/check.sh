@@ -32,6 +32,7 @@ n=0 passed=0 failed=0
 kunit_results() { # CONSOLE_LOG
 	local line suite= t res ours=0 others=0 others_failed=0
 	while IFS= read -r line; do
+		line=${line%$'\r'}
 		line=${line#\[*\] }
 		case "$line" in
 		*"# Subtest: "*) suite=${line##*# Subtest: } ;;

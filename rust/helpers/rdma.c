@@ -89,6 +89,11 @@ __rust_helper int rust_helper_ib_umem_offset(struct ib_umem *umem)
 	return ib_umem_offset(umem);
 }
 
+__rust_helper pgprot_t rust_helper_rdma_pgprot_noncached(pgprot_t prot)
+{
+	return pgprot_noncached(prot);
+}
+
 #endif /* CONFIG_INFINIBAND */
 
 #ifdef CONFIG_DMA_SHARED_BUFFER

@@ -280,9 +280,8 @@ impl<E: BarRange> BarOps<E> {
                 }
             };
             // SAFETY: `sgt` is a zeroed, owned `struct sg_table`.
-            if let Err(e) =
-                to_result(unsafe { bindings::sg_alloc_table(sgt, 1, bindings::GFP_KERNEL) })
-            {
+            let ret = unsafe { bindings::sg_alloc_table(sgt, 1, bindings::GFP_KERNEL) };
+            if let Err(e) = to_result(ret) {
                 // SAFETY: `sgt` came from `KBox::into_raw` and holds no table.
                 drop(unsafe { KBox::from_raw(sgt) });
                 unmap();

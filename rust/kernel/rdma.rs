@@ -19,12 +19,17 @@
 //! See [`device`] for a complete minimal driver.
 
 pub mod device;
+pub mod mmap;
+pub mod qp;
 pub mod types;
 pub mod udata;
 pub mod umem;
 pub mod uverbs;
 
-pub use device::{Device, Driver, NodeType, Options, Pd, Registration, Ucontext};
+pub use device::{
+    Cq, Device, Driver, Mr, MrKeys, NodeType, Options, Pd, Qp, QpEvent, Registration, Ucontext,
+    UserMr,
+};
 pub use types::{
     driver_id, DeviceAttr, Event, Gid, LinkLayer, Mtu, PhysState, PortAttr, PortImmutable,
     PortProtocol, PortSpeed, PortState, PortWidth,

@@ -23,6 +23,10 @@
 //!     type Data = ();
 //!     type Ucontext = ();
 //!     type Pd = ();
+//!     type Cq = ();
+//!     type Qp = ();
+//!     type Mr = ();
+//!     type MmapEntry = ();
 //!     const NAME: &'static CStr = c"mydev_%d";
 //!     const DRIVER_ID: u32 = kernel::bindings::rdma_driver_id_RDMA_DRIVER_UNKNOWN;
 //!
@@ -66,8 +70,11 @@ use crate::{
     error::{from_result, to_result, VTABLE_DEFAULT_ERROR},
     prelude::*,
     rdma::{
+        mmap::{MmapEntry, ResMsg, Vma},
+        qp::{CqInit, QpAttr, QpAttrMask, QpInit, QpQuery},
         types::{DeviceAttr, Event, Gid, LinkLayer, PortAttr, PortImmutable},
         udata::{Udata, User},
+        umem::Access,
         uverbs::UapiDef,
     },
     types::Opaque,
@@ -87,6 +94,14 @@ pub trait Driver: Sized + Send + Sync + 'static {
     type Ucontext: Send + Sync;
     /// The driver's data of a protection domain ([`Pd`]).
     type Pd: Send + Sync;
+    /// The driver's data of a completion queue ([`Cq`]).
+    type Cq: Send + Sync;
+    /// The driver's data of a queue pair ([`Qp`]).
+    type Qp: Send + Sync;
+    /// The driver's data of a memory region ([`Mr`]).
+    type Mr: Send + Sync;
+    /// The driver's data of an mmap entry ([`MmapEntry`]).
+    type MmapEntry: Send + Sync;
 
     /// The device name pattern, for example `c"gaudi_%d"`.
     const NAME: &'static CStr;
@@ -150,6 +165,110 @@ pub trait Driver: Sized + Send + Sync + 'static {
     fn dealloc_pd(_pd: &Pd<Self>) -> Result {
         Ok(())
     }
+
+    /// Create the driver's part of a completion queue; the driver reports the entries it
+    /// granted with [`CqInit::grant_cqe`].
+    fn create_cq(
+        _dev: &Device<Self>,
+        _init: &mut CqInit,
+        _user: Option<&mut User<'_, Self>>,
+    ) -> impl PinInit<Self::Cq, Error> {
+        Err::<Self::Cq, Error>(EOPNOTSUPP)
+    }
+
+    /// Called before a completion queue is freed; its data is dropped afterwards. An error
+    /// keeps the completion queue.
+    fn destroy_cq(_cq: &Cq<Self>) -> Result {
+        Ok(())
+    }
+
+    /// Create the driver's part of a queue pair in `pd`; the driver must set its number with
+    /// [`QpInit::set_qp_num`] and reports the queue sizes it granted.
+    fn create_qp(
+        _pd: &Pd<Self>,
+        _init: &mut QpInit<'_>,
+        _user: Option<&mut User<'_, Self>>,
+    ) -> impl PinInit<Self::Qp, Error> {
+        Err::<Self::Qp, Error>(EOPNOTSUPP)
+    }
+
+    /// Change the attributes of a queue pair (state transitions).
+    fn modify_qp(_qp: &Qp<Self>, _attr: &QpAttr<'_>, _udata: Option<&mut Udata<'_>>) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Report the attributes of a queue pair.
+    fn query_qp(_qp: &Qp<Self>, _mask: QpAttrMask) -> Result<QpQuery> {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Called before a queue pair is freed; its data is dropped afterwards. An error keeps the
+    /// queue pair.
+    fn destroy_qp(_qp: &Qp<Self>) -> Result {
+        Ok(())
+    }
+
+    /// Register user memory as a memory region of `pd`; the driver sets its keys in `keys`.
+    fn reg_user_mr(
+        _pd: &Pd<Self>,
+        _req: &UserMr,
+        _user: &mut User<'_, Self>,
+        _keys: &mut MrKeys,
+    ) -> impl PinInit<Self::Mr, Error> {
+        Err::<Self::Mr, Error>(EOPNOTSUPP)
+    }
+
+    /// Called before a memory region is freed; its data is dropped afterwards. An error keeps
+    /// the memory region.
+    fn dereg_mr(_mr: &Mr<Self>) -> Result {
+        Ok(())
+    }
+
+    /// Map `entry` into `vma` (an `mmap()` of the device file by the context owning it).
+    fn mmap(_ctx: &Ucontext<Self>, _entry: &MmapEntry<Self>, _vma: &mut Vma<'_>) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Called when an mmap entry is freed (removed and unmapped); its data is dropped
+    /// afterwards.
+    fn mmap_free(_entry: &MmapEntry<Self>) {}
+
+    /// Add driver attributes of a queue pair to `rdma res` output.
+    fn fill_res_qp_entry(_qp: &Qp<Self>, _msg: &mut ResMsg<'_>) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Add driver attributes of a completion queue to `rdma res` output.
+    fn fill_res_cq_entry(_cq: &Cq<Self>, _msg: &mut ResMsg<'_>) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Add driver attributes of a memory region to `rdma res` output.
+    fn fill_res_mr_entry(_mr: &Mr<Self>, _msg: &mut ResMsg<'_>) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+}
+
+/// A request to register user memory (`reg_user_mr`).
+#[derive(Clone, Copy, Debug)]
+pub struct UserMr {
+    /// User virtual address of the memory.
+    pub start: u64,
+    /// Length in bytes.
+    pub length: u64,
+    /// The address work requests use for `start` (the IOVA).
+    pub iova: u64,
+    /// Access rights.
+    pub access: Access,
+}
+
+/// The keys of a new memory region.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MrKeys {
+    /// Local key.
+    pub lkey: u32,
+    /// Remote key.
+    pub rkey: u32,
 }
 
 /// An RDMA device of driver `T`: a `struct ib_device` with the driver's data.
@@ -245,7 +364,18 @@ impl<T: Driver> AsRef<Device<T>> for Device<T> {
 /// `struct ib_device_ops`), with the core object at offset 0, and hands it to the driver to
 /// initialise. These wrappers are those allocations.
 macro_rules! core_object {
-    ($(#[$meta:meta])* $name:ident, $raw:ident, $data:ident) => {
+    (@data_ptr $raw:ident, $data:ident) => {
+        /// A pointer to the driver's data of a raw core object.
+        ///
+        /// # Safety
+        ///
+        /// `raw` must be the core object of a `Self` allocation.
+        pub(crate) unsafe fn data_ptr(raw: *mut bindings::$raw) -> *mut T::$data {
+            // SAFETY: `raw` is the start of a `Self` allocation by the safety requirements.
+            unsafe { &raw mut (*raw.cast::<Self>()).data }
+        }
+    };
+    ($(#[$meta:meta])* $name:ident, $raw:ident, $data:ident $(, $core_allocated:ident)?) => {
         $(#[$meta])*
         ///
         /// # Invariants
@@ -273,15 +403,7 @@ macro_rules! core_object {
                 unsafe { &*raw.cast::<Self>() }
             }
 
-            /// A pointer to the driver's data of a raw core object.
-            ///
-            /// # Safety
-            ///
-            /// `raw` must be the core object of a `Self` allocation.
-            pub(crate) unsafe fn data_ptr(raw: *mut bindings::$raw) -> *mut T::$data {
-                // SAFETY: `raw` is the start of a `Self` allocation by the safety requirements.
-                unsafe { &raw mut (*raw.cast::<Self>()).data }
-            }
+            $(core_object!(@$core_allocated $raw, $data);)?
 
             /// The raw core object.
             pub fn as_raw(&self) -> *mut bindings::$raw {
@@ -313,15 +435,123 @@ core_object!(
     /// A user context (`struct ib_ucontext`): what one process opened on a device.
     Ucontext,
     ib_ucontext,
-    Ucontext
+    Ucontext,
+    data_ptr
 );
 
 core_object!(
     /// A protection domain (`struct ib_pd`).
     Pd,
     ib_pd,
-    Pd
+    Pd,
+    data_ptr
 );
+
+core_object!(
+    /// A completion queue (`struct ib_cq`).
+    Cq,
+    ib_cq,
+    Cq,
+    data_ptr
+);
+
+core_object!(
+    /// A queue pair (`struct ib_qp`).
+    Qp,
+    ib_qp,
+    Qp,
+    data_ptr
+);
+
+core_object!(
+    /// A memory region (`struct ib_mr`), allocated by the driver glue.
+    Mr,
+    ib_mr,
+    Mr
+);
+
+impl<T: Driver> Qp<T> {
+    /// The queue pair number.
+    pub fn qp_num(&self) -> u32 {
+        // SAFETY: `qp_num` is set at creation and never changes.
+        unsafe { (*self.as_raw()).qp_num }
+    }
+
+    /// The protection domain of the queue pair.
+    pub fn pd(&self) -> &Pd<T> {
+        // SAFETY: The core set `pd` to a live PD of this device, which it keeps while the QP
+        // exists.
+        unsafe { Pd::from_raw((*self.as_raw()).pd) }
+    }
+
+    /// Report an asynchronous event of the queue pair (`IB_EVENT_QP_FATAL`, ...) to its owner.
+    pub fn dispatch_event(&self, event: QpEvent) {
+        // SAFETY: `as_raw` is a live QP; the core calls its event handler if one is set.
+        unsafe {
+            let qp = self.as_raw();
+            if let Some(handler) = (*qp).event_handler {
+                let mut ev: bindings::ib_event = pin_init::zeroed();
+                ev.device = (*qp).device;
+                ev.event = event as u32;
+                ev.element.qp = qp;
+                handler(&mut ev, (*qp).qp_context);
+            }
+        }
+    }
+}
+
+/// Asynchronous events of a queue pair.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum QpEvent {
+    /// The queue pair went to the error state.
+    Fatal = bindings::ib_event_type_IB_EVENT_QP_FATAL,
+    /// A request violated the access rules (remote access error).
+    AccessErr = bindings::ib_event_type_IB_EVENT_QP_ACCESS_ERR,
+    /// The first packet arrived on a queue pair in RTR.
+    CommEst = bindings::ib_event_type_IB_EVENT_COMM_EST,
+}
+
+impl<T: Driver> Cq<T> {
+    /// Number of entries.
+    pub fn cqe(&self) -> u32 {
+        // SAFETY: `cqe` is set at creation (by the glue, from the driver) and only changed by
+        // resize, which the glue does not offer.
+        unsafe { (*self.as_raw()).cqe as u32 }
+    }
+
+    /// Signal the consumer that completions arrived (the completion event channel for user
+    /// space), as an interrupt handler does after an armed CQ got an entry.
+    pub fn notify_completion(&self) {
+        // SAFETY: `as_raw` is a live CQ; its handler and context are set by the core.
+        unsafe {
+            let cq = self.as_raw();
+            if let Some(handler) = (*cq).comp_handler {
+                handler(cq, (*cq).cq_context);
+            }
+        }
+    }
+}
+
+impl<T: Driver> Mr<T> {
+    /// The keys of the memory region.
+    pub fn keys(&self) -> MrKeys {
+        // SAFETY: The keys are set at registration and never change.
+        unsafe {
+            MrKeys {
+                lkey: (*self.as_raw()).lkey,
+                rkey: (*self.as_raw()).rkey,
+            }
+        }
+    }
+
+    /// The protection domain of the memory region.
+    pub fn pd(&self) -> &Pd<T> {
+        // SAFETY: The core sets `pd` after registration to a live PD of this device, which it
+        // keeps while the MR exists; the driver sees the MR only after that.
+        unsafe { Pd::from_raw((*self.as_raw()).pd) }
+    }
+}
 
 impl<T: Driver> Pd<T> {
     /// The user context the protection domain belongs to, `None` for a kernel consumer's.
@@ -407,8 +637,59 @@ impl<T: Driver> Registration<T> {
         disassociate_ucontext: Some(callbacks::disassociate_ucontext::<T>),
         alloc_pd: Some(callbacks::alloc_pd::<T>),
         dealloc_pd: Some(callbacks::dealloc_pd::<T>),
+        create_cq: if T::HAS_CREATE_CQ {
+            Some(callbacks::create_cq::<T>)
+        } else {
+            None
+        },
+        destroy_cq: Some(callbacks::destroy_cq::<T>),
+        create_qp: if T::HAS_CREATE_QP {
+            Some(callbacks::create_qp::<T>)
+        } else {
+            None
+        },
+        modify_qp: if T::HAS_MODIFY_QP {
+            Some(callbacks::modify_qp::<T>)
+        } else {
+            None
+        },
+        query_qp: if T::HAS_QUERY_QP {
+            Some(callbacks::query_qp::<T>)
+        } else {
+            None
+        },
+        destroy_qp: Some(callbacks::destroy_qp::<T>),
+        reg_user_mr: if T::HAS_REG_USER_MR {
+            Some(callbacks::reg_user_mr::<T>)
+        } else {
+            None
+        },
+        dereg_mr: Some(callbacks::dereg_mr::<T>),
+        mmap: if T::HAS_MMAP {
+            Some(callbacks::mmap::<T>)
+        } else {
+            None
+        },
+        mmap_free: Some(callbacks::mmap_free::<T>),
+        fill_res_qp_entry: if T::HAS_FILL_RES_QP_ENTRY {
+            Some(callbacks::fill_res_qp_entry::<T>)
+        } else {
+            None
+        },
+        fill_res_cq_entry: if T::HAS_FILL_RES_CQ_ENTRY {
+            Some(callbacks::fill_res_cq_entry::<T>)
+        } else {
+            None
+        },
+        fill_res_mr_entry: if T::HAS_FILL_RES_MR_ENTRY {
+            Some(callbacks::fill_res_mr_entry::<T>)
+        } else {
+            None
+        },
         size_ib_ucontext: core::mem::size_of::<Ucontext<T>>(),
         size_ib_pd: core::mem::size_of::<Pd<T>>(),
+        size_ib_cq: core::mem::size_of::<Cq<T>>(),
+        size_ib_qp: core::mem::size_of::<Qp<T>>(),
         ..pin_init::zeroed()
     };
 
@@ -430,6 +711,8 @@ impl<T: Driver> Registration<T> {
             assert!(core::mem::align_of::<Device<T>>() <= bindings::ARCH_KMALLOC_MINALIGN);
             assert!(core::mem::align_of::<Ucontext<T>>() <= bindings::ARCH_KMALLOC_MINALIGN);
             assert!(core::mem::align_of::<Pd<T>>() <= bindings::ARCH_KMALLOC_MINALIGN);
+            assert!(core::mem::align_of::<Cq<T>>() <= bindings::ARCH_KMALLOC_MINALIGN);
+            assert!(core::mem::align_of::<Qp<T>>() <= bindings::ARCH_KMALLOC_MINALIGN);
         }
         if opts.ports == 0 || opts.ports > u32::from(u8::MAX) {
             return Err(EINVAL);
@@ -705,6 +988,295 @@ mod callbacks {
             T::dealloc_pd(unsafe { Pd::<T>::from_raw(pd) })?;
             // SAFETY: The core frees the PD after a successful return and nothing uses the data.
             unsafe { core::ptr::drop_in_place(Pd::<T>::data_ptr(pd)) };
+            Ok(0)
+        })
+    }
+
+    /// # Safety
+    ///
+    /// Called only by the RDMA core, as this operation of a device of driver `T`.
+    pub(super) unsafe extern "C" fn create_cq<T: Driver>(
+        cq: *mut bindings::ib_cq,
+        attr: *const bindings::ib_cq_init_attr,
+        attrs: *mut bindings::uverbs_attr_bundle,
+    ) -> c_int {
+        from_result(|| {
+            // SAFETY: The core allocated `cq` with `size_ib_cq` of driver `T` and set its
+            // device; `attr` is valid; a non-null `attrs` is the bundle of a user call.
+            let (dev, mut init) = unsafe { (dev::<T>((*cq).device), CqInit::from_raw(&*attr)) };
+            let udata = if attrs.is_null() {
+                core::ptr::null_mut()
+            } else {
+                // SAFETY: `attrs` is a valid bundle.
+                unsafe { bindings::rdma_uverbs_attr_bundle_udata(attrs) }
+            };
+            // SAFETY: A non-null `udata` is the driver data of a user call on this device.
+            let mut user = unsafe { User::<T>::from_udata(udata)? };
+            let pinit = T::create_cq(dev, &mut init, user.as_mut());
+            // SAFETY: `data` of the new CQ is uninitialised and pinned in the core's allocation;
+            // on error the core frees it without calling destroy.
+            unsafe { pinit.__init(Cq::<T>::data_ptr(cq))? };
+            let cqe = init.granted().unwrap_or(init.cqe);
+            // SAFETY: The CQ is not visible to anyone else yet.
+            unsafe { (*cq).cqe = cqe.min(i32::MAX as u32) as c_int };
+            Ok(0)
+        })
+    }
+
+    /// # Safety
+    ///
+    /// Called only by the RDMA core, as this operation of a device of driver `T`.
+    pub(super) unsafe extern "C" fn destroy_cq<T: Driver>(
+        cq: *mut bindings::ib_cq,
+        _udata: *mut bindings::ib_udata,
+    ) -> c_int {
+        from_result(|| {
+            // SAFETY: `cq` is a live CQ of driver `T` with initialised data.
+            T::destroy_cq(unsafe { Cq::<T>::from_raw(cq) })?;
+            // SAFETY: The core frees the CQ after a successful return.
+            unsafe { core::ptr::drop_in_place(Cq::<T>::data_ptr(cq)) };
+            Ok(0)
+        })
+    }
+
+    /// # Safety
+    ///
+    /// Called only by the RDMA core, as this operation of a device of driver `T`.
+    pub(super) unsafe extern "C" fn create_qp<T: Driver>(
+        qp: *mut bindings::ib_qp,
+        attr: *mut bindings::ib_qp_init_attr,
+        udata: *mut bindings::ib_udata,
+    ) -> c_int {
+        from_result(|| {
+            // SAFETY: The core allocated `qp` with `size_ib_qp` of driver `T` and set its PD,
+            // a live PD of this device; `attr` is valid for the call.
+            let (pd, attr) = unsafe { (Pd::<T>::from_raw((*qp).pd), &mut *attr) };
+            let mut init = QpInit::new(attr);
+            // SAFETY: A non-null `udata` is the driver data of a user call on this device.
+            let mut user = unsafe { User::<T>::from_udata(udata)? };
+            let pinit = T::create_qp(pd, &mut init, user.as_mut());
+            // SAFETY: `data` of the new QP is uninitialised and pinned in the core's allocation.
+            unsafe { pinit.__init(Qp::<T>::data_ptr(qp))? };
+            let Some(qp_num) = init.qp_num() else {
+                // The driver did not number the QP: undo it.
+                // SAFETY: The data was initialised above and nothing else refers to it.
+                unsafe { core::ptr::drop_in_place(Qp::<T>::data_ptr(qp)) };
+                return Err(EINVAL);
+            };
+            // SAFETY: The QP is not visible to anyone else yet.
+            unsafe { (*qp).qp_num = qp_num };
+            Ok(0)
+        })
+    }
+
+    /// # Safety
+    ///
+    /// Called only by the RDMA core, as this operation of a device of driver `T`.
+    pub(super) unsafe extern "C" fn modify_qp<T: Driver>(
+        qp: *mut bindings::ib_qp,
+        attr: *mut bindings::ib_qp_attr,
+        mask: c_int,
+        udata: *mut bindings::ib_udata,
+    ) -> c_int {
+        from_result(|| {
+            // SAFETY: `qp` is a live QP of driver `T`; `attr` is valid for the call.
+            let (qp, attr) = unsafe { (Qp::<T>::from_raw(qp), &*attr) };
+            let attr = QpAttr::new(attr, QpAttrMask::from_raw(mask as u32));
+            let mut udata = if udata.is_null() {
+                None
+            } else {
+                // SAFETY: `udata` is non-null and valid for the call.
+                Some(unsafe { Udata::from_raw(udata)? })
+            };
+            T::modify_qp(qp, &attr, udata.as_mut())?;
+            Ok(0)
+        })
+    }
+
+    /// # Safety
+    ///
+    /// Called only by the RDMA core, as this operation of a device of driver `T`.
+    pub(super) unsafe extern "C" fn query_qp<T: Driver>(
+        qp: *mut bindings::ib_qp,
+        attr: *mut bindings::ib_qp_attr,
+        mask: c_int,
+        init: *mut bindings::ib_qp_init_attr,
+    ) -> c_int {
+        from_result(|| {
+            // SAFETY: `qp` is a live QP of driver `T`; `attr` and `init` are valid for writes.
+            let (qp, attr, init) = unsafe { (Qp::<T>::from_raw(qp), &mut *attr, &mut *init) };
+            T::query_qp(qp, QpAttrMask::from_raw(mask as u32))?.write_to(attr, init);
+            Ok(0)
+        })
+    }
+
+    /// # Safety
+    ///
+    /// Called only by the RDMA core, as this operation of a device of driver `T`.
+    pub(super) unsafe extern "C" fn destroy_qp<T: Driver>(
+        qp: *mut bindings::ib_qp,
+        _udata: *mut bindings::ib_udata,
+    ) -> c_int {
+        from_result(|| {
+            // SAFETY: `qp` is a live QP of driver `T` with initialised data.
+            T::destroy_qp(unsafe { Qp::<T>::from_raw(qp) })?;
+            // SAFETY: The core frees the QP after a successful return.
+            unsafe { core::ptr::drop_in_place(Qp::<T>::data_ptr(qp)) };
+            Ok(0)
+        })
+    }
+
+    /// # Safety
+    ///
+    /// Called only by the RDMA core, as this operation of a device of driver `T`.
+    pub(super) unsafe extern "C" fn reg_user_mr<T: Driver>(
+        pd: *mut bindings::ib_pd,
+        start: u64,
+        length: u64,
+        iova: u64,
+        access: c_int,
+        _dmah: *mut bindings::ib_dmah,
+        udata: *mut bindings::ib_udata,
+    ) -> *mut bindings::ib_mr {
+        let res = (|| -> Result<*mut bindings::ib_mr> {
+            // SAFETY: `pd` is a live PD of driver `T`.
+            let pd = unsafe { Pd::<T>::from_raw(pd) };
+            // SAFETY: `udata` is the driver data of this user call, or null.
+            let mut user = unsafe { User::<T>::from_udata(udata)? }.ok_or(EINVAL)?;
+            let req = UserMr {
+                start,
+                length,
+                iova,
+                access: Access::from_raw(access as u32),
+            };
+            let mut keys = MrKeys::default();
+            let pinit = T::reg_user_mr(pd, &req, &mut user, &mut keys);
+            let mr = KBox::pin_init(
+                try_pin_init!(Mr::<T> {
+                    ib: Opaque::zeroed(),
+                    data <- pinit,
+                }? Error),
+                GFP_KERNEL,
+            )?;
+            // SAFETY: The MR stays pinned: it is only freed through `KBox::from_raw` in
+            // `dereg_mr`, or below.
+            let mr = KBox::into_raw(unsafe { Pin::into_inner_unchecked(mr) });
+            // SAFETY: `mr` is live and not visible to the core yet.
+            unsafe {
+                let raw = (*mr).as_raw();
+                (*raw).lkey = keys.lkey;
+                (*raw).rkey = keys.rkey;
+                Ok(raw)
+            }
+        })();
+        match res {
+            Ok(mr) => mr,
+            Err(e) => e.to_ptr(),
+        }
+    }
+
+    /// # Safety
+    ///
+    /// Called only by the RDMA core, as this operation of a device of driver `T`.
+    pub(super) unsafe extern "C" fn dereg_mr<T: Driver>(
+        mr: *mut bindings::ib_mr,
+        _udata: *mut bindings::ib_udata,
+    ) -> c_int {
+        from_result(|| {
+            // SAFETY: `mr` is a live MR of driver `T`, allocated by `reg_user_mr`.
+            T::dereg_mr(unsafe { Mr::<T>::from_raw(mr) })?;
+            // SAFETY: The MR was allocated by `reg_user_mr` as a pinned box; the core does not
+            // use it after a successful return.
+            drop(unsafe { Pin::new_unchecked(KBox::from_raw(mr.cast::<Mr<T>>())) });
+            Ok(0)
+        })
+    }
+
+    /// # Safety
+    ///
+    /// Called only by the RDMA core, as this operation of a device of driver `T`.
+    pub(super) unsafe extern "C" fn mmap<T: Driver>(
+        ctx: *mut bindings::ib_ucontext,
+        vma: *mut bindings::vm_area_struct,
+    ) -> c_int {
+        from_result(|| {
+            // SAFETY: `ctx` is a live context of driver `T`, `vma` the VMA being mapped.
+            let entry = unsafe { bindings::rdma_user_mmap_entry_get(ctx, vma) };
+            if entry.is_null() {
+                return Err(EINVAL);
+            }
+            // SAFETY: Entries of the contexts of driver `T` are `MmapEntry<T>`s; the reference
+            // taken above keeps it alive until the put below.
+            let res = unsafe {
+                T::mmap(
+                    Ucontext::<T>::from_raw(ctx),
+                    MmapEntry::<T>::from_raw(entry),
+                    &mut Vma::new(ctx, vma),
+                )
+            };
+            // SAFETY: Drops the reference taken by `rdma_user_mmap_entry_get()`.
+            unsafe { bindings::rdma_user_mmap_entry_put(entry) };
+            res.map(|()| 0)
+        })
+    }
+
+    /// # Safety
+    ///
+    /// Called only by the RDMA core, as this operation of a device of driver `T`.
+    pub(super) unsafe extern "C" fn mmap_free<T: Driver>(
+        entry: *mut bindings::rdma_user_mmap_entry,
+    ) {
+        // SAFETY: The last reference to the entry is gone; it was allocated as a pinned box by
+        // `MmapEntry::insert`, and nothing uses it after this.
+        unsafe {
+            T::mmap_free(MmapEntry::<T>::from_raw(entry));
+            drop(Pin::new_unchecked(KBox::from_raw(
+                entry.cast::<MmapEntry<T>>(),
+            )));
+        }
+    }
+
+    /// # Safety
+    ///
+    /// Called only by the RDMA core, as this operation of a device of driver `T`.
+    pub(super) unsafe extern "C" fn fill_res_qp_entry<T: Driver>(
+        msg: *mut bindings::sk_buff,
+        qp: *mut bindings::ib_qp,
+    ) -> c_int {
+        from_result(|| {
+            // SAFETY: `qp` is a live QP of driver `T`; `msg` is the message being built.
+            let (qp, mut msg) = unsafe { (Qp::<T>::from_raw(qp), ResMsg::new(msg)) };
+            T::fill_res_qp_entry(qp, &mut msg)?;
+            Ok(0)
+        })
+    }
+
+    /// # Safety
+    ///
+    /// Called only by the RDMA core, as this operation of a device of driver `T`.
+    pub(super) unsafe extern "C" fn fill_res_cq_entry<T: Driver>(
+        msg: *mut bindings::sk_buff,
+        cq: *mut bindings::ib_cq,
+    ) -> c_int {
+        from_result(|| {
+            // SAFETY: `cq` is a live CQ of driver `T`; `msg` is the message being built.
+            let (cq, mut msg) = unsafe { (Cq::<T>::from_raw(cq), ResMsg::new(msg)) };
+            T::fill_res_cq_entry(cq, &mut msg)?;
+            Ok(0)
+        })
+    }
+
+    /// # Safety
+    ///
+    /// Called only by the RDMA core, as this operation of a device of driver `T`.
+    pub(super) unsafe extern "C" fn fill_res_mr_entry<T: Driver>(
+        msg: *mut bindings::sk_buff,
+        mr: *mut bindings::ib_mr,
+    ) -> c_int {
+        from_result(|| {
+            // SAFETY: `mr` is a live MR of driver `T`; `msg` is the message being built.
+            let (mr, mut msg) = unsafe { (Mr::<T>::from_raw(mr), ResMsg::new(msg)) };
+            T::fill_res_mr_entry(mr, &mut msg)?;
             Ok(0)
         })
     }

@@ -32,6 +32,10 @@
 //! #     type Data = u32;
 //! #     type Ucontext = ();
 //! #     type Pd = ();
+//! #     type Cq = ();
+//! #     type Qp = ();
+//! #     type Mr = ();
+//! #     type MmapEntry = ();
 //! #     const NAME: &'static CStr = c"mydev_%d";
 //! #     const DRIVER_ID: u32 = 0;
 //! #     fn query_device(_: &kernel::rdma::Device<Self>) -> Result<kernel::rdma::DeviceAttr> {

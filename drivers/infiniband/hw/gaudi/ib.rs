@@ -171,6 +171,10 @@ impl rdma::Driver for GaudiRdma {
     type Data = IbDev;
     type Ucontext = Context;
     type Pd = Pd;
+    type Cq = ();
+    type Qp = ();
+    type Mr = ();
+    type MmapEntry = ();
 
     const NAME: &'static CStr = c"gaudi_%d";
     const DRIVER_ID: u32 = rdma::driver_id::GAUDI;

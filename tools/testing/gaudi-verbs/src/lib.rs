@@ -71,6 +71,11 @@ impl Attr {
         }
     }
 
+    /// An object handle (IDR attribute: no length).
+    pub fn handle(id: u16, handle: u32) -> Self {
+        Self { attr_id: id, len: 0, flags: ATTR_F_MANDATORY, reserved: 0, data: handle.into() }
+    }
+
     /// A pointer to `len` bytes at `ptr` (input or output).
     pub fn buf(id: u16, ptr: *const u8, len: usize) -> Self {
         Self {
@@ -285,7 +290,7 @@ impl Context {
             &self.fd,
             UVERBS_OBJECT_PD,
             UVERBS_METHOD_PD_DESTROY,
-            [Attr::value(UVERBS_ATTR_DESTROY_PD_HANDLE, pd.handle.into())],
+            [Attr::handle(UVERBS_ATTR_DESTROY_PD_HANDLE, pd.handle)],
         )
         .map(|_| ())
     }

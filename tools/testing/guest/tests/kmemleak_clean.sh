@@ -12,4 +12,4 @@ if [ -n "$leaks" ]; then
 	echo "$leaks" | head -n 60
 	fail "kmemleak reports unreferenced objects"
 fi
-echo "kmemleak: no unreferenced object"
+echo "kmemleak: nothing to report"

@@ -1,0 +1,281 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! What user space may map of a device (`struct rdma_user_mmap_entry`), and resource-tracking
+//! output (`rdma res`).
+//!
+//! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h)
+//!
+//! A driver offers a range of device memory (a doorbell page, a queue in a BAR) to a user
+//! context by inserting an [`MmapEntry`]; user space gets its offset ([`MmapHandle::offset`])
+//! and calls `mmap()` on the device file with it. [`Driver::mmap`] then maps the range into the
+//! VMA with [`Vma::io_map`]. An entry lives until the driver removes it (dropping its
+//! [`MmapHandle`]) and no VMA maps it any more; then its data is dropped
+//! ([`Driver::mmap_free`] runs first).
+//!
+//! # Examples
+//!
+//! ```
+//! use kernel::prelude::*;
+//! use kernel::rdma::mmap::{Caching, MmapEntry, Vma};
+//!
+//! /// Map the doorbell page at physical frame `pfn` for `entry`.
+//! fn map_doorbell<T: kernel::rdma::Driver>(entry: &MmapEntry<T>, vma: &mut Vma<'_>, pfn: u64)
+//!     -> Result
+//! {
+//!     vma.io_map(entry, pfn, 4096, Caching::Uncached)
+//! }
+//! ```
+
+use crate::{
+    bindings,
+    error::to_result,
+    prelude::*,
+    rdma::{Driver, Ucontext},
+    types::Opaque,
+};
+use core::{marker::PhantomData, ptr::NonNull};
+
+/// An mmap entry of a user context with the driver's data.
+///
+/// # Invariants
+///
+/// Allocated by [`MmapEntry::insert`] as a pinned box, inserted into the entries of a user
+/// context of driver `T`; freed by [`Driver::mmap_free`]'s glue once the core drops its last
+/// reference.
+#[repr(C)]
+#[pin_data]
+pub struct MmapEntry<T: Driver> {
+    raw: Opaque<bindings::rdma_user_mmap_entry>,
+    #[pin]
+    data: T::MmapEntry,
+}
+
+// SAFETY: The entry is synchronised by the core; the driver's data is `Send`.
+unsafe impl<T: Driver> Send for MmapEntry<T> {}
+// SAFETY: Shared references only read immutable fields and give `&T::MmapEntry` (`Sync`).
+unsafe impl<T: Driver> Sync for MmapEntry<T> {}
+
+impl<T: Driver> MmapEntry<T> {
+    /// Offer `length` bytes (a multiple of `PAGE_SIZE`) to `ctx`, described by `data`.
+    pub fn insert(
+        ctx: &Ucontext<T>,
+        length: usize,
+        data: impl PinInit<T::MmapEntry, Error>,
+    ) -> Result<MmapHandle<T>> {
+        if length == 0 || length % bindings::PAGE_SIZE != 0 {
+            return Err(EINVAL);
+        }
+        let entry = KBox::pin_init(
+            try_pin_init!(Self {
+                raw: Opaque::zeroed(),
+                data <- data,
+            }? Error),
+            GFP_KERNEL,
+        )?;
+        // SAFETY: The box is not moved out of: the entry stays pinned until `mmap_free`.
+        let ptr = KBox::into_raw(unsafe { Pin::into_inner_unchecked(entry) });
+        // SAFETY: `ptr` is a zeroed entry at the start of a live allocation, `ctx` a live
+        // context of driver `T`.
+        let ret = unsafe {
+            bindings::rdma_user_mmap_entry_insert(ctx.as_raw(), (*ptr).raw.get(), length)
+        };
+        if let Err(e) = to_result(ret) {
+            // SAFETY: Insertion failed, so the core holds no reference: free the box.
+            drop(unsafe { KBox::from_raw(ptr) });
+            return Err(e);
+        }
+        // INVARIANT: The entry is inserted; the handle owns the insertion reference.
+        Ok(MmapHandle {
+            ptr: NonNull::new(ptr).ok_or(EINVAL)?,
+            _p: PhantomData,
+        })
+    }
+
+    /// # Safety
+    ///
+    /// `raw` must be the entry of a live [`MmapEntry<T>`].
+    pub(crate) unsafe fn from_raw<'a>(raw: *mut bindings::rdma_user_mmap_entry) -> &'a Self {
+        // SAFETY: `raw` is the first field of a `#[repr(C)]` `MmapEntry<T>`.
+        unsafe { &*raw.cast::<Self>() }
+    }
+
+    /// The raw entry.
+    pub fn as_raw(&self) -> *mut bindings::rdma_user_mmap_entry {
+        self.raw.get()
+    }
+
+    /// The driver's data.
+    pub fn data(&self) -> &T::MmapEntry {
+        &self.data
+    }
+
+    /// The offset user space passes to `mmap()`.
+    pub fn offset(&self) -> u64 {
+        // SAFETY: `start_pgoff` is set at insertion and never changes.
+        let pgoff = unsafe { (*self.as_raw()).start_pgoff };
+        (pgoff as u64) << bindings::PAGE_SHIFT
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        // SAFETY: `npages` is set at insertion and never changes.
+        unsafe { (*self.as_raw()).npages * bindings::PAGE_SIZE }
+    }
+
+    /// Whether the entry is empty (never: [`MmapEntry::insert`] refuses it).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The driver's reference to an inserted [`MmapEntry`]; dropping it removes the entry, so no
+/// new mapping can be made of it (existing ones stay until unmapped).
+///
+/// # Invariants
+///
+/// `ptr` is an inserted entry on which this handle owns the insertion reference.
+pub struct MmapHandle<T: Driver> {
+    ptr: NonNull<MmapEntry<T>>,
+    _p: PhantomData<MmapEntry<T>>,
+}
+
+// SAFETY: The handle only refers to an entry, which is `Send` and `Sync`.
+unsafe impl<T: Driver> Send for MmapHandle<T> {}
+// SAFETY: As above.
+unsafe impl<T: Driver> Sync for MmapHandle<T> {}
+
+impl<T: Driver> core::ops::Deref for MmapHandle<T> {
+    type Target = MmapEntry<T>;
+
+    fn deref(&self) -> &MmapEntry<T> {
+        // SAFETY: The insertion reference keeps the entry alive (type invariants).
+        unsafe { self.ptr.as_ref() }
+    }
+}
+
+impl<T: Driver> Drop for MmapHandle<T> {
+    fn drop(&mut self) {
+        // SAFETY: The handle owns the insertion reference, given up here.
+        unsafe { bindings::rdma_user_mmap_entry_remove(self.as_raw()) };
+    }
+}
+
+/// How a mapping of device memory is cached by the CPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Caching {
+    /// Uncached (registers, doorbells).
+    Uncached,
+    /// Write-combining (queues written by the CPU and read by the device).
+    WriteCombine,
+}
+
+/// A VMA being set up by `mmap()` on the device file.
+///
+/// # Invariants
+///
+/// `vma` is the VMA of a running `mmap()` call on a user context of driver `T`'s device, `ctx`
+/// that context.
+pub struct Vma<'a> {
+    ctx: *mut bindings::ib_ucontext,
+    vma: *mut bindings::vm_area_struct,
+    _p: PhantomData<&'a mut bindings::vm_area_struct>,
+}
+
+impl<'a> Vma<'a> {
+    /// # Safety
+    ///
+    /// `vma` must be the VMA of a running `mmap()` on `ctx`.
+    pub(crate) unsafe fn new(
+        ctx: *mut bindings::ib_ucontext,
+        vma: *mut bindings::vm_area_struct,
+    ) -> Self {
+        Self {
+            ctx,
+            vma,
+            _p: PhantomData,
+        }
+    }
+
+    /// Length of the VMA in bytes.
+    pub fn len(&self) -> usize {
+        // SAFETY: `vma` is a valid VMA for the duration of the `mmap()` call (type invariants).
+        let vma = unsafe { crate::mm::virt::VmaRef::from_raw(self.vma) };
+        vma.end() - vma.start()
+    }
+
+    /// Whether the VMA is empty (never for a real `mmap()`).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Map `size` bytes of device memory at physical frame `pfn` for `entry`; `size` must be
+    /// the length of the VMA (`EINVAL` otherwise). The core zaps the mapping when the context is
+    /// disassociated.
+    pub fn io_map<T: Driver>(
+        &mut self,
+        entry: &MmapEntry<T>,
+        pfn: u64,
+        size: usize,
+        caching: Caching,
+    ) -> Result {
+        if size != self.len() || size > entry.len() {
+            return Err(EINVAL);
+        }
+        // SAFETY: `vma` is valid; computing the page protection has no side effects.
+        let prot = unsafe {
+            let base = (*self.vma).vm_page_prot;
+            match caching {
+                Caching::Uncached => bindings::rdma_pgprot_noncached(base),
+                Caching::WriteCombine => bindings::pgprot_writecombine(base),
+            }
+        };
+        // SAFETY: `vma` belongs to a running `mmap()` on `ctx`, and `entry` is an entry of it.
+        to_result(unsafe {
+            bindings::rdma_user_mmap_io(self.ctx, self.vma, pfn as c_ulong, size as c_ulong, prot, entry.as_raw())
+        })
+    }
+}
+
+/// Driver-specific attributes of a resource in `rdma res` output.
+///
+/// # Invariants
+///
+/// `skb` is the netlink message being built by a `fill_res_*_entry` call.
+pub struct ResMsg<'a> {
+    skb: *mut bindings::sk_buff,
+    _p: PhantomData<&'a mut bindings::sk_buff>,
+}
+
+impl<'a> ResMsg<'a> {
+    /// # Safety
+    ///
+    /// `skb` must be the message of a running `fill_res_*_entry` call.
+    pub(crate) unsafe fn new(skb: *mut bindings::sk_buff) -> Self {
+        Self {
+            skb,
+            _p: PhantomData,
+        }
+    }
+
+    /// Add `name = value`.
+    pub fn put_u32(&mut self, name: &CStr, value: u32) -> Result {
+        // SAFETY: `skb` is the message being built; `name` is NUL-terminated.
+        to_result(unsafe { bindings::rdma_nl_put_driver_u32(self.skb, name.as_char_ptr(), value) })
+    }
+
+    /// Add `name = value`, shown in hexadecimal.
+    pub fn put_u64_hex(&mut self, name: &CStr, value: u64) -> Result {
+        // SAFETY: As above.
+        to_result(unsafe {
+            bindings::rdma_nl_put_driver_u64_hex(self.skb, name.as_char_ptr(), value)
+        })
+    }
+
+    /// Add `name = value`.
+    pub fn put_str(&mut self, name: &CStr, value: &CStr) -> Result {
+        // SAFETY: As above; both strings are NUL-terminated.
+        to_result(unsafe {
+            bindings::rdma_nl_put_driver_string(self.skb, name.as_char_ptr(), value.as_char_ptr())
+        })
+    }
+}
