@@ -120,6 +120,19 @@ else
 	touch "$CACHE/clippy-clean-$clippy_key"
 	tap ok clippy
 fi
+# rustdoc of the kernel crate: our modules document without warnings.
+if [ -e "$CACHE/rustdoc-clean-$clippy_key" ]; then
+	tap ok rustdoc
+elif ! "$TOP/scripts/kernel.sh" make rustdoc >"$CACHE/rustdoc.log" 2>&1; then
+	tap not-ok rustdoc "make rustdoc failed"
+	tail -n 40 "$CACHE/rustdoc.log" | diag
+elif grep -E -A8 '^warning' "$CACHE/rustdoc.log" | grep -q -E 'rust/kernel/(rdma|dma_buf)'; then
+	tap not-ok rustdoc
+	grep -E -A8 '^warning' "$CACHE/rustdoc.log" | diag
+else
+	touch "$CACHE/rustdoc-clean-$clippy_key"
+	tap ok rustdoc
+fi
 echo "# lint: $((SECONDS - t0)) s"
 
 for s in "${SESSIONS[@]}"; do

@@ -6,7 +6,7 @@
 //! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h)
 //!
 //! A driver offers a range of device memory (a doorbell page, a queue in a BAR) to a user
-//! context by inserting an [`MmapEntry`]; user space gets its offset ([`MmapHandle::offset`])
+//! context by inserting an [`MmapEntry`]; user space gets its offset ([`MmapEntry::offset`])
 //! and calls `mmap()` on the device file with it. [`Driver::mmap`] then maps the range into the
 //! VMA with [`Vma::io_map`]. An entry lives until the driver removes it (dropping its
 //! [`MmapHandle`]) and no VMA maps it any more; then its data is dropped
@@ -231,7 +231,14 @@ impl<'a> Vma<'a> {
         };
         // SAFETY: `vma` belongs to a running `mmap()` on `ctx`, and `entry` is an entry of it.
         to_result(unsafe {
-            bindings::rdma_user_mmap_io(self.ctx, self.vma, pfn as c_ulong, size as c_ulong, prot, entry.as_raw())
+            bindings::rdma_user_mmap_io(
+                self.ctx,
+                self.vma,
+                pfn as c_ulong,
+                size as c_ulong,
+                prot,
+                entry.as_raw(),
+            )
         })
     }
 }

@@ -94,7 +94,7 @@ use crate::{
     bindings,
     error::from_result,
     prelude::*,
-    rdma::{Device, Driver, Ucontext},
+    rdma::{Device, Driver, Ucontext, Udata},
     transmute::{AsBytes, FromBytes},
 };
 use core::marker::PhantomData;
@@ -342,6 +342,18 @@ impl<T: Driver> MethodDef<T> {
         Self(def, PhantomData)
     }
 
+    /// A method destroying the object named by its one attribute, an [`AttrDef::idr`] with
+    /// [`Access::Destroy`] (`DECLARE_UVERBS_NAMED_METHOD_DESTROY`).
+    pub const fn destroy(id: u16, handle: &'static [&'static AttrDef; 1]) -> Self {
+        // SAFETY: All-zero is a valid `struct uverbs_method_def`.
+        let mut def: bindings::uverbs_method_def = unsafe { zeroed() };
+        def.id = id;
+        def.num_attrs = 1;
+        def.attrs = handle.as_ptr().cast();
+        def.handler = Some(bindings::uverbs_destroy_def_handler);
+        Self(def, PhantomData)
+    }
+
     /// The method id.
     pub const fn id(&self) -> u16 {
         self.0.id
@@ -367,6 +379,119 @@ unsafe extern "C" fn method_handler<M: Method>(bundle: *mut bindings::uverbs_att
     })
 }
 
+/// Why an object is being destroyed (`enum rdma_remove_reason`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RemoveReason {
+    /// User space destroys the handle; the only case that may fail.
+    Destroy,
+    /// The file was closed.
+    Close,
+    /// The device is going away.
+    DriverRemove,
+    /// The method creating it failed.
+    Abort,
+    /// A destroy failed and the device is being disconnected.
+    DriverFailure,
+}
+
+impl RemoveReason {
+    fn from_raw(raw: u32) -> Self {
+        match raw {
+            bindings::rdma_remove_reason_RDMA_REMOVE_DESTROY => Self::Destroy,
+            bindings::rdma_remove_reason_RDMA_REMOVE_CLOSE => Self::Close,
+            bindings::rdma_remove_reason_RDMA_REMOVE_DRIVER_REMOVE => Self::DriverRemove,
+            bindings::rdma_remove_reason_RDMA_REMOVE_ABORT => Self::Abort,
+            _ => Self::DriverFailure,
+        }
+    }
+}
+
+/// A driver object that user space holds by handle (an IDR object of the namespace).
+///
+/// Objects are created by a method with [`Call::new_object`], found by [`Call::object`] and
+/// destroyed by a destroy method ([`MethodDef::destroy`]), by closing the device file, or when
+/// the device goes away; they are dropped after [`Object::destroy`].
+pub trait Object: Send + Sync + Sized + 'static {
+    /// The driver of the object.
+    type Driver: Driver;
+
+    /// Release what the object holds on the device. Only for [`RemoveReason::Destroy`] may
+    /// this fail (the handle then stays); otherwise errors are ignored.
+    fn destroy(&self, _why: RemoveReason) -> Result {
+        Ok(())
+    }
+}
+
+#[repr(C)]
+struct BoxHeader {
+    tag: core::any::TypeId,
+    destroy: unsafe fn(*mut BoxHeader, RemoveReason) -> Result,
+}
+
+#[repr(C)]
+struct Boxed<O> {
+    hdr: BoxHeader,
+    obj: O,
+}
+
+/// # Safety
+///
+/// `hdr` must be the header of a live `Boxed<O>` made by [`Call::new_object`], owned by the
+/// caller.
+unsafe fn destroy_boxed<O: Object>(hdr: *mut BoxHeader, why: RemoveReason) -> Result {
+    let ptr = hdr.cast::<Boxed<O>>();
+    // SAFETY: `ptr` is a live `Boxed<O>` by the safety requirements.
+    let res = unsafe { (*ptr).obj.destroy(why) };
+    if why == RemoveReason::Destroy {
+        res?;
+    }
+    // SAFETY: The box came from `KBox::into_raw` in `new_object` and is owned by the caller.
+    drop(unsafe { KBox::from_raw(ptr) });
+    Ok(())
+}
+
+/// # Safety
+///
+/// Called only by the uverbs core, as `destroy_object` of an [`ObjType::IDR`] object.
+unsafe extern "C" fn idr_destroy(
+    uobj: *mut bindings::ib_uobject,
+    why: bindings::rdma_remove_reason,
+    _attrs: *mut bindings::uverbs_attr_bundle,
+) -> c_int {
+    // SAFETY: `uobj` is the uobject being destroyed; its object is null or a box made by
+    // `new_object`, whose header knows its type.
+    unsafe {
+        let hdr = (*uobj).object.cast::<BoxHeader>();
+        if hdr.is_null() {
+            return 0;
+        }
+        match ((*hdr).destroy)(hdr, RemoveReason::from_raw(why)) {
+            Ok(()) => {
+                (*uobj).object = core::ptr::null_mut();
+                0
+            }
+            Err(e) => e.to_errno(),
+        }
+    }
+}
+
+/// The type of driver objects held by handle (`UVERBS_TYPE_ALLOC_IDR`).
+#[repr(transparent)]
+pub struct ObjType(bindings::uverbs_obj_idr_type);
+
+// SAFETY: The type is immutable and points to the core's `'static` IDR class and to a function.
+unsafe impl Sync for ObjType {}
+
+/// The one type of every driver object ([`Object`]): handles in the uverbs IDR, destroyed
+/// through [`Object::destroy`].
+pub static IDR_OBJECT: ObjType = ObjType(bindings::uverbs_obj_idr_type {
+    type_: bindings::uverbs_obj_type {
+        type_class: &raw const bindings::uverbs_idr_class,
+        obj_size: core::mem::size_of::<bindings::ib_uobject>(),
+    },
+    destroy_object: Some(idr_destroy),
+});
+
 /// The specification of an object and its methods (`struct uverbs_object_def`).
 #[repr(transparent)]
 pub struct ObjectDef<T: Driver>(bindings::uverbs_object_def, PhantomData<T>);
@@ -386,6 +511,14 @@ impl<T: Driver> ObjectDef<T> {
         // `&MethodDef<T>` has the representation of `*const struct uverbs_method_def`.
         def.methods = methods.as_ptr().cast();
         Self(def, PhantomData)
+    }
+
+    /// An object whose instances user space holds by handle ([`Object`]), with its methods
+    /// (`DECLARE_UVERBS_NAMED_OBJECT` with `UVERBS_TYPE_ALLOC_IDR`).
+    pub const fn with_handles(id: u16, methods: &'static [&'static MethodDef<T>]) -> Self {
+        let mut def = Self::global(id, methods);
+        def.0.type_attrs = &IDR_OBJECT.0.type_;
+        def
     }
 
     /// The object id.
@@ -551,6 +684,63 @@ impl<'a, T: Driver> Call<'a, T> {
         Ok(value)
     }
 
+    /// The driver data of the call (`UVERBS_ATTR_UHW_IN` and `UVERBS_ATTR_UHW_OUT`).
+    pub fn udata(&mut self) -> Result<Udata<'_>> {
+        // SAFETY: `raw` is a valid bundle; its driver data lives as long as the call.
+        unsafe { Udata::from_raw(bindings::rdma_uverbs_attr_bundle_udata(self.raw)) }
+    }
+
+    /// Make `value` the object of the new handle of attribute `id` (an [`AttrDef::idr`] with
+    /// [`Access::New`]). From here on the object belongs to the handle: if the method fails
+    /// later, the core destroys it ([`Object::destroy`] with [`RemoveReason::Abort`]).
+    pub fn new_object<O: Object<Driver = T>>(&mut self, id: u16, value: O) -> Result<&'a O> {
+        // SAFETY: `raw` is a valid bundle.
+        let uobj =
+            crate::error::from_err_ptr(unsafe { bindings::uverbs_attr_get_uobject(self.raw, id) })?;
+        // SAFETY: `uobj` is the uobject of attribute `id`, alive for the call.
+        if uobj.is_null() || !unsafe { (*uobj).object }.is_null() {
+            return Err(EINVAL);
+        }
+        let boxed = KBox::new(
+            Boxed {
+                hdr: BoxHeader {
+                    tag: core::any::TypeId::of::<O>(),
+                    destroy: destroy_boxed::<O>,
+                },
+                obj: value,
+            },
+            GFP_KERNEL,
+        )?;
+        let ptr = KBox::into_raw(boxed);
+        // SAFETY: The new uobject takes the box; committing it early makes the core destroy it
+        // (through its type's `destroy_object`, [`idr_destroy`]) if the method fails later.
+        unsafe {
+            (*uobj).object = ptr.cast();
+            bindings::uverbs_finalize_uobj_create(self.raw, id);
+            Ok(&(*ptr).obj)
+        }
+    }
+
+    /// The object of handle attribute `id` (an [`AttrDef::idr`] with [`Access::Read`],
+    /// [`Access::Write`] or [`Access::Destroy`]); `EINVAL` if it is not an `O`.
+    pub fn object<O: Object<Driver = T>>(&self, id: u16) -> Result<&'a O> {
+        // SAFETY: `raw` is a valid bundle.
+        let uobj =
+            crate::error::from_err_ptr(unsafe { bindings::uverbs_attr_get_uobject(self.raw, id) })?;
+        // SAFETY: `uobj` is the locked uobject of attribute `id`, alive for the call.
+        let hdr = unsafe { (*uobj).object }.cast::<BoxHeader>();
+        if hdr.is_null() {
+            return Err(EINVAL);
+        }
+        // SAFETY: Objects of uobjects with `IDR_OBJECT` type are `Boxed` values, whose header
+        // comes first.
+        if unsafe { (*hdr).tag } != core::any::TypeId::of::<O>() {
+            return Err(EINVAL);
+        }
+        // SAFETY: The tag says this is a `Boxed<O>`, alive while the uobject is locked.
+        Ok(unsafe { &(*hdr.cast::<Boxed<O>>()).obj })
+    }
+
     /// Write `value` to output attribute `id`, truncated to the room user space gave.
     /// `ENOENT` if user space did not give it.
     pub fn write<S: AsBytes>(&mut self, id: u16, value: &S) -> Result {
@@ -624,5 +814,190 @@ mod tests {
         assert_eq!(AttrDef::UHW_IN.0.attr.is_udata(), 1);
         assert_eq!(AttrDef::UHW_OUT.0.attr.is_udata(), 1);
         assert_eq!(AttrDef::UHW_IN.presence(), Presence::Optional);
+    }
+
+    struct TestDriver;
+
+    #[vtable]
+    impl Driver for TestDriver {
+        type Data = ();
+        type Ucontext = ();
+        type Pd = ();
+        type Cq = ();
+        type Qp = ();
+        type Mr = ();
+        type MmapEntry = ();
+        const NAME: &'static CStr = c"test_%d";
+        const DRIVER_ID: u32 = 0;
+
+        fn query_device(_: &Device<Self>) -> Result<crate::rdma::DeviceAttr> {
+            Err(EINVAL)
+        }
+
+        fn query_port(_: &Device<Self>, _: u32) -> Result<crate::rdma::PortAttr> {
+            Err(EINVAL)
+        }
+
+        fn get_port_immutable(_: &Device<Self>, _: u32) -> Result<crate::rdma::PortImmutable> {
+            Err(EINVAL)
+        }
+
+        fn alloc_ucontext(
+            _: &Device<Self>,
+            _: &mut crate::rdma::Udata<'_>,
+        ) -> impl PinInit<(), Error> {
+            Err::<(), Error>(EINVAL)
+        }
+
+        fn alloc_pd(
+            _: &Device<Self>,
+            _: Option<&mut crate::rdma::User<'_, Self>>,
+        ) -> impl PinInit<(), Error> {
+            Err::<(), Error>(EINVAL)
+        }
+    }
+
+    /// An attribute bundle as the core builds it after parsing, with inline values.
+    #[repr(C)]
+    struct FakeBundle {
+        bundle: bindings::uverbs_attr_bundle,
+        attrs: [bindings::uverbs_attr; 8],
+    }
+
+    fn fake(values: &[(u16, u16, u64)]) -> KBox<FakeBundle> {
+        let mut b = KBox::new(
+            FakeBundle {
+                // SAFETY: All-zero is a valid attribute bundle (no attribute present).
+                bundle: unsafe { zeroed() },
+                attrs: pin_init::zeroed(),
+            },
+            GFP_KERNEL,
+        )
+        .unwrap();
+        for &(id, len, value) in values {
+            // SAFETY: Pure functions of the id.
+            let bkey = unsafe { bindings::uapi_bkey_attr(bindings::uapi_key_attr(id.into())) };
+            let bkey = bkey as usize;
+            // SAFETY: The zeroed header is a valid value of either arm of the union.
+            let hdr = unsafe { &mut b.bundle.__bindgen_anon_1.__bindgen_anon_1 };
+            hdr.attr_present[bkey / 64] |= 1 << (bkey % 64);
+            // SAFETY: Pointer attributes use the `ptr_attr` arm; zeroed memory is valid for it.
+            let ptr = unsafe { &mut b.attrs[bkey].__bindgen_anon_1.ptr_attr };
+            ptr.len = len;
+            ptr.__bindgen_anon_1.data = value;
+        }
+        b
+    }
+
+    #[test]
+    fn bundle_attributes() {
+        const A: u16 = NS_DRIVER;
+        const B: u16 = NS_DRIVER + 1;
+        const C: u16 = 2;
+        const ABSENT: u16 = NS_DRIVER + 2;
+        let mut b = fake(&[(A, 8, 5), (B, 8, 11), (C, 4, 0x1234_5678)]);
+        // SAFETY: The fake bundle lives for the calls; only inline attributes are read.
+        let call = unsafe { Call::<TestDriver>::from_raw(&mut b.bundle) };
+        assert!(call.has(A) && call.has(B) && call.has(C));
+        assert!(!call.has(ABSENT));
+        assert_eq!(call.len(A), Ok(8));
+        assert_eq!(call.len(C), Ok(4));
+        assert_eq!(call.len(ABSENT), Err(ENOENT));
+        assert_eq!(call.const_in(A, 1, 10), Ok(5));
+        assert_eq!(call.const_in(A, 6, 10), Err(EINVAL));
+        assert_eq!(call.const_in(B, 1, 10), Err(EINVAL));
+        assert_eq!(call.const_in(ABSENT, 0, 10), Err(ENOENT));
+        // A 4-byte input read as 8 bytes: the rest is zero.
+        assert_eq!(call.read::<u64>(C), Ok(0x1234_5678));
+        assert_eq!(call.read::<u64>(ABSENT), Err(ENOENT));
+        assert_eq!(call.flags(A, 0xff), Ok(5));
+        assert_eq!(call.flags(A, 0x4), Err(EINVAL));
+    }
+
+    static DROPS: crate::sync::atomic::Atomic<u32> = crate::sync::atomic::Atomic::new(0);
+
+    struct TestObj {
+        refuse: bool,
+    }
+
+    impl Object for TestObj {
+        type Driver = TestDriver;
+
+        fn destroy(&self, _why: RemoveReason) -> Result {
+            if self.refuse {
+                Err(EBUSY)
+            } else {
+                Ok(())
+            }
+        }
+    }
+
+    impl Drop for TestObj {
+        fn drop(&mut self) {
+            DROPS.add(1, crate::sync::atomic::Relaxed);
+        }
+    }
+
+    /// A uobject holding a `TestObj`, as `Call::new_object` leaves it.
+    fn uobject(refuse: bool) -> bindings::ib_uobject {
+        let mut uobj: bindings::ib_uobject = pin_init::zeroed();
+        let b = KBox::new(
+            Boxed {
+                hdr: BoxHeader {
+                    tag: core::any::TypeId::of::<TestObj>(),
+                    destroy: destroy_boxed::<TestObj>,
+                },
+                obj: TestObj { refuse },
+            },
+            GFP_KERNEL,
+        )
+        .unwrap();
+        uobj.object = KBox::into_raw(b).cast();
+        uobj
+    }
+
+    #[test]
+    fn object_destroy() {
+        use crate::sync::atomic::Relaxed;
+        let destroy = bindings::rdma_remove_reason_RDMA_REMOVE_DESTROY;
+        let close = bindings::rdma_remove_reason_RDMA_REMOVE_CLOSE;
+        let before = DROPS.load(Relaxed);
+
+        let mut ok = uobject(false);
+        // SAFETY: `ok` holds a box made as `new_object` does.
+        let ret = unsafe { idr_destroy(&mut ok, destroy, core::ptr::null_mut()) };
+        assert_eq!(ret, 0);
+        assert!(ok.object.is_null());
+        assert_eq!(DROPS.load(Relaxed), before + 1);
+
+        // A refused destroy keeps the object; a close drops it anyway.
+        let mut busy = uobject(true);
+        // SAFETY: As above.
+        let ret = unsafe { idr_destroy(&mut busy, destroy, core::ptr::null_mut()) };
+        assert_eq!(ret, EBUSY.to_errno());
+        assert!(!busy.object.is_null());
+        assert_eq!(DROPS.load(Relaxed), before + 1);
+        // SAFETY: As above.
+        let ret = unsafe { idr_destroy(&mut busy, close, core::ptr::null_mut()) };
+        assert_eq!(ret, 0);
+        assert_eq!(DROPS.load(Relaxed), before + 2);
+
+        // An aborted creation that never got an object.
+        let mut empty: bindings::ib_uobject = pin_init::zeroed();
+        // SAFETY: A uobject without object.
+        let ret = unsafe { idr_destroy(&mut empty, close, core::ptr::null_mut()) };
+        assert_eq!(ret, 0);
+    }
+
+    #[test]
+    fn definitions_end() {
+        static M: [&AttrDef; 1] = [&AttrDef::const_in(NS_DRIVER, Presence::Mandatory)];
+        assert_eq!(M[0].id(), NS_DRIVER);
+        let defs: [UapiDef<TestDriver>; 1] = [UapiDef::END];
+        assert_eq!(UapiDef::check_terminated(&defs), Ok(()));
+        let empty: [UapiDef<TestDriver>; 0] = [];
+        assert_eq!(UapiDef::check_terminated(&empty), Err(EINVAL));
+        let two: [UapiDef<TestDriver>; 2] = [UapiDef::END, UapiDef::END];
+        assert_eq!(UapiDef::check_terminated(&two), Err(EINVAL));
     }
 }

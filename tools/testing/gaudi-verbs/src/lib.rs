@@ -73,7 +73,13 @@ impl Attr {
 
     /// An object handle (IDR attribute: no length).
     pub fn handle(id: u16, handle: u32) -> Self {
-        Self { attr_id: id, len: 0, flags: ATTR_F_MANDATORY, reserved: 0, data: handle.into() }
+        Self {
+            attr_id: id,
+            len: 0,
+            flags: ATTR_F_MANDATORY,
+            reserved: 0,
+            data: handle.into(),
+        }
     }
 
     /// A pointer to `len` bytes at `ptr` (input or output).
