@@ -18,6 +18,41 @@
 //!
 //! See [`device`] for a complete minimal driver.
 
+/// Methods of a `u32` flags type whose bits come from C (and from user space unchecked).
+macro_rules! raw_flags {
+    ($name:ident) => {
+        impl $name {
+            /// The flags of a raw value, as the core or user space passes it.
+            pub const fn from_raw(raw: u32) -> Self {
+                Self(raw)
+            }
+
+            /// The raw value.
+            pub const fn bits(self) -> u32 {
+                self.0
+            }
+
+            /// Whether every flag of `other` is set.
+            pub const fn contains(self, other: Self) -> bool {
+                self.0 & other.0 == other.0
+            }
+
+            /// The flags not in `other`.
+            pub const fn without(self, other: Self) -> Self {
+                Self(self.0 & !other.0)
+            }
+        }
+
+        impl core::ops::BitOr for $name {
+            type Output = Self;
+            fn bitor(self, rhs: Self) -> Self {
+                Self(self.0 | rhs.0)
+            }
+        }
+    };
+}
+pub(crate) use raw_flags;
+
 pub mod device;
 pub mod mmap;
 pub mod qp;
@@ -27,8 +62,8 @@ pub mod umem;
 pub mod uverbs;
 
 pub use device::{
-    Cq, Device, Driver, Mr, MrKeys, NodeType, Options, Pd, Qp, QpEvent, Registration, Ucontext,
-    UserMr,
+    Cq, Device, DmabufMr, Driver, Mr, MrKeys, NodeType, Options, Pd, Qp, QpEvent, Registration,
+    Ucontext, UserMr,
 };
 pub use types::{
     driver_id, DeviceAttr, Event, Gid, LinkLayer, Mtu, PhysState, PortAttr, PortImmutable,

@@ -77,6 +77,7 @@ use crate::{
         umem::Access,
         uverbs::UapiDef,
     },
+    sync::Mutex,
     types::Opaque,
     ThisModule,
 };
@@ -218,6 +219,17 @@ pub trait Driver: Sized + Send + Sync + 'static {
         Err::<Self::Mr, Error>(EOPNOTSUPP)
     }
 
+    /// Register a range of a dma-buf as a memory region of `pd` (for example device memory of
+    /// a peer, see [`UmemDmabuf`](crate::rdma::umem::UmemDmabuf)); the driver sets its keys.
+    fn reg_user_mr_dmabuf(
+        _pd: &Pd<Self>,
+        _req: &DmabufMr,
+        _user: &mut User<'_, Self>,
+        _keys: &mut MrKeys,
+    ) -> impl PinInit<Self::Mr, Error> {
+        Err::<Self::Mr, Error>(EOPNOTSUPP)
+    }
+
     /// Called before a memory region is freed; its data is dropped afterwards. An error keeps
     /// the memory region.
     fn dereg_mr(_mr: &Mr<Self>) -> Result {
@@ -258,6 +270,21 @@ pub struct UserMr {
     pub length: u64,
     /// The address work requests use for `start` (the IOVA).
     pub iova: u64,
+    /// Access rights.
+    pub access: Access,
+}
+
+/// A request to register a range of a dma-buf (`reg_user_mr_dmabuf`).
+#[derive(Clone, Copy, Debug)]
+pub struct DmabufMr {
+    /// Offset of the range in the dma-buf.
+    pub offset: u64,
+    /// Length in bytes.
+    pub length: u64,
+    /// The address work requests use for the first byte.
+    pub iova: u64,
+    /// The file descriptor of the dma-buf, in the calling process.
+    pub fd: i32,
     /// Access rights.
     pub access: Access,
 }
@@ -431,13 +458,116 @@ macro_rules! core_object {
     };
 }
 
-core_object!(
-    /// A user context (`struct ib_ucontext`): what one process opened on a device.
-    Ucontext,
-    ib_ucontext,
-    Ucontext,
-    data_ptr
-);
+/// A user context (`struct ib_ucontext`): what one process opened on a device.
+///
+/// # Invariants
+///
+/// The object was allocated by the RDMA core for a device of driver `T` (with the size of
+/// `Self`); the core object is initialised by the core, `mmap` and `data` by the glue. `mmap`
+/// holds the entries inserted by [`Ucontext::mmap_insert`] and not yet removed, each with its
+/// insertion reference.
+#[repr(C)]
+#[pin_data]
+pub struct Ucontext<T: Driver> {
+    ib: Opaque<bindings::ib_ucontext>,
+    #[pin]
+    mmap: Mutex<KVec<usize>>,
+    #[pin]
+    data: T::Ucontext,
+}
+
+// SAFETY: The core object is synchronised by the RDMA core, `mmap` by its lock; the driver's
+// data is `Send`.
+unsafe impl<T: Driver> Send for Ucontext<T> {}
+// SAFETY: Shared references only read what the core does not change during the object's life,
+// lock `mmap`, and hand out `&T::Ucontext`, which is `Sync`.
+unsafe impl<T: Driver> Sync for Ucontext<T> {}
+
+impl<T: Driver> Ucontext<T> {
+    /// The context of a raw core object.
+    ///
+    /// # Safety
+    ///
+    /// `raw` must be the core object of a live `Self` whose data is initialised, valid for
+    /// `'a`.
+    pub(crate) unsafe fn from_raw<'a>(raw: *mut bindings::ib_ucontext) -> &'a Self {
+        // SAFETY: The core object is the first field of `#[repr(C)] Self`, valid for `'a`.
+        unsafe { &*raw.cast::<Self>() }
+    }
+
+    /// The raw core object.
+    pub fn as_raw(&self) -> *mut bindings::ib_ucontext {
+        self.ib.get()
+    }
+
+    /// The device the context belongs to.
+    pub fn device(&self) -> &Device<T> {
+        // SAFETY: The core set `device` to the registered device of driver `T`, which outlives
+        // its contexts.
+        unsafe { Device::from_raw((*self.as_raw()).device) }
+    }
+
+    /// The driver's data.
+    pub fn data(&self) -> &T::Ucontext {
+        &self.data
+    }
+
+    /// Offer `length` bytes (a multiple of `PAGE_SIZE`), described by `data`, to `mmap()` by
+    /// this context; returns the offset user space passes to `mmap()`. The entry stays until
+    /// [`Ucontext::mmap_remove`] or the end of the context, and its data until no VMA maps it.
+    pub fn mmap_insert(
+        &self,
+        length: usize,
+        data: impl PinInit<T::MmapEntry, Error>,
+    ) -> Result<u64> {
+        let mut entries = self.mmap.lock();
+        entries.reserve(1, GFP_KERNEL)?;
+        let entry = MmapEntry::<T>::insert(self, length, data)?;
+        // SAFETY: `entry` was just inserted; its offset never changes.
+        let offset = unsafe { MmapEntry::<T>::from_raw(entry) }.offset();
+        if entries.push_within_capacity(entry as usize).is_err() {
+            // Not reached: room was reserved above. Do not leak the entry.
+            // SAFETY: We own the insertion reference of the new entry.
+            unsafe { bindings::rdma_user_mmap_entry_remove(entry) };
+            return Err(ENOMEM);
+        }
+        Ok(offset)
+    }
+
+    /// Remove the entry at `offset` (from [`Ucontext::mmap_insert`]): no new mapping can be
+    /// made of it; existing ones stay until unmapped. `ENOENT` if there is none.
+    pub fn mmap_remove(&self, offset: u64) -> Result {
+        let entry = {
+            let mut entries = self.mmap.lock();
+            let listed = |e: &usize| {
+                let raw = *e as *mut bindings::rdma_user_mmap_entry;
+                // SAFETY: Listed entries are alive (type invariants).
+                unsafe { MmapEntry::<T>::from_raw(raw) }.offset()
+            };
+            let i = entries
+                .iter()
+                .position(|e| listed(e) == offset)
+                .ok_or(ENOENT)?;
+            entries.remove(i)?
+        };
+        // SAFETY: The entry was listed, so we own its insertion reference, given up here.
+        unsafe {
+            bindings::rdma_user_mmap_entry_remove(entry as *mut bindings::rdma_user_mmap_entry)
+        };
+        Ok(())
+    }
+
+    /// Remove every entry still listed (the context is going away).
+    fn mmap_remove_all(&self) {
+        let entries = core::mem::take(&mut *self.mmap.lock());
+        for e in entries.iter() {
+            // SAFETY: Each listed entry comes with its insertion reference, given up here.
+            unsafe {
+                bindings::rdma_user_mmap_entry_remove(*e as *mut bindings::rdma_user_mmap_entry)
+            };
+        }
+    }
+}
 
 core_object!(
     /// A protection domain (`struct ib_pd`).
@@ -661,6 +791,11 @@ impl<T: Driver> Registration<T> {
         destroy_qp: Some(callbacks::destroy_qp::<T>),
         reg_user_mr: if T::HAS_REG_USER_MR {
             Some(callbacks::reg_user_mr::<T>)
+        } else {
+            None
+        },
+        reg_user_mr_dmabuf: if T::HAS_REG_USER_MR_DMABUF {
+            Some(callbacks::reg_user_mr_dmabuf::<T>)
         } else {
             None
         },
@@ -925,10 +1060,19 @@ mod callbacks {
             // SAFETY: The core allocated `ctx` with `size_ib_ucontext` of driver `T` and set its
             // device; `udata` is the driver data of the call, valid for its duration.
             let (dev, mut udata) = unsafe { (dev::<T>((*ctx).device), Udata::from_raw(udata)?) };
+            let uc = ctx.cast::<Ucontext<T>>();
+            // SAFETY: `mmap` of the new context is uninitialised and pinned in the core's
+            // allocation.
+            unsafe { crate::new_mutex!(KVec::new()).__init(&raw mut (*uc).mmap)? };
             let init = T::alloc_ucontext(dev, &mut udata);
             // SAFETY: `data` of the new context is uninitialised and pinned in the core's
-            // allocation; on error the core frees the allocation without calling dealloc.
-            unsafe { init.__init(Ucontext::<T>::data_ptr(ctx))? };
+            // allocation; on error the core frees the allocation without calling dealloc, so
+            // `mmap` (an empty list) is dropped here.
+            if let Err(e) = unsafe { init.__init(&raw mut (*uc).data) } {
+                // SAFETY: `mmap` was initialised above and is not used after this.
+                unsafe { core::ptr::drop_in_place(&raw mut (*uc).mmap) };
+                return Err(e);
+            }
             Ok(0)
         })
     }
@@ -940,8 +1084,14 @@ mod callbacks {
         // SAFETY: `ctx` is a live context of driver `T` whose data was initialised by
         // `alloc_ucontext`; the core frees it after this returns, and nothing uses it after.
         unsafe {
-            T::dealloc_ucontext(Ucontext::<T>::from_raw(ctx));
-            core::ptr::drop_in_place(Ucontext::<T>::data_ptr(ctx));
+            let uc = Ucontext::<T>::from_raw(ctx);
+            T::dealloc_ucontext(uc);
+            // Entries must go while the context exists: freeing one erases it from the
+            // context's table.
+            uc.mmap_remove_all();
+            let uc = ctx.cast::<Ucontext<T>>();
+            core::ptr::drop_in_place(&raw mut (*uc).data);
+            core::ptr::drop_in_place(&raw mut (*uc).mmap);
         }
     }
 
@@ -1138,39 +1288,98 @@ mod callbacks {
         _dmah: *mut bindings::ib_dmah,
         udata: *mut bindings::ib_udata,
     ) -> *mut bindings::ib_mr {
-        let res = (|| -> Result<*mut bindings::ib_mr> {
-            // SAFETY: `pd` is a live PD of driver `T`.
-            let pd = unsafe { Pd::<T>::from_raw(pd) };
-            // SAFETY: `udata` is the driver data of this user call, or null.
-            let mut user = unsafe { User::<T>::from_udata(udata)? }.ok_or(EINVAL)?;
-            let req = UserMr {
-                start,
-                length,
-                iova,
-                access: Access::from_raw(access as u32),
-            };
-            let mut keys = MrKeys::default();
-            let pinit = T::reg_user_mr(pd, &req, &mut user, &mut keys);
-            let mr = KBox::pin_init(
-                try_pin_init!(Mr::<T> {
-                    ib: Opaque::zeroed(),
-                    data <- pinit,
-                }? Error),
-                GFP_KERNEL,
-            )?;
-            // SAFETY: The MR stays pinned: it is only freed through `KBox::from_raw` in
-            // `dereg_mr`, or below.
-            let mr = KBox::into_raw(unsafe { Pin::into_inner_unchecked(mr) });
-            // SAFETY: `mr` is live and not visible to the core yet.
-            unsafe {
-                let raw = (*mr).as_raw();
-                (*raw).lkey = keys.lkey;
-                (*raw).rkey = keys.rkey;
-                Ok(raw)
+        let req = UserMr {
+            start,
+            length,
+            iova,
+            access: Access::from_raw(access as u32),
+        };
+        // SAFETY: `pd` is a live PD of driver `T`; `udata` the driver data of the call.
+        let (pd, mut user) = match unsafe { mr_args::<T>(pd, udata) } {
+            Ok(v) => v,
+            Err(e) => return e.to_ptr(),
+        };
+        let mut keys = MrKeys::default();
+        let mr = alloc_mr::<T>(T::reg_user_mr(pd, &req, &mut user, &mut keys));
+        set_keys(mr, keys)
+    }
+
+    /// # Safety
+    ///
+    /// Called only by the RDMA core, as this operation of a device of driver `T`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe extern "C" fn reg_user_mr_dmabuf<T: Driver>(
+        pd: *mut bindings::ib_pd,
+        offset: u64,
+        length: u64,
+        iova: u64,
+        fd: c_int,
+        access: c_int,
+        _dmah: *mut bindings::ib_dmah,
+        attrs: *mut bindings::uverbs_attr_bundle,
+    ) -> *mut bindings::ib_mr {
+        let req = DmabufMr {
+            offset,
+            length,
+            iova,
+            fd,
+            access: Access::from_raw(access as u32),
+        };
+        if attrs.is_null() {
+            return EINVAL.to_ptr();
+        }
+        // SAFETY: `attrs` is the valid bundle of the user call.
+        let udata = unsafe { bindings::rdma_uverbs_attr_bundle_udata(attrs) };
+        // SAFETY: `pd` is a live PD of driver `T`; `udata` the driver data of the call.
+        let (pd, mut user) = match unsafe { mr_args::<T>(pd, udata) } {
+            Ok(v) => v,
+            Err(e) => return e.to_ptr(),
+        };
+        let mut keys = MrKeys::default();
+        let mr = alloc_mr::<T>(T::reg_user_mr_dmabuf(pd, &req, &mut user, &mut keys));
+        set_keys(mr, keys)
+    }
+
+    /// The PD and the user call of a memory registration.
+    ///
+    /// # Safety
+    ///
+    /// `pd` must be a live PD of driver `T`, `udata` the driver data of a user call on it, both
+    /// valid for `'a`.
+    unsafe fn mr_args<'a, T: Driver>(
+        pd: *mut bindings::ib_pd,
+        udata: *mut bindings::ib_udata,
+    ) -> Result<(&'a Pd<T>, User<'a, T>)> {
+        // SAFETY: By the safety requirements.
+        let (pd, user) = unsafe { (Pd::<T>::from_raw(pd), User::<T>::from_udata(udata)?) };
+        Ok((pd, user.ok_or(EINVAL)?))
+    }
+
+    /// Allocate a memory region whose data `init` makes.
+    fn alloc_mr<T: Driver>(init: impl PinInit<T::Mr, Error>) -> Result<*mut Mr<T>> {
+        let mr = KBox::pin_init(
+            try_pin_init!(Mr::<T> {
+                ib: Opaque::zeroed(),
+                data <- init,
+            }? Error),
+            GFP_KERNEL,
+        )?;
+        // SAFETY: The MR stays pinned: it is only freed through `KBox::from_raw` in `dereg_mr`.
+        Ok(KBox::into_raw(unsafe { Pin::into_inner_unchecked(mr) }))
+    }
+
+    /// Give a new memory region its keys and hand it to the core.
+    fn set_keys<T: Driver>(mr: Result<*mut Mr<T>>, keys: MrKeys) -> *mut bindings::ib_mr {
+        match mr {
+            Ok(mr) => {
+                // SAFETY: `mr` was just allocated by `alloc_mr` and is not visible to the core.
+                unsafe {
+                    let raw = (*mr).as_raw();
+                    (*raw).lkey = keys.lkey;
+                    (*raw).rkey = keys.rkey;
+                    raw
+                }
             }
-        })();
-        match res {
-            Ok(mr) => mr,
             Err(e) => e.to_ptr(),
         }
     }

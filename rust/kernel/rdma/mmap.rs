@@ -6,11 +6,12 @@
 //! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h)
 //!
 //! A driver offers a range of device memory (a doorbell page, a queue in a BAR) to a user
-//! context by inserting an [`MmapEntry`]; user space gets its offset ([`MmapEntry::offset`])
-//! and calls `mmap()` on the device file with it. [`Driver::mmap`] then maps the range into the
-//! VMA with [`Vma::io_map`]. An entry lives until the driver removes it (dropping its
-//! [`MmapHandle`]) and no VMA maps it any more; then its data is dropped
-//! ([`Driver::mmap_free`] runs first).
+//! context with [`Ucontext::mmap_insert`], which returns the offset user space passes to
+//! `mmap()` on the device file. [`Driver::mmap`] then maps the range into the VMA with
+//! [`Vma::io_map`]. An entry is removed by [`Ucontext::mmap_remove`] or when the context goes
+//! away, and freed once no VMA maps it any more: its data is dropped after
+//! [`Driver::mmap_free`]. The driver keeps offsets, never references to entries, so nothing
+//! it holds can outlive the context.
 //!
 //! # Examples
 //!
@@ -33,13 +34,13 @@ use crate::{
     rdma::{Driver, Ucontext},
     types::Opaque,
 };
-use core::{marker::PhantomData, ptr::NonNull};
+use core::marker::PhantomData;
 
 /// An mmap entry of a user context with the driver's data.
 ///
 /// # Invariants
 ///
-/// Allocated by [`MmapEntry::insert`] as a pinned box, inserted into the entries of a user
+/// Allocated by `MmapEntry::insert` as a pinned box, inserted into the entries of a user
 /// context of driver `T`; freed by [`Driver::mmap_free`]'s glue once the core drops its last
 /// reference.
 #[repr(C)]
@@ -56,12 +57,13 @@ unsafe impl<T: Driver> Send for MmapEntry<T> {}
 unsafe impl<T: Driver> Sync for MmapEntry<T> {}
 
 impl<T: Driver> MmapEntry<T> {
-    /// Offer `length` bytes (a multiple of `PAGE_SIZE`) to `ctx`, described by `data`.
-    pub fn insert(
+    /// Insert an entry of `length` bytes (a multiple of `PAGE_SIZE`) described by `data` into
+    /// `ctx`; the caller owns the insertion reference of the returned entry.
+    pub(crate) fn insert(
         ctx: &Ucontext<T>,
         length: usize,
         data: impl PinInit<T::MmapEntry, Error>,
-    ) -> Result<MmapHandle<T>> {
+    ) -> Result<*mut bindings::rdma_user_mmap_entry> {
         if length == 0 || length % bindings::PAGE_SIZE != 0 {
             return Err(EINVAL);
         }
@@ -84,11 +86,8 @@ impl<T: Driver> MmapEntry<T> {
             drop(unsafe { KBox::from_raw(ptr) });
             return Err(e);
         }
-        // INVARIANT: The entry is inserted; the handle owns the insertion reference.
-        Ok(MmapHandle {
-            ptr: NonNull::new(ptr).ok_or(EINVAL)?,
-            _p: PhantomData,
-        })
+        // SAFETY: `ptr` is live.
+        Ok(unsafe { (*ptr).raw.get() })
     }
 
     /// # Safety
@@ -122,41 +121,9 @@ impl<T: Driver> MmapEntry<T> {
         unsafe { (*self.as_raw()).npages * bindings::PAGE_SIZE }
     }
 
-    /// Whether the entry is empty (never: [`MmapEntry::insert`] refuses it).
+    /// Whether the entry is empty (never: [`Ucontext::mmap_insert`] refuses it).
     pub fn is_empty(&self) -> bool {
         self.len() == 0
-    }
-}
-
-/// The driver's reference to an inserted [`MmapEntry`]; dropping it removes the entry, so no
-/// new mapping can be made of it (existing ones stay until unmapped).
-///
-/// # Invariants
-///
-/// `ptr` is an inserted entry on which this handle owns the insertion reference.
-pub struct MmapHandle<T: Driver> {
-    ptr: NonNull<MmapEntry<T>>,
-    _p: PhantomData<MmapEntry<T>>,
-}
-
-// SAFETY: The handle only refers to an entry, which is `Send` and `Sync`.
-unsafe impl<T: Driver> Send for MmapHandle<T> {}
-// SAFETY: As above.
-unsafe impl<T: Driver> Sync for MmapHandle<T> {}
-
-impl<T: Driver> core::ops::Deref for MmapHandle<T> {
-    type Target = MmapEntry<T>;
-
-    fn deref(&self) -> &MmapEntry<T> {
-        // SAFETY: The insertion reference keeps the entry alive (type invariants).
-        unsafe { self.ptr.as_ref() }
-    }
-}
-
-impl<T: Driver> Drop for MmapHandle<T> {
-    fn drop(&mut self) {
-        // SAFETY: The handle owns the insertion reference, given up here.
-        unsafe { bindings::rdma_user_mmap_entry_remove(self.as_raw()) };
     }
 }
 

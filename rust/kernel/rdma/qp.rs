@@ -224,34 +224,9 @@ impl QpAttrMask {
     pub const CAP: Self = Self(bindings::ib_qp_attr_mask_IB_QP_CAP);
     /// `dest_qp_num`.
     pub const DEST_QPN: Self = Self(bindings::ib_qp_attr_mask_IB_QP_DEST_QPN);
-
-    /// The mask of a raw value.
-    pub const fn from_raw(raw: u32) -> Self {
-        Self(raw)
-    }
-
-    /// The raw value.
-    pub const fn bits(self) -> u32 {
-        self.0
-    }
-
-    /// Whether every bit of `other` is set.
-    pub const fn contains(self, other: Self) -> bool {
-        self.0 & other.0 == other.0
-    }
-
-    /// The bits not in `other`.
-    pub const fn without(self, other: Self) -> Self {
-        Self(self.0 & !other.0)
-    }
 }
 
-impl core::ops::BitOr for QpAttrMask {
-    type Output = Self;
-    fn bitor(self, rhs: Self) -> Self {
-        Self(self.0 | rhs.0)
-    }
-}
+crate::rdma::raw_flags!(QpAttrMask);
 
 /// The address vector of a connected queue pair's peer (`struct rdma_ah_attr` with its global
 /// route).

@@ -53,26 +53,6 @@ impl Access {
     /// The optional flags, which a driver may ignore.
     pub const OPTIONAL: Self = Self(bindings::ib_access_flags_IB_ACCESS_OPTIONAL);
 
-    /// Access flags from their raw value (`mr_access_flags` of a verb).
-    pub const fn from_raw(raw: u32) -> Self {
-        Self(raw)
-    }
-
-    /// The raw value.
-    pub const fn bits(self) -> u32 {
-        self.0
-    }
-
-    /// Whether every flag of `other` is set.
-    pub const fn contains(self, other: Self) -> bool {
-        self.0 & other.0 == other.0
-    }
-
-    /// The flags not in `other`.
-    pub const fn without(self, other: Self) -> Self {
-        Self(self.0 & !other.0)
-    }
-
     /// Whether the device must be able to write the memory.
     pub const fn device_writes(self) -> bool {
         self.0
@@ -83,12 +63,7 @@ impl Access {
     }
 }
 
-impl core::ops::BitOr for Access {
-    type Output = Self;
-    fn bitor(self, rhs: Self) -> Self {
-        Self(self.0 | rhs.0)
-    }
-}
+crate::rdma::raw_flags!(Access);
 
 /// A block size for walking the DMA blocks of a [`Umem`]: at most `PAGE_SIZE`, or one that
 /// [`Umem::best_block_size`] found the memory to be aligned to.
@@ -223,6 +198,91 @@ impl Drop for Umem {
     fn drop(&mut self) {
         // SAFETY: `ptr` is owned by `self` (type invariants) and not used after this.
         unsafe { bindings::ib_umem_release(self.as_raw()) };
+    }
+}
+
+/// A dma-buf imported for DMA by an RDMA device, pinned and mapped (`struct ib_umem_dmabuf`
+/// from `ib_umem_dmabuf_get_pinned()`), for example device memory of another device registered
+/// as a memory region.
+///
+/// # Invariants
+///
+/// `ptr` is a pinned, mapped umem_dmabuf owned by this object and released on drop.
+pub struct UmemDmabuf {
+    ptr: NonNull<bindings::ib_umem_dmabuf>,
+}
+
+// SAFETY: As for `Umem`: the import holds its own references and may be released anywhere.
+unsafe impl Send for UmemDmabuf {}
+// SAFETY: Shared references only read fields that do not change while pinned.
+unsafe impl Sync for UmemDmabuf {}
+
+impl UmemDmabuf {
+    /// Import `len` bytes at `offset` of the dma-buf of file descriptor `fd` (of the calling
+    /// process) for DMA by `dev`, pinned, with `access`. Fails if the exporter refuses the
+    /// device (for example `EOPNOTSUPP` without a peer-to-peer path).
+    pub fn get_pinned<T: Driver>(
+        dev: &Device<T>,
+        offset: u64,
+        len: usize,
+        fd: i32,
+        access: Access,
+    ) -> Result<Self> {
+        if len == 0 {
+            return Err(EINVAL);
+        }
+        // SAFETY: `dev` is a registered device; the core looks `fd` up in the calling process.
+        let ptr = from_err_ptr(unsafe {
+            bindings::ib_umem_dmabuf_get_pinned(
+                dev.as_raw(),
+                offset as c_ulong,
+                len,
+                fd,
+                access.bits() as c_int,
+            )
+        })?;
+        // INVARIANT: A pinned and mapped import that we own.
+        Ok(Self {
+            ptr: NonNull::new(ptr).ok_or(ENOMEM)?,
+        })
+    }
+
+    fn umem(&self) -> *mut bindings::ib_umem {
+        // SAFETY: `ptr` is live (type invariants); `umem` is its first field.
+        unsafe { &raw mut (*self.ptr.as_ptr()).umem }
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        // SAFETY: The umem of a live import.
+        unsafe { (*self.umem()).length }
+    }
+
+    /// Whether the import is empty (never: [`UmemDmabuf::get_pinned`] refuses it).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// See [`Umem::best_block_size`].
+    pub fn best_block_size(&self, pgsz_bitmap: u64, virt: u64) -> Option<BlockSize> {
+        // SAFETY: The umem of a live, mapped import.
+        let size =
+            unsafe { bindings::ib_umem_find_best_pgsz(self.umem(), pgsz_bitmap as c_ulong, virt) };
+        // INVARIANT: Found by `ib_umem_find_best_pgsz()` for this umem.
+        (size != 0).then_some(BlockSize(size as u64))
+    }
+
+    /// The DMA address of every block of size `bs` of the imported range, in order.
+    pub fn dma_blocks(&self, bs: BlockSize) -> DmaBlocks<'_> {
+        // SAFETY: The umem of a live, pinned and mapped import, borrowed for the iterator.
+        unsafe { DmaBlocks::new(self.umem(), bs) }
+    }
+}
+
+impl Drop for UmemDmabuf {
+    fn drop(&mut self) {
+        // SAFETY: Owned by `self` (type invariants), not used after this.
+        unsafe { bindings::ib_umem_dmabuf_release(self.ptr.as_ptr()) };
     }
 }
 
