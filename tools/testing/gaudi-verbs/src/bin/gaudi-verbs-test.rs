@@ -6,6 +6,14 @@
 //!   gaudi-verbs-test uverbs --ports N [--instance I]
 //!       context, PD and the driver namespace, against the emulator's
 //!       default port addresses (MAC 02:1d:a3:I:00:P, IPv4 10.I.P.1).
+//!   gaudi-verbs-test hold
+//!       take the device's context and a PD, print "holding", sleep until
+//!       killed.
+//!   gaudi-verbs-test context --expect-errno E
+//!       open a context: E = 0 expects success, else that errno.
+//!   gaudi-verbs-test pd-single
+//!       the second PD of a context fails with ENOSPC; after freeing the
+//!       first, a PD can be allocated again.
 
 use gaudi_verbs::{errno, find_device, Attr, Context, PortInfo, NS_DRIVER, PORT_LINK_UP};
 use std::process::exit;
@@ -185,10 +193,66 @@ fn uverbs(args: &[String]) {
     println!("PASS");
 }
 
+fn open() -> (std::path::PathBuf, std::io::Result<Context>) {
+    let path = find_device().unwrap_or_else(|e| fail(format!("find device: {e}")));
+    let ctx = Context::open(&path);
+    (path, ctx)
+}
+
+fn hold() {
+    let (_, ctx) = open();
+    let ctx = ctx.unwrap_or_else(|e| fail(format!("GET_CONTEXT: {e}")));
+    let _pd = ctx
+        .alloc_pd()
+        .unwrap_or_else(|e| fail(format!("alloc PD: {e}")));
+    println!("holding");
+    loop {
+        std::thread::sleep(std::time::Duration::from_secs(3600));
+    }
+}
+
+fn context(args: &[String]) {
+    let want = arg(args, "--expect-errno", None) as i32;
+    let (_, ctx) = open();
+    match (ctx, want) {
+        (Ok(_), 0) => println!("ok: context allocated"),
+        (Ok(_), w) => fail(format!("context allocated, expected errno {w}")),
+        (Err(e), w) => check(
+            errno(&e) == w,
+            format!("context: errno {} ({e}), expected {w}", errno(&e)),
+        ),
+    }
+}
+
+fn pd_single() {
+    let (_, ctx) = open();
+    let ctx = ctx.unwrap_or_else(|e| fail(format!("GET_CONTEXT: {e}")));
+    let pd = ctx
+        .alloc_pd()
+        .unwrap_or_else(|e| fail(format!("alloc PD: {e}")));
+    check(pd.pdn == 1, format!("first PD: pdn {}", pd.pdn));
+    expect_errno("second PD", ctx.alloc_pd().map(|p| p.pdn), libc::ENOSPC);
+    expect_errno("third PD", ctx.alloc_pd().map(|p| p.pdn), libc::ENOSPC);
+    ctx.dealloc_pd(pd)
+        .unwrap_or_else(|e| fail(format!("dealloc PD: {e}")));
+    let pd = ctx
+        .alloc_pd()
+        .unwrap_or_else(|e| fail(format!("PD after dealloc: {e}")));
+    check(pd.pdn == 1, "PD allocated again after dealloc".into());
+    println!("PASS");
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("uverbs") => uverbs(&args[1..]),
-        _ => fail("usage: gaudi-verbs-test uverbs --ports N [--instance I]".into()),
+        Some("hold") => hold(),
+        Some("context") => context(&args[1..]),
+        Some("pd-single") => pd_single(),
+        _ => fail(
+            "usage: gaudi-verbs-test uverbs --ports N [--instance I] | hold | \
+             context --expect-errno E | pd-single"
+                .into(),
+        ),
     }
 }
