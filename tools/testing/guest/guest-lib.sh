@@ -63,3 +63,19 @@ debugfs() {
 	[ -e /sys/kernel/debug/kmemleak ] || mount -t debugfs none /sys/kernel/debug 2>/dev/null
 	return 0
 }
+
+# Fail unless kmemleak finds no unreferenced object (it reports objects older
+# than 5 s, hence the wait); $1 says after what.
+kmemleak_clean_after() {
+	debugfs
+	[ -e /sys/kernel/debug/kmemleak ] || fail "kmemleak is not available"
+	sleep 6
+	echo scan >/sys/kernel/debug/kmemleak
+	echo scan >/sys/kernel/debug/kmemleak
+	leaks=$(cat /sys/kernel/debug/kmemleak)
+	if [ -n "$leaks" ]; then
+		echo "$leaks" | head -n 60
+		fail "kmemleak reports unreferenced objects after $1"
+	fi
+	return 0
+}
