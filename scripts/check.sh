@@ -15,9 +15,9 @@ PEER_NIC="-netdev dgram,id=peer,local.type=inet,local.host=127.0.0.1,local.port=
 remote.type=inet,remote.host=127.0.0.1,remote.port=@P0@ \
 -device virtio-net-pci,netdev=peer,mac=02:00:00:00:00:02,romfile="
 SESSIONS=(
-	"main||boot,probe,msix,ibdev_single_device_all_ports,uverbs_ioctl,ucontext_exclusive,pd_single,unbind_rebind,kmemleak_clean||gaudi.ports=24"
+	"main||boot,probe,msix,ibdev_single_device_all_ports,uverbs_ioctl,ucontext_exclusive,pd_single,port_events,device_fatal,unbind_rebind,kmemleak_clean||gaudi.ports=24"
 	"bad_id|--id 0xdeadbeef|probe_bad_id||"
-	"link|--ports 2 --addr 0=02:1d:a3:00:00:00,10.0.0.1 --link 0=@P0@:@P1@|link_arp,ibdev_single_device_all_ports|$PEER_NIC|gaudi.ports=2"
+	"link|--ports 2 --addr 0=02:1d:a3:00:00:00,10.0.0.1 --link 0=@P0@:@P1@|link_arp,ibdev_single_device_all_ports,port_events|$PEER_NIC|gaudi.ports=2"
 	"rebind||probe,rebind||gaudi.ports=24"
 	"kunit||||kunit.filter_glob=rust_* loglevel=7"
 )

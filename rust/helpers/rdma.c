@@ -46,6 +46,11 @@ rust_helper_ib_uverbs_get_ucontext(const struct uverbs_attr_bundle *attrs)
 	return ib_uverbs_get_ucontext(attrs);
 }
 
+__rust_helper bool rust_helper_ib_device_try_get(struct ib_device *dev)
+{
+	return ib_device_try_get(dev);
+}
+
 __rust_helper u32 rust_helper_uapi_key_attr(u32 id)
 {
 	return uapi_key_attr(id);

@@ -62,8 +62,8 @@ pub mod umem;
 pub mod uverbs;
 
 pub use device::{
-    Cq, Device, DmabufMr, Driver, Mr, MrKeys, NodeType, Options, Pd, Qp, QpEvent, Registration,
-    Ucontext, UserMr,
+    Cq, Device, DeviceHandle, DmabufMr, Driver, Mr, MrKeys, NodeType, Options, Pd, Qp, QpEvent,
+    Registration, Ucontext, UserMr,
 };
 pub use types::{
     driver_id, DeviceAttr, Event, Gid, LinkLayer, Mtu, PhysState, PortAttr, PortImmutable,

@@ -304,8 +304,9 @@ pub struct MrKeys {
 ///
 /// - `ib` is a `struct ib_device` allocated by `_ib_alloc_device()` with the size of `Self`, its
 ///   operations are those of [`Registration<T>`], and `data` is initialised.
-/// - A `&Device<T>` exists only while the device is registered or being registered, that is
-///   between [`Registration::new`] and the drop of the [`Registration`].
+/// - A `&Device<T>` exists only between [`Registration::new`] and the drop of the
+///   [`Registration`]: while the device is registered, being registered, or unregistered early
+///   by [`DeviceHandle::unregister`] (its memory and data stay until the registration goes).
 #[repr(C)]
 #[pin_data]
 pub struct Device<T: Driver> {
@@ -363,19 +364,103 @@ impl<T: Driver> Device<T> {
     /// Port events name a port between 1 and [`Device::port_count`]; other ports are refused
     /// with `EINVAL`. May sleep.
     pub fn dispatch_event(&self, event: Event) -> Result {
-        let (kind, port) = event.raw();
-        if port == 0 || port > self.port_count() {
-            return Err(EINVAL);
+        // SAFETY: `as_raw` is a live device (type invariants).
+        unsafe { dispatch(self.as_raw(), event) }
+    }
+
+    /// A handle for contexts that cannot hold a `&Device<T>`, such as interrupt threads
+    /// created before the device.
+    pub fn handle(&self) -> DeviceHandle {
+        // SAFETY: `as_raw` is a live device whose `struct device` was initialised by
+        // `_ib_alloc_device()`; the reference is dropped by `DeviceHandle::drop`.
+        unsafe { bindings::get_device(&raw mut (*self.as_raw()).__bindgen_anon_1.dev) };
+        // INVARIANT: A reference to the `struct device` was just taken.
+        DeviceHandle {
+            ib: NonNull::from(&self.ib).cast(),
         }
+    }
+}
+
+/// Report `event` on `ib`.
+///
+/// # Safety
+///
+/// `ib` must point to a `struct ib_device` that is not released during the call.
+unsafe fn dispatch(ib: *mut bindings::ib_device, event: Event) -> Result {
+    let (kind, port) = event.raw();
+    // SAFETY: `phys_port_cnt` is written before registration and never changes afterwards.
+    if port == 0 || port > unsafe { (*ib).phys_port_cnt } {
+        return Err(EINVAL);
+    }
+    crate::task::might_sleep();
+    let mut raw: bindings::ib_event = pin_init::zeroed();
+    raw.device = ib;
+    raw.event = kind;
+    raw.element.port_num = port;
+    // SAFETY: `raw` is a valid event of a live device, as `ib_dispatch_event()` requires (on a
+    // device that is not registered it reaches no handler); the core copies what it keeps.
+    unsafe { bindings::ib_dispatch_event(&raw) };
+    Ok(())
+}
+
+/// A counted reference to an RDMA device, independent of the driver's [`Registration`].
+///
+/// It keeps the memory of the `struct ib_device` (not the driver's data) and can report events
+/// and unregister the device early, from contexts that may sleep. Once the device is
+/// unregistered (by [`DeviceHandle::unregister`] or the drop of its [`Registration`]) the
+/// handle does nothing more.
+///
+/// # Invariants
+///
+/// `ib` points to a `struct ib_device` allocated by [`Registration::new`], of which the handle
+/// holds a reference to the `struct device`.
+pub struct DeviceHandle {
+    ib: NonNull<bindings::ib_device>,
+}
+
+// SAFETY: The handle only calls functions of the RDMA core that may be called from any thread.
+unsafe impl Send for DeviceHandle {}
+// SAFETY: The same: `&DeviceHandle` only calls thread-safe functions of the RDMA core.
+unsafe impl Sync for DeviceHandle {}
+
+impl DeviceHandle {
+    /// Report an asynchronous event, as [`Device::dispatch_event`], if the device is still
+    /// registered: `ENODEV` when it is not. May sleep.
+    pub fn dispatch_event(&self, event: Event) -> Result {
+        let ib = self.ib.as_ptr();
+        // SAFETY: The device's memory is live (type invariants). A successful
+        // `ib_device_try_get()` holds off unregistration until the matching put.
+        if !unsafe { bindings::ib_device_try_get(ib) } {
+            return Err(ENODEV);
+        }
+        // SAFETY: The device is live and registered until the put below.
+        let ret = unsafe { dispatch(ib, event) };
+        // SAFETY: Balances the successful `ib_device_try_get()` above.
+        unsafe { bindings::ib_device_put(ib) };
+        ret
+    }
+
+    /// Unregister the device now, as after a fatal error: every client is removed, user
+    /// contexts are disassociated (their processes get `IB_EVENT_DEVICE_FATAL` and `EIO`
+    /// from then on), and the device disappears from the system. Its data stays until the
+    /// [`Registration`] is dropped, which then only releases it. Returns at once if the device
+    /// is already unregistered.
+    ///
+    /// May sleep, and waits for the verbs callbacks of the device in progress: it must not be
+    /// called from one of them.
+    pub fn unregister(&self) {
         crate::task::might_sleep();
-        let mut raw: bindings::ib_event = pin_init::zeroed();
-        raw.device = self.as_raw();
-        raw.event = kind;
-        raw.element.port_num = port;
-        // SAFETY: `raw` is a valid event of this registered device, as `ib_dispatch_event()`
-        // requires; the core copies what it keeps.
-        unsafe { bindings::ib_dispatch_event(&raw) };
-        Ok(())
+        // SAFETY: The device's memory is live (type invariants), so are its unregistration
+        // locks, which serialise this with the unregistration by `Registration::drop`:
+        // whichever comes second finds the device unregistered and returns.
+        unsafe { bindings::ib_unregister_device(self.ib.as_ptr()) };
+    }
+}
+
+impl Drop for DeviceHandle {
+    fn drop(&mut self) {
+        // SAFETY: Balances the reference taken by `Device::handle` (type invariants).
+        unsafe { bindings::put_device(&raw mut (*self.ib.as_ptr()).__bindgen_anon_1.dev) };
     }
 }
 
@@ -707,7 +792,8 @@ impl<T: Driver> Pd<T> {
 ///
 /// # Invariants
 ///
-/// `dev` points to a registered [`Device<T>`] owned by this registration.
+/// `dev` points to a [`Device<T>`] owned by this registration, registered by it (and unregistered
+/// by its drop, or earlier by [`DeviceHandle::unregister`]).
 pub struct Registration<T: Driver> {
     dev: NonNull<Device<T>>,
     _p: PhantomData<T>,
@@ -915,9 +1001,9 @@ impl<T: Driver> Registration<T> {
         )
     }
 
-    /// The registered device.
+    /// The device (registered unless a [`DeviceHandle`] unregistered it).
     pub fn device(&self) -> &Device<T> {
-        // SAFETY: By the type invariants the device is registered while `self` lives.
+        // SAFETY: By the type invariants the device and its data live as long as `self`.
         unsafe { self.dev.as_ref() }
     }
 }
@@ -925,8 +1011,9 @@ impl<T: Driver> Registration<T> {
 impl<T: Driver> Drop for Registration<T> {
     fn drop(&mut self) {
         let ib = self.device().as_raw();
-        // SAFETY: The device is registered (type invariants). `ib_unregister_device()` returns
-        // after every client is gone: user contexts are disassociated and freed, so no callback
+        // SAFETY: The device is ours (type invariants). `ib_unregister_device()` (which returns
+        // at once if a `DeviceHandle` unregistered the device already) returns after every
+        // client is gone: user contexts are disassociated and freed, so no callback
         // runs and no object of the device remains. The data is then dropped, and the device
         // released; the core frees its memory when the last reference to it goes.
         unsafe {

@@ -79,3 +79,58 @@ kmemleak_clean_after() {
 	fi
 	return 0
 }
+
+# The emulator's control interface, on the guest's third serial port.
+EMU_CTL=/dev/ttyS2
+
+# Send one command to the emulator and print its reply lines; fail on an
+# "err" reply or when no reply comes within 10 s.
+emu_ctl() {
+	if [ -z "${emu_ctl_raw:-}" ]; then
+		stty -F $EMU_CTL raw -echo || return 1
+		emu_ctl_raw=1
+	fi
+	exec 9<>$EMU_CTL
+	echo "$*" >&9
+	while IFS= read -r -t 10 line <&9; do
+		case "$line" in
+		ok)
+			exec 9<&-
+			return 0
+			;;
+		"err "*)
+			exec 9<&-
+			echo "emulator: '$*': $line" >&2
+			return 1
+			;;
+		*) echo "$line" ;;
+		esac
+	done
+	exec 9<&-
+	echo "emulator: no reply to '$*'" >&2
+	return 1
+}
+
+# Run "$@" in the background with its output in $1.out ($1 is a name), and
+# wait until it prints "listening"; sets $bg_pid.
+start_listener() {
+	name=$1
+	shift
+	"$@" >"/tmp/$name.out" 2>&1 &
+	bg_pid=$!
+	i=0
+	while ! grep -q listening "/tmp/$name.out" && [ $i -lt 100 ]; do
+		kill -0 $bg_pid 2>/dev/null || break
+		sleep 0.1
+		i=$((i + 1))
+	done
+	grep -q listening "/tmp/$name.out" || {
+		cat "/tmp/$name.out"
+		fail "$name did not start listening"
+	}
+}
+
+# State of link $1 (e.g. gaudi_0/1) in `rdma link show`.
+link_state() {
+	rdma link show "$1" | sed -n 's/.* state \([A-Z_]*\) .*/\1/p'
+}

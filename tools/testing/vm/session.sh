@@ -9,6 +9,7 @@
 # env:   KERNEL INITRD EMU ACCEL (tcg|kvm) MEM (MiB) CONSOLE (1: console to stdout)
 #        QEMU_EXTRA (more QEMU arguments, e.g. a NIC on a port's link)
 # Writes OUTDIR/console.log, OUTDIR/results.log, OUTDIR/emu.log.
+# The guest's third serial port (ttyS2) is the emulator's control socket.
 # Exit status: 0 if the guest powered off by itself, 124 on timeout.
 
 set -euo pipefail
@@ -19,15 +20,15 @@ ACCEL=${ACCEL:-tcg}
 MEM=${MEM:-512}
 
 mkdir -p "$OUT"
-rm -f "$OUT/dev.sock" "$OUT/console.log" "$OUT/results.log" "$OUT/emu.log"
+rm -f "$OUT/dev.sock" "$OUT/ctrl.sock" "$OUT/console.log" "$OUT/results.log" "$OUT/emu.log"
 : >"$OUT/results.log"
 
-"$EMU" --socket "$OUT/dev.sock" "$@" >"$OUT/emu.log" 2>&1 &
+"$EMU" --socket "$OUT/dev.sock" --control "$OUT/ctrl.sock" "$@" >"$OUT/emu.log" 2>&1 &
 emu=$!
 cleanup() { kill "$emu" 2>/dev/null || true; wait "$emu" 2>/dev/null || true; }
 trap cleanup EXIT
 for _ in $(seq 100); do
-	[ -S "$OUT/dev.sock" ] && break
+	[ -S "$OUT/dev.sock" ] && [ -S "$OUT/ctrl.sock" ] && break
 	kill -0 "$emu" 2>/dev/null || { cat "$OUT/emu.log" >&2; echo "emulator exited" >&2; exit 1; }
 	sleep 0.05
 done
@@ -55,7 +56,7 @@ timeout --kill-after=5 "$TIMEOUT" qemu-system-x86_64 \
 	-object "memory-backend-memfd,id=mem,size=${MEM}M,share=on" \
 	-machine pc,memory-backend=mem \
 	-display none -monitor none -no-reboot -nic none \
-	"${console[@]}" -serial "file:$OUT/results.log" \
+	"${console[@]}" -serial "file:$OUT/results.log" -serial "unix:$OUT/ctrl.sock" \
 	-kernel "$KERNEL" -initrd "$INITRD" -append "$append" \
 	-device "{\"driver\":\"vfio-user-pci\",\"socket\":{\"path\":\"$OUT/dev.sock\",\"type\":\"unix\"}}" \
 	${QEMU_EXTRA:-} </dev/null || status=$?

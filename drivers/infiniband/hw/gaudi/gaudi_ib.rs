@@ -7,6 +7,7 @@
 
 use kernel::{
     device::{
+        self,
         Bound,
         Core, //
     },
@@ -17,62 +18,217 @@ use kernel::{
         Io, //
     },
     irq::{
-        Handler,
-        IrqReturn, //
+        IrqReturn,
+        ThreadedHandler,
+        ThreadedIrqReturn, //
     },
     pci,
     prelude::*,
-    rdma,
+    rdma::{
+        self,
+        Event, //
+    },
+    sync::aref::ARef,
     sync::{
         atomic::{
             Atomic,
+            Full,
             Relaxed, //
         },
-        Arc, //
+        Arc,
+        SetOnce, //
     },
     time::Delta,
 };
 
+mod eq;
 mod ib;
 mod regs;
+
+use eq::EventQueue;
 
 // The name of the driver, its IRQs and its BAR regions.
 const DRV_NAME: &CStr = c"gaudi_ib";
 
-/// MSI-X vectors the driver uses.
+/// MSI-X vectors the driver uses; vector 0 carries the event queue.
 const NUM_VECTORS: u32 = 4;
 
-type Bar0 = pci::DevresBar<{ regs::BAR0_SIZE }>;
+/// How long the device may take to become ready after a reset (device model: one second).
+const RESET_TIMEOUT: Delta = Delta::from_secs(1);
 
-/// State shared between process context and the interrupt handlers.
+type Bar0 = pci::DevresBar<{ regs::BAR0_SIZE }>;
+type Bar<'a> = pci::Bar<'a, { regs::BAR0_SIZE }>;
+
+/// State shared between process context, the interrupt handlers and the InfiniBand device.
 struct Shared {
     bar: Bar0,
+    eq: EventQueue,
+    dev: ARef<device::Device>,
+    ports: u32,
+    /// The device reported a fatal error: it executes nothing until reset.
+    fatal: Atomic<bool>,
+}
+
+impl Shared {
+    fn is_fatal(&self) -> bool {
+        self.fatal.load(Relaxed)
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        // The fields, the event queue's memory among them, are dropped after this: stop the
+        // device first. The last reference goes at unbind at the latest (from the driver data,
+        // the InfiniBand device's data or the interrupt handlers, all dropped while the BAR is
+        // still mapped and bus mastering on).
+        if let Some(bar) = self.bar.try_access() {
+            EventQueue::disable(&bar);
+            bar.write32(regs::RESET_MAGIC, regs::RESET);
+        }
+    }
 }
 
 /// Handler of one MSI-X vector.
 ///
-/// Interrupts merge, so the handler never counts interrupts as events: it
-/// reads the cause register and handles every cause it finds.
+/// Interrupts merge, so the handler never counts interrupts as events: it reads the cause
+/// register and handles every cause it finds. Vector 0 carries the event queue, whose entries
+/// the handler's thread takes, as reporting them may sleep.
 struct VectorHandler {
     shared: Arc<Shared>,
-    /// Test interrupts seen on this vector.
-    test_irqs: Atomic<u32>,
+    vector: usize,
+    /// Interrupts seen on this vector (the probe's interrupt test counts on it).
+    irqs: Atomic<u32>,
+    /// Where events go, once the InfiniBand device exists (vector 0 only).
+    ib: SetOnce<rdma::DeviceHandle>,
 }
 
-impl Handler for VectorHandler {
-    fn handle(&self) -> IrqReturn {
+impl ThreadedHandler for VectorHandler {
+    fn handle(&self) -> ThreadedIrqReturn {
+        self.irqs.add(1, Relaxed);
         let Some(bar) = self.shared.bar.try_access() else {
-            return IrqReturn::None;
+            return ThreadedIrqReturn::None;
         };
-        let cause = bar.read32(regs::IRQ_CAUSE);
+        let mine = if self.vector == 0 {
+            regs::CAUSE_TEST | regs::CAUSE_EQ
+        } else {
+            regs::CAUSE_TEST
+        };
+        let cause = bar.read32(regs::IRQ_CAUSE) & mine;
         if cause == 0 {
-            return IrqReturn::None;
+            return ThreadedIrqReturn::None;
         }
         bar.write32(cause, regs::IRQ_CAUSE);
-        if cause & regs::CAUSE_TEST != 0 {
-            self.test_irqs.add(1, Relaxed);
+        if cause & regs::CAUSE_EQ != 0 {
+            ThreadedIrqReturn::WakeThread
+        } else {
+            ThreadedIrqReturn::Handled
         }
+    }
+
+    fn handle_threaded(&self) -> IrqReturn {
+        self.take_events();
         IrqReturn::Handled
+    }
+}
+
+impl VectorHandler {
+    /// Take the new entries of the event queue and act on them.
+    fn take_events(&self) {
+        let mut batch = [eq::Entry::default(); eq::BATCH];
+        let mut taken = 0;
+        while taken < EventQueue::max_per_run() {
+            // The BAR guard is an RCU read-side section: act on the entries after dropping it.
+            let (n, lost) = {
+                let Some(bar) = self.shared.bar.try_access() else {
+                    return;
+                };
+                match self.shared.eq.poll(&bar, &mut batch) {
+                    Ok(n) => (n, self.shared.eq.new_overflows(&bar)),
+                    Err(e) => {
+                        dev_err!(self.shared.dev, "event queue read failed: {:?}\n", e);
+                        return;
+                    }
+                }
+            };
+            if lost != 0 {
+                dev_warn!(self.shared.dev, "event queue full: {} events lost\n", lost);
+            }
+            for e in &batch[..n] {
+                self.event(e);
+            }
+            taken += n;
+            if n < batch.len() {
+                break;
+            }
+        }
+    }
+
+    fn event(&self, e: &eq::Entry) {
+        let dev = &self.shared.dev;
+        match e.kind {
+            eq::PORT_UP | eq::PORT_DOWN => {
+                let port = u32::from(e.port);
+                if port >= self.shared.ports {
+                    dev_warn!(
+                        dev,
+                        "event {} for port index {}, the device has {} ports: ignored\n",
+                        e.kind,
+                        port,
+                        self.shared.ports
+                    );
+                    return;
+                }
+                let up = e.kind == eq::PORT_UP;
+                dev_info!(
+                    dev,
+                    "port {} link {}\n",
+                    port + 1,
+                    if up { "up" } else { "down" }
+                );
+                let event = if up {
+                    Event::PortActive(port + 1)
+                } else {
+                    Event::PortErr(port + 1)
+                };
+                if let Some(ib) = self.ib.as_ref() {
+                    // ENODEV: the device is being removed; nobody is left to tell.
+                    let _ = ib.dispatch_event(event);
+                }
+            }
+            eq::DEVICE_FATAL => self.fatal(),
+            eq::QP_ERROR | eq::CQ_OVERFLOW | eq::MMU_FAULT | eq::COMPLETION => dev_warn!(
+                dev,
+                "event {} ({:#x}, {:#x}) names no object of this driver: ignored\n",
+                e.kind,
+                e.data0,
+                e.data1
+            ),
+            _ => dev_warn!(
+                dev,
+                "unknown event type {} (port {}, {:#x}, {:#x}): ignored\n",
+                e.kind,
+                e.port,
+                e.data0,
+                e.data1
+            ),
+        }
+    }
+
+    /// The device stopped: tell every consumer, then remove the InfiniBand device, which
+    /// disassociates the user contexts. The PCI function stays bound; rebinding it resets the
+    /// device and registers a new InfiniBand device.
+    fn fatal(&self) {
+        if self.shared.fatal.xchg(true, Full) {
+            return;
+        }
+        dev_err!(
+            self.shared.dev,
+            "device fatal error: removing the InfiniBand device; unbind and bind the PCI device to recover\n"
+        );
+        if let Some(ib) = self.ib.as_ref() {
+            let _ = ib.dispatch_event(Event::DeviceFatal);
+            ib.unregister();
+        }
     }
 }
 
@@ -81,13 +237,13 @@ struct GaudiIb<'bound> {
     // Dropped first: the InfiniBand device goes before its interrupts.
     _ib: Devres<rdma::Registration<ib::GaudiRdma>>,
     // Interrupts are freed while the BAR is still mapped.
-    irqs: pci::IrqHandlers<'bound, VectorHandler>,
+    irqs: pci::ThreadedIrqHandlers<'bound, VectorHandler>,
     pdev: &'bound pci::Device<Bound>,
 }
 
 impl GaudiIb<'_> {
     /// Check that this is a device and a programming model we know.
-    fn identify(pdev: &pci::Device<Bound>, bar: &pci::Bar<'_, { regs::BAR0_SIZE }>) -> Result {
+    fn identify(pdev: &pci::Device<Bound>, bar: &Bar<'_>) -> Result {
         let id = bar.read32(regs::ID);
         if id != regs::ID_MAGIC {
             dev_err!(
@@ -132,11 +288,36 @@ impl GaudiIb<'_> {
         Ok(())
     }
 
+    /// Reset the device and wait until it is ready.
+    fn reset(pdev: &pci::Device<Bound>, bar: &Bar<'_>) -> Result {
+        bar.write32(regs::RESET_MAGIC, regs::RESET);
+        let status = read_poll_timeout(
+            || Ok(bar.read32(regs::STATUS)),
+            |s| s & regs::STATUS_READY != 0,
+            Delta::from_millis(1),
+            RESET_TIMEOUT,
+        )
+        .inspect_err(|_| {
+            dev_err!(
+                pdev,
+                "device not ready {} ms after reset (STATUS {:#010x}), refusing device\n",
+                RESET_TIMEOUT.as_millis(),
+                bar.read32(regs::STATUS)
+            )
+        })?;
+        if status & regs::STATUS_FATAL != 0 {
+            dev_err!(
+                pdev,
+                "device reports a fatal error after reset (STATUS {:#010x})\n",
+                status
+            );
+            return Err(EIO);
+        }
+        Ok(())
+    }
+
     /// Read and check the capabilities of the device.
-    fn read_caps(
-        pdev: &pci::Device<Bound>,
-        bar: &pci::Bar<'_, { regs::BAR0_SIZE }>,
-    ) -> Result<ib::Caps> {
+    fn read_caps(pdev: &pci::Device<Bound>, bar: &Bar<'_>) -> Result<ib::Caps> {
         let caps = ib::Caps {
             ports: bar.read32(regs::NUM_PORTS),
             max_qps: bar.read32(regs::MAX_QPS),
@@ -179,7 +360,7 @@ impl GaudiIb<'_> {
 
     /// Have the device invert a buffer in host memory, proving that its
     /// DMA reaches what the DMA API hands out.
-    fn test_dma(pdev: &pci::Device<Bound>, bar: &pci::Bar<'_, { regs::BAR0_SIZE }>) -> Result {
+    fn test_dma(pdev: &pci::Device<Bound>, bar: &Bar<'_>) -> Result {
         const LEN: usize = 64;
         let mut pattern = [0u8; LEN];
         for (i, b) in pattern.iter_mut().enumerate() {
@@ -220,17 +401,17 @@ impl GaudiIb<'_> {
     fn test_interrupts(
         pdev: &pci::Device<Bound>,
         shared: &Shared,
-        irqs: &pci::IrqHandlers<'_, VectorHandler>,
+        irqs: &pci::ThreadedIrqHandlers<'_, VectorHandler>,
     ) -> Result {
         for vector in 0..irqs.len() {
             let handler = irqs.handler(vector).ok_or(EINVAL)?;
-            let before = handler.test_irqs.load(Relaxed);
+            let before = handler.irqs.load(Relaxed);
             shared
                 .bar
                 .access(pdev.as_ref())?
                 .write32(vector as u32, regs::IRQ_TEST);
             let seen = read_poll_timeout(
-                || Ok(handler.test_irqs.load(Relaxed)),
+                || Ok(handler.irqs.load(Relaxed)),
                 |n| *n != before,
                 Delta::from_millis(1),
                 Delta::from_secs(2),
@@ -284,21 +465,28 @@ impl pci::Driver for GaudiIbDriver {
         let bar = pdev.iomap_region_sized::<{ regs::BAR0_SIZE }>(0, DRV_NAME)?;
         dev_info!(pdev, "BAR0 mapped\n");
         GaudiIb::identify(pdev, &bar)?;
+        GaudiIb::reset(pdev, &bar)?;
         let caps = GaudiIb::read_caps(pdev, &bar)?;
         GaudiIb::test_dma(pdev, &bar)?;
         let shared = Arc::new(
             Shared {
+                eq: EventQueue::new(pdev.as_ref())?,
                 bar: bar.into_devres()?,
+                dev: pdev.as_ref().into(),
+                ports: caps.ports,
+                fatal: Atomic::new(false),
             },
             GFP_KERNEL,
         )?;
 
         let msix = pci::IrqTypes::default().with(pci::IrqType::MsiX);
         let irqs = pdev
-            .request_irq_handlers(NUM_VECTORS, msix, DRV_NAME, |_| {
+            .request_threaded_irq_handlers(NUM_VECTORS, msix, DRV_NAME, |vector| {
                 Ok(VectorHandler {
                     shared: shared.clone(),
-                    test_irqs: Atomic::new(0),
+                    vector,
+                    irqs: Atomic::new(0),
+                    ib: SetOnce::new(),
                 })
             })
             .inspect_err(|e| {
@@ -312,6 +500,7 @@ impl pci::Driver for GaudiIbDriver {
         dev_info!(pdev, "MSI-X enabled, {} vectors\n", irqs.len());
 
         GaudiIb::test_interrupts(pdev, &shared, &irqs)?;
+        shared.eq.enable(shared.bar.access(pdev.as_ref())?);
 
         let ib = rdma::Registration::new(
             pdev.as_ref(),
@@ -324,13 +513,20 @@ impl pci::Driver for GaudiIbDriver {
             ib::IbDev::new(shared.clone(), caps, pdev.device_id().into()),
         )
         .inspect_err(|e| dev_err!(pdev, "cannot register the InfiniBand device: {:?}\n", e))?;
-        if let Some(reg) = ib.try_access() {
+        {
+            let reg = ib.access(pdev.as_ref())?;
+            let dev = reg.device();
+            irqs.handler(0).ok_or(EINVAL)?.ib.populate(dev.handle());
             dev_info!(
                 pdev,
                 "registered {} with {} ports\n",
-                reg.device().name(),
-                reg.device().port_count()
+                dev.name(),
+                dev.port_count()
             );
+        }
+        if shared.is_fatal() {
+            dev_err!(pdev, "device fatal error during probe\n");
+            return Err(EIO);
         }
         dev_info!(pdev, "probe complete\n");
 

@@ -257,6 +257,9 @@ impl rdma::Driver for GaudiRdma {
         udata: &mut Udata<'_>,
     ) -> impl PinInit<Context, Error> {
         let d = dev.data();
+        if d.shared.is_fatal() {
+            return Err(EIO);
+        }
         if d.owned.xchg(true, Full) {
             pr_info!(
                 "{}: user context refused: the NIC is owned by another context\n",

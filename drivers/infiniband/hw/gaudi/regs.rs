@@ -13,10 +13,14 @@ pub(crate) const ID: usize = 0x0000;
 pub(crate) const VERSION: usize = 0x0004;
 /// Scratch register, no side effects.
 pub(crate) const SCRATCH: usize = 0x0008;
+/// Device status: [`STATUS_READY`], [`STATUS_FATAL`].
+pub(crate) const STATUS: usize = 0x000c;
 /// Write a vector number to raise a test interrupt on it.
 pub(crate) const IRQ_TEST: usize = 0x0010;
 /// Pending interrupt causes; write 1 to clear.
 pub(crate) const IRQ_CAUSE: usize = 0x0014;
+/// Write [`RESET_MAGIC`] to reset the device.
+pub(crate) const RESET: usize = 0x001c;
 
 /// DMA self-test: bus address (low, high) and length of a host buffer.
 pub(crate) const DMA_TEST_ADDR_LO: usize = 0x0020;
@@ -34,6 +38,16 @@ pub(crate) const MAX_SQE: usize = 0x0050;
 pub(crate) const MAX_MTU: usize = 0x0054;
 pub(crate) const MMU_PAGE_SIZES: usize = 0x0058;
 pub(crate) const MAX_MSG: usize = 0x005c;
+
+/// Event queue: bus address (low, high), log2 of the entries, enable, consumer and producer
+/// indexes, events dropped.
+pub(crate) const EQ_BASE_LO: usize = 0x0300;
+pub(crate) const EQ_BASE_HI: usize = 0x0304;
+pub(crate) const EQ_LOG_SIZE: usize = 0x0308;
+pub(crate) const EQ_CTRL: usize = 0x030c;
+pub(crate) const EQ_CI: usize = 0x0310;
+pub(crate) const EQ_OVERFLOWS: usize = 0x0318;
+pub(crate) const EQ_CTRL_ENABLE: u32 = 1 << 0;
 
 /// Registers of port `index` (from 0): add one of the `PORT_*` offsets.
 pub(crate) const fn port(index: u32) -> usize {
@@ -62,3 +76,10 @@ pub(crate) const ID_MAGIC: u32 = 0x4741_5532;
 pub(crate) const MODEL_MAJOR: u32 = 1;
 /// Interrupt cause: test interrupt.
 pub(crate) const CAUSE_TEST: u32 = 1 << 0;
+/// Interrupt cause: new event queue entries.
+pub(crate) const CAUSE_EQ: u32 = 1 << 1;
+
+pub(crate) const STATUS_READY: u32 = 1 << 0;
+pub(crate) const STATUS_FATAL: u32 = 1 << 1;
+/// "RESE".
+pub(crate) const RESET_MAGIC: u32 = 0x5245_5345;

@@ -10,7 +10,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, FromRawFd};
 use std::path::Path;
 
 /// `UVERBS_ID_NS_SHIFT`: driver ids start at `1 << 12`.
@@ -39,6 +39,9 @@ const IB_USER_VERBS_CMD_ALLOC_PD: u64 = 3;
 const UVERBS_OBJECT_PD: u16 = 1;
 const UVERBS_METHOD_PD_DESTROY: u16 = 0;
 const UVERBS_ATTR_DESTROY_PD_HANDLE: u16 = 0;
+const UVERBS_OBJECT_ASYNC_EVENT: u16 = 16;
+const UVERBS_METHOD_ASYNC_EVENT_ALLOC: u16 = 0;
+const UVERBS_ATTR_ASYNC_EVENT_ALLOC_FD_HANDLE: u16 = 0;
 // UVERBS_ATTR_F_MANDATORY
 const ATTR_F_MANDATORY: u16 = 1;
 
@@ -301,6 +304,22 @@ impl Context {
         .map(|_| ())
     }
 
+    /// The context's asynchronous event file (`UVERBS_METHOD_ASYNC_EVENT_ALLOC`).
+    pub fn async_events(&self) -> io::Result<AsyncEvents> {
+        let attrs = ioctl(
+            &self.fd,
+            UVERBS_OBJECT_ASYNC_EVENT,
+            UVERBS_METHOD_ASYNC_EVENT_ALLOC,
+            [Attr::handle(UVERBS_ATTR_ASYNC_EVENT_ALLOC_FD_HANDLE, 0)],
+        )?;
+        let fd = attrs[0].data as i32;
+        // SAFETY: the kernel created this file descriptor for us; nothing
+        // else owns it.
+        Ok(AsyncEvents {
+            fd: unsafe { File::from_raw_fd(fd) },
+        })
+    }
+
     /// `GAUDI_IB_METHOD_QUERY_PORT` of the driver namespace.
     pub fn query_port(&self, port: u64) -> io::Result<PortInfo> {
         let mut info = PortInfo::default();
@@ -320,6 +339,75 @@ impl Context {
             GAUDI_IB_METHOD_QUERY_PORT,
             attrs,
         )
+    }
+}
+
+/// `enum ib_event_type` values a device reports.
+pub const IB_EVENT_DEVICE_FATAL: u32 = 8;
+pub const IB_EVENT_PORT_ACTIVE: u32 = 9;
+pub const IB_EVENT_PORT_ERR: u32 = 10;
+
+/// The name of an `enum ib_event_type` value.
+pub fn event_name(kind: u32) -> &'static str {
+    match kind {
+        IB_EVENT_DEVICE_FATAL => "DEVICE_FATAL",
+        IB_EVENT_PORT_ACTIVE => "PORT_ACTIVE",
+        IB_EVENT_PORT_ERR => "PORT_ERR",
+        _ => "other",
+    }
+}
+
+/// `struct ib_uverbs_async_event_desc`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AsyncEvent {
+    /// Port number, QP or CQ handle, by event type.
+    pub element: u64,
+    pub event_type: u32,
+    pub reserved: u32,
+}
+
+/// The asynchronous event file of a context (`UVERBS_OBJECT_ASYNC_EVENT`).
+pub struct AsyncEvents {
+    fd: File,
+}
+
+impl AsyncEvents {
+    /// The next event, waiting up to `timeout`: `Ok(None)` on timeout, an
+    /// error (EIO) once the device is gone and every event was read.
+    pub fn next(&self, timeout: std::time::Duration) -> io::Result<Option<AsyncEvent>> {
+        let mut pfd = libc::pollfd {
+            fd: self.fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: `pfd` is one valid pollfd.
+        let r = unsafe { libc::poll(&mut pfd, 1, timeout.as_millis() as i32) };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if r == 0 {
+            return Ok(None);
+        }
+        let mut ev = AsyncEvent::default();
+        // SAFETY: `ev` is a plain structure of the size read.
+        let n = unsafe {
+            libc::read(
+                self.fd.as_raw_fd(),
+                (&mut ev as *mut AsyncEvent).cast(),
+                std::mem::size_of::<AsyncEvent>(),
+            )
+        };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if n as usize != std::mem::size_of::<AsyncEvent>() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "short event read",
+            ));
+        }
+        Ok(Some(ev))
     }
 }
 

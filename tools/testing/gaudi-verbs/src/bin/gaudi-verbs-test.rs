@@ -14,9 +14,23 @@
 //!   gaudi-verbs-test pd-single
 //!       the second PD of a context fails with ENOSPC; after freeing the
 //!       first, a PD can be allocated again.
+//!   gaudi-verbs-test events --expect NAME:PORT,... [--timeout S]
+//!       open a context and its async event file, print "listening", then
+//!       read events: exactly those listed (PORT_ERR, PORT_ACTIVE), in order,
+//!       each within S seconds (default 20).
+//!   gaudi-verbs-test fatal [--timeout S]
+//!       hold a context, a PD and the async event file, print "listening";
+//!       expect DEVICE_FATAL, then the disassociation: the driver's method
+//!       and a new PD fail with EIO, and only DEVICE_FATAL follows on the
+//!       event file.
 
-use gaudi_verbs::{errno, find_device, Attr, Context, PortInfo, NS_DRIVER, PORT_LINK_UP};
+use gaudi_verbs::{
+    errno, event_name, find_device, AsyncEvents, Attr, Context, PortInfo, IB_EVENT_DEVICE_FATAL,
+    IB_EVENT_PORT_ACTIVE, IB_EVENT_PORT_ERR, NS_DRIVER, PORT_LINK_UP,
+};
+use std::io::Write;
 use std::process::exit;
+use std::time::Duration;
 
 fn fail(msg: String) -> ! {
     println!("FAIL: {msg}");
@@ -240,6 +254,121 @@ fn pd_single() {
     println!("PASS");
 }
 
+/// A context with its async event file, announced on stdout.
+fn listen() -> (Context, AsyncEvents) {
+    let (_, ctx) = open();
+    let ctx = ctx.unwrap_or_else(|e| fail(format!("GET_CONTEXT: {e}")));
+    let events = ctx
+        .async_events()
+        .unwrap_or_else(|e| fail(format!("ASYNC_EVENT_ALLOC: {e}")));
+    println!("listening");
+    let _ = std::io::stdout().flush();
+    (ctx, events)
+}
+
+fn next_event(events: &AsyncEvents, timeout: Duration, waiting_for: &str) -> (u32, u64) {
+    match events.next(timeout) {
+        Ok(Some(ev)) => {
+            println!(
+                "event {} ({}) element {}",
+                event_name(ev.event_type),
+                ev.event_type,
+                ev.element
+            );
+            (ev.event_type, ev.element)
+        }
+        Ok(None) => fail(format!(
+            "no event within {timeout:?}, waiting for {waiting_for}"
+        )),
+        Err(e) => fail(format!("reading events, waiting for {waiting_for}: {e}")),
+    }
+}
+
+fn events(args: &[String]) {
+    let timeout = Duration::from_secs(arg(args, "--timeout", Some(20)));
+    let list = args
+        .iter()
+        .position(|a| a == "--expect")
+        .and_then(|i| args.get(i + 1))
+        .unwrap_or_else(|| fail("--expect NAME:PORT,... missing".into()));
+    let mut want = Vec::new();
+    for item in list.split(',') {
+        let (name, port) = item
+            .split_once(':')
+            .unwrap_or_else(|| fail(format!("bad event {item}")));
+        let kind = match name {
+            "PORT_ERR" => IB_EVENT_PORT_ERR,
+            "PORT_ACTIVE" => IB_EVENT_PORT_ACTIVE,
+            _ => fail(format!("unknown event name {name}")),
+        };
+        let port: u64 = port
+            .parse()
+            .unwrap_or_else(|_| fail(format!("bad port in {item}")));
+        want.push((kind, port, item));
+    }
+    let (_ctx, events) = listen();
+    for (kind, port, item) in want {
+        let got = next_event(&events, timeout, item);
+        check(got == (kind, port), format!("expected {item}"));
+    }
+    match events.next(Duration::from_millis(500)) {
+        Ok(None) => println!("ok: no further event"),
+        Ok(Some(ev)) => fail(format!("unexpected further event {ev:?}")),
+        Err(e) => fail(format!("reading events: {e}")),
+    }
+    println!("PASS");
+}
+
+fn fatal(args: &[String]) {
+    let timeout = Duration::from_secs(arg(args, "--timeout", Some(20)));
+    let (ctx, events) = listen();
+    let _pd = ctx
+        .alloc_pd()
+        .unwrap_or_else(|e| fail(format!("alloc PD: {e}")));
+    let (kind, _) = next_event(&events, timeout, "DEVICE_FATAL");
+    check(
+        kind == IB_EVENT_DEVICE_FATAL,
+        "first event is DEVICE_FATAL".into(),
+    );
+    // The context is disassociated when the driver removes the device:
+    // from then on every verb fails with EIO.
+    let start = std::time::Instant::now();
+    loop {
+        match ctx.query_port(1) {
+            Ok(_) if start.elapsed() < timeout => std::thread::sleep(Duration::from_millis(50)),
+            Ok(_) => fail(format!(
+                "context still works {timeout:?} after DEVICE_FATAL"
+            )),
+            Err(e) => {
+                check(
+                    errno(&e) == libc::EIO,
+                    format!("QUERY_PORT after disassociation: errno {} ({e})", errno(&e)),
+                );
+                break;
+            }
+        }
+    }
+    expect_errno(
+        "alloc PD after disassociation",
+        ctx.alloc_pd().map(|p| p.pdn),
+        libc::EIO,
+    );
+    // The event file stays readable after disassociation; DEVICE_FATAL
+    // (repeated by the core when it disassociated the context) marks the
+    // end of the stream: no other event may follow.
+    loop {
+        match events.next(Duration::from_millis(500)) {
+            Ok(None) => break,
+            Ok(Some(ev)) => check(
+                ev.event_type == IB_EVENT_DEVICE_FATAL,
+                format!("then {} only", event_name(IB_EVENT_DEVICE_FATAL)),
+            ),
+            Err(e) => fail(format!("reading events after disassociation: {e}")),
+        }
+    }
+    println!("PASS");
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
@@ -247,9 +376,12 @@ fn main() {
         Some("hold") => hold(),
         Some("context") => context(&args[1..]),
         Some("pd-single") => pd_single(),
+        Some("events") => events(&args[1..]),
+        Some("fatal") => fatal(&args[1..]),
         _ => fail(
             "usage: gaudi-verbs-test uverbs --ports N [--instance I] | hold | \
-             context --expect-errno E | pd-single"
+             context --expect-errno E | pd-single | events --expect NAME:PORT,... \
+             [--timeout S] | fatal [--timeout S]"
                 .into(),
         ),
     }
