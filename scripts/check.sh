@@ -17,6 +17,7 @@ remote.type=inet,remote.host=127.0.0.1,remote.port=@P0@ \
 SESSIONS=(
 	"main||boot,probe,msix,ibdev_single_device_all_ports,uverbs_ioctl,ucontext_exclusive,pd_single,port_events,device_fatal,unbind_rebind,kmemleak_clean||gaudi.ports=24"
 	"bad_id|--id 0xdeadbeef|probe_bad_id||"
+	"not_ready|--reset-hangs|probe_not_ready||"
 	"link|--ports 2 --addr 0=02:1d:a3:00:00:00,10.0.0.1 --link 0=@P0@:@P1@|link_arp,ibdev_single_device_all_ports,port_events|$PEER_NIC|gaudi.ports=2"
 	"rebind||probe,rebind||gaudi.ports=24"
 	"kunit||||kunit.filter_glob=rust_* loglevel=7"

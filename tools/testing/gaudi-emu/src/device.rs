@@ -44,6 +44,8 @@ pub struct Options {
     pub instance: u8,
     /// Per-port address overrides.
     pub addrs: HashMap<usize, Endpoint>,
+    /// A reset never finishes: lets tests check the driver's timeout.
+    pub reset_hangs: bool,
 }
 
 impl Default for Options {
@@ -58,6 +60,7 @@ impl Default for Options {
             max_sqe: 8192,
             instance: 0,
             addrs: HashMap::new(),
+            reset_hangs: false,
         }
     }
 }
@@ -343,7 +346,7 @@ impl Device {
             p.tx.clear();
             p.link_up = true;
         }
-        self.ready = true;
+        self.ready = !self.opts.reset_hangs;
     }
 
     fn dma_test(&mut self) -> u32 {

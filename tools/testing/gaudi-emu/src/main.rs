@@ -22,7 +22,8 @@ const USAGE: &str = "usage: gaudi-emu --socket PATH [options]
   --addr PORT=MAC,IPV4      a port's MAC and IPv4 address
   --link PORT=LPORT:RPORT   attach a port to UDP 127.0.0.1:LPORT, sending to
                             127.0.0.1:RPORT (QEMU -netdev dgram compatible)
-  --control PATH            control socket for tests";
+  --control PATH            control socket for tests
+  --reset-hangs             a reset never finishes (STATUS.READY stays 0)";
 
 fn usage(msg: &str) -> ! {
     eprintln!("gaudi-emu: {msg}\n{USAGE}");
@@ -51,6 +52,10 @@ fn main() {
                 .cloned()
                 .unwrap_or_else(|| usage(&format!("{a} needs a value")))
         };
+        if a == "--reset-hangs" {
+            opts.reset_hangs = true;
+            continue;
+        }
         match a.as_str() {
             "--socket" => socket = Some(PathBuf::from(v())),
             "--control" => control = Some(PathBuf::from(v())),
