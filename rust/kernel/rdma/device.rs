@@ -812,6 +812,10 @@ pub struct Options {
     pub comp_vectors: u32,
     /// Node type (`enum rdma_node_type`).
     pub node_type: NodeType,
+    /// The ports are RoCE ports without a netdev: the core reads their GID table through
+    /// [`Driver::query_gid`] (`ib_device::roce_gids_from_driver`) instead of deriving it from
+    /// a netdev's addresses.
+    pub roce_gids_from_driver: bool,
 }
 
 /// The kind of RDMA node (`enum rdma_node_type`).
@@ -971,6 +975,7 @@ impl<T: Driver> Registration<T> {
             (*raw).phys_port_cnt = opts.ports;
             (*raw).num_comp_vectors = opts.comp_vectors.max(1).min(i32::MAX as u32) as i32;
             (*raw).node_type = opts.node_type as u8;
+            (*raw).set_roce_gids_from_driver(opts.roce_gids_from_driver.into());
             (*raw).__bindgen_anon_1.dev.parent = parent.as_raw();
             if let Some(defs) = T::UAPI {
                 (*raw).driver_def = defs.as_ptr().cast();

@@ -509,6 +509,8 @@ impl pci::Driver for GaudiIbDriver {
                 ports: caps.ports,
                 comp_vectors: 1,
                 node_type: rdma::NodeType::Ca,
+                // The NIC's ports are not Linux network interfaces.
+                roce_gids_from_driver: true,
             },
             ib::IbDev::new(shared.clone(), caps, pdev.device_id().into()),
         )

@@ -16,4 +16,17 @@ n=$(echo "$links" | grep -c '^link gaudi_0/[0-9]* ')
 active=$(echo "$links" | grep -c '^link gaudi_0/[0-9]* state ACTIVE ')
 [ "$active" = "$ports" ] || fail "expected $ports ACTIVE links, saw $active"
 [ -e /dev/infiniband/uverbs0 ] || fail "no /dev/infiniband/uverbs0"
-echo "one device, $ports links, all ACTIVE"
+# GID 0 of each port is its IPv4-mapped address (the emulator's default
+# 10.0.P.1 for port index P), of type RoCE v2, in the core's GID cache.
+sys=/sys/class/infiniband/gaudi_0/ports
+p=1
+while [ $p -le "$ports" ]; do
+	want=$(printf '0000:0000:0000:0000:0000:ffff:0a00:%02x01' $((p - 1)))
+	gid=$(cat $sys/$p/gids/0) || fail "port $p: no GID 0"
+	[ "$gid" = "$want" ] || fail "port $p: GID 0 is $gid, expected $want"
+	type=$(cat $sys/$p/gid_attrs/types/0) || fail "port $p: no GID 0 type"
+	[ "$type" = "RoCE v2" ] || fail "port $p: GID 0 type is '$type'"
+	p=$((p + 1))
+done
+echo "GID 0 of port 1: $(cat $sys/1/gids/0) ($(cat $sys/1/gid_attrs/types/0))"
+echo "one device, $ports links, all ACTIVE, GIDs from the ports' addresses"
