@@ -8,14 +8,15 @@
 . "$(dirname "$0")/lib.sh"
 
 # Guest sessions: name | emulator arguments | guest tests in order |
-# extra QEMU arguments | kernel parameters. @P0@ and @P1@ are free UDP ports
+# extra QEMU arguments | kernel parameters | guest RAM in MiB (512 if
+# empty). @P0@ and @P1@ are free UDP ports
 # on loopback. KUnit runs at boot only in the kunit session; its results are
 # taken from the console (KTAP).
 PEER_NIC="-netdev dgram,id=peer,local.type=inet,local.host=127.0.0.1,local.port=@P1@,\
 remote.type=inet,remote.host=127.0.0.1,remote.port=@P0@ \
 -device virtio-net-pci,netdev=peer,mac=02:00:00:00:00:02,romfile="
 SESSIONS=(
-	"main||boot,probe,msix,ibdev_single_device_all_ports,uverbs_ioctl,ucontext_exclusive,pd_single,port_events,device_fatal,unbind_rebind,kmemleak_clean||gaudi.ports=24"
+	"main||boot,probe,msix,ibdev_single_device_all_ports,uverbs_ioctl,ucontext_exclusive,pd_single,mr_register,port_events,device_fatal,unbind_rebind,kmemleak_clean||gaudi.ports=24|2048"
 	"bad_id|--id 0xdeadbeef|probe_bad_id||"
 	"not_ready|--reset-hangs|probe_not_ready||"
 	"link|--ports 2 --addr 0=02:1d:a3:00:00:00,10.0.0.1 --link 0=@P0@:@P1@|link_arp,ibdev_single_device_all_ports,port_events|$PEER_NIC|gaudi.ports=2"
@@ -138,7 +139,7 @@ fi
 echo "# lint: $((SECONDS - t0)) s"
 
 for s in "${SESSIONS[@]}"; do
-	IFS='|' read -r name emu_args tests qemu_args kernel_args <<<"$s"
+	IFS='|' read -r name emu_args tests qemu_args kernel_args mem <<<"$s"
 	p0=$((30000 + ($$ * 7 + n) % 20000))
 	emu_args=$(echo "$emu_args" | sed "s/@P0@/$p0/g; s/@P1@/$((p0 + 1))/g")
 	qemu_args=$(echo "$qemu_args" | sed "s/@P0@/$p0/g; s/@P1@/$((p0 + 1))/g")
@@ -149,7 +150,7 @@ for s in "${SESSIONS[@]}"; do
 	limit=$VM_TIMEOUT
 	# 100 bind cycles take about 140 s of guest time under TCG with KASAN.
 	[ "$name" = rebind ] && limit=$((VM_TIMEOUT * 2))
-	QEMU_EXTRA=$qemu_args KERNEL_ARGS=${kernel_args:-kunit.enable=0} in_env "$TOP/tools/testing/vm/session.sh" "$out" check "$tests" "$limit" -- $emu_args ||
+	MEM=${mem:-512} QEMU_EXTRA=$qemu_args KERNEL_ARGS=${kernel_args:-kunit.enable=0} in_env "$TOP/tools/testing/vm/session.sh" "$out" check "$tests" "$limit" -- $emu_args ||
 		status=$?
 	echo "# session $name (accelerator ${ACCEL:-tcg}): $((SECONDS - t0)) s, exit status $status"
 	tr -d '\r' <"$out/results.log" >"$out/results.txt"

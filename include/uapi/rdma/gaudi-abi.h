@@ -46,4 +46,18 @@ struct gaudi_ib_alloc_pd_resp {
 	__u32 pdn;
 };
 
+/*
+ * Response of a memory registration: where the region sits in the device's
+ * translation domain. A work address A of the region is the device VA
+ * (A - iova) + mmu_va; a peer writing to the region remotely names device
+ * VAs (see Documentation/infiniband/gaudi/uapi.rst).
+ */
+struct gaudi_ib_reg_mr_resp {
+	__u32 comp_mask;
+	/* log2 of the device pages mapping the region */
+	__u32 page_shift;
+	/* device VA of the region's iova */
+	__aligned_u64 mmu_va;
+};
+
 #endif /* GAUDI_ABI_USER_H */

@@ -346,6 +346,14 @@ impl<T: Driver> Device<T> {
         &self.data
     }
 
+    /// The parent device (the PCI function, for a PCI driver), bound while `self` exists.
+    pub fn parent(&self) -> &device::Device<Bound> {
+        // SAFETY: `Registration::new` set `dev.parent` to a bound device and hands the
+        // registration out as a `Devres` of that device, dropped at the latest while it is being
+        // unbound; a `&Device<T>` does not outlive the registration (type invariants).
+        unsafe { device::Device::from_raw((*self.as_raw()).__bindgen_anon_1.dev.parent) }
+    }
+
     /// The number of physical ports.
     pub fn port_count(&self) -> u32 {
         // SAFETY: `phys_port_cnt` is written before registration and never changes afterwards.

@@ -36,6 +36,7 @@ use kernel::{
             Relaxed, //
         },
         Arc,
+        Mutex,
         SetOnce, //
     },
     time::Delta,
@@ -43,6 +44,7 @@ use kernel::{
 
 mod eq;
 mod ib;
+mod mmu;
 mod regs;
 
 use eq::EventQueue;
@@ -59,10 +61,19 @@ const RESET_TIMEOUT: Delta = Delta::from_secs(1);
 type Bar0 = pci::DevresBar<{ regs::BAR0_SIZE }>;
 type Bar<'a> = pci::Bar<'a, { regs::BAR0_SIZE }>;
 
+/// The device's translation domain: its page tables and the device VAs still free.
+struct Mmu {
+    tables: mmu::PageTables,
+    space: mmu::VaSpace,
+}
+
 /// State shared between process context, the interrupt handlers and the InfiniBand device.
+#[pin_data(PinnedDrop)]
 struct Shared {
     bar: Bar0,
     eq: EventQueue,
+    #[pin]
+    mmu: Mutex<Mmu>,
     dev: ARef<device::Device>,
     ports: u32,
     /// The device reported a fatal error: it executes nothing until reset.
@@ -73,10 +84,20 @@ impl Shared {
     fn is_fatal(&self) -> bool {
         self.fatal.load(Relaxed)
     }
+
+    /// Make the device forget cached translations, and wait until it has.
+    fn invalidate_translations(&self) {
+        if let Some(bar) = self.bar.try_access() {
+            bar.write32(1, regs::MMU_INVALIDATE);
+            // The invalidation has finished when a following register read returns.
+            let _ = bar.read32(regs::STATUS);
+        }
+    }
 }
 
-impl Drop for Shared {
-    fn drop(&mut self) {
+#[pinned_drop]
+impl PinnedDrop for Shared {
+    fn drop(self: Pin<&mut Self>) {
         // The fields, the event queue's memory among them, are dropped after this: stop the
         // device first. The last reference goes at unbind at the latest (from the driver data,
         // the InfiniBand device's data or the interrupt handlers, all dropped while the BAR is
@@ -468,14 +489,22 @@ impl pci::Driver for GaudiIbDriver {
         GaudiIb::reset(pdev, &bar)?;
         let caps = GaudiIb::read_caps(pdev, &bar)?;
         GaudiIb::test_dma(pdev, &bar)?;
-        let shared = Arc::new(
-            Shared {
+        let tables = mmu::PageTables::new(pdev.as_ref())?;
+        bar.write32(tables.root() as u32, regs::MMU_ROOT_LO);
+        bar.write32((tables.root() >> 32) as u32, regs::MMU_ROOT_HI);
+        bar.write32(regs::MMU_CTRL_ENABLE, regs::MMU_CTRL);
+        let shared = Arc::pin_init(
+            try_pin_init!(Shared {
                 eq: EventQueue::new(pdev.as_ref())?,
                 bar: bar.into_devres()?,
+                mmu <- kernel::new_mutex!(Mmu {
+                    tables,
+                    space: mmu::VaSpace::new(mmu::MR_VA_START, mmu::MR_VA_END)?,
+                }),
                 dev: pdev.as_ref().into(),
                 ports: caps.ports,
                 fatal: Atomic::new(false),
-            },
+            }),
             GFP_KERNEL,
         )?;
 

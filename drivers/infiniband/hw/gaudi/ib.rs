@@ -10,6 +10,10 @@ use kernel::{
     prelude::*,
     rdma::{
         self,
+        umem::{
+            Access,
+            Umem, //
+        },
         uverbs::{
             AttrDef,
             Call,
@@ -21,6 +25,7 @@ use kernel::{
         },
         DeviceAttr,
         Gid,
+        MrKeys,
         Mtu,
         PhysState,
         PortAttr,
@@ -30,7 +35,8 @@ use kernel::{
         PortState,
         PortWidth,
         Udata,
-        User, //
+        User,
+        UserMr, //
     },
     sync::{
         atomic::{
@@ -40,9 +46,18 @@ use kernel::{
         },
         Arc, //
     },
+    xarray::{
+        AllocKind,
+        XArray, //
+    },
 };
 
 use crate::{
+    mmu::{
+        self,
+        Page,
+        VaRange, //
+    },
     regs,
     Shared, //
 };
@@ -63,23 +78,73 @@ pub(crate) struct Caps {
     pub(crate) max_msg: u32,
 }
 
+/// What work requests need of a memory region, found by its key.
+#[derive(Clone, Copy, Debug)]
+#[allow(dead_code)] // Read by the send path.
+pub(crate) struct MrInfo {
+    /// [`Pd::id`] of the region's protection domain.
+    pd: u32,
+    iova: u64,
+    length: u64,
+    /// Device VA of `iova`.
+    mmu_va: u64,
+    access: Access,
+}
+
 /// The driver's data of the InfiniBand device.
+#[pin_data]
 pub(crate) struct IbDev {
     shared: Arc<Shared>,
     caps: Caps,
     vendor_part_id: u32,
     /// A user context exists (the NIC has one owner at a time).
     owned: Atomic<bool>,
+    /// Memory regions by key (lkey = rkey). Keys count up and are not reused before they
+    /// wrap, so a stale key finds nothing.
+    #[pin]
+    mrs: XArray<KBox<MrInfo>>,
+    next_key: Atomic<u32>,
+    next_pd: Atomic<u32>,
 }
 
 impl IbDev {
-    pub(crate) fn new(shared: Arc<Shared>, caps: Caps, vendor_part_id: u32) -> Self {
-        Self {
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        caps: Caps,
+        vendor_part_id: u32,
+    ) -> impl PinInit<Self, Error> {
+        try_pin_init!(Self {
             shared,
             caps,
             vendor_part_id,
             owned: Atomic::new(false),
+            mrs <- XArray::new(AllocKind::Alloc),
+            next_key: Atomic::new(1),
+            next_pd: Atomic::new(1),
+        })
+    }
+
+    /// The region of key `key`, if it exists.
+    #[allow(dead_code)]
+    pub(crate) fn mr(&self, key: u32) -> Option<MrInfo> {
+        self.mrs.lock().get(key as usize).copied()
+    }
+
+    /// Enter `info` under a fresh key.
+    fn insert_mr(&self, info: MrInfo) -> Result<u32> {
+        let entry = KBox::new(info, GFP_KERNEL)?;
+        let mut mrs = self.mrs.lock();
+        // Keys in use are few; after a wrap, skip the ones still taken.
+        for _ in 0..1024 {
+            let key = self.next_key.fetch_add(1, Relaxed);
+            if key == 0 || mrs.get(key as usize).is_some() {
+                continue;
+            }
+            mrs.store(key as usize, entry, GFP_KERNEL)
+                .map_err(|e| e.error)?;
+            return Ok(key);
         }
+        Err(ENOSPC)
     }
 
     /// The registers of `port` (numbered from 1), or `ENODEV` once the device is gone.
@@ -116,6 +181,18 @@ pub(crate) struct Context {
 pub(crate) struct Pd {
     /// The context owning the PD, for user PDs.
     user: bool,
+    /// Identifies the PD in [`MrInfo`].
+    id: u32,
+}
+
+/// The driver's data of a memory region.
+pub(crate) struct MrData {
+    shared: Arc<Shared>,
+    /// Unpinned when the data is dropped, after the pages left the device MMU.
+    _umem: Umem,
+    range: VaRange,
+    shift: u32,
+    key: u32,
 }
 
 kernel::rdma::uapi_struct! {
@@ -132,6 +209,15 @@ kernel::rdma::uapi_struct! {
         max_mtu: u32,
         max_msg: u64,
         page_size_cap: u64,
+    }
+}
+
+kernel::rdma::uapi_struct! {
+    /// `struct gaudi_ib_reg_mr_resp`.
+    struct RegMrResp {
+        comp_mask: u32,
+        page_shift: u32,
+        mmu_va: u64,
     }
 }
 
@@ -173,7 +259,7 @@ impl rdma::Driver for GaudiRdma {
     type Pd = Pd;
     type Cq = ();
     type Qp = ();
-    type Mr = ();
+    type Mr = MrData;
     type MmapEntry = ();
 
     const NAME: &'static CStr = c"gaudi_%d";
@@ -185,7 +271,7 @@ impl rdma::Driver for GaudiRdma {
         let d = dev.data();
         let c = &d.caps;
         Ok(DeviceAttr {
-            max_mr_size: u64::from(c.max_msg),
+            max_mr_size: mmu::MR_VA_END - mmu::MR_VA_START,
             page_size_cap: u64::from(c.page_sizes),
             vendor_id: u32::from(kernel::pci::Vendor::HABANALABS.as_raw()),
             vendor_part_id: d.vendor_part_id,
@@ -302,11 +388,12 @@ impl rdma::Driver for GaudiRdma {
     }
 
     fn alloc_pd(
-        _dev: &rdma::Device<Self>,
+        dev: &rdma::Device<Self>,
         user: Option<&mut User<'_, Self>>,
     ) -> impl PinInit<Pd, Error> {
+        let id = dev.data().next_pd.fetch_add(1, Relaxed);
         let Some(user) = user else {
-            return Ok(Pd { user: false });
+            return Ok(Pd { user: false, id });
         };
         let ctx = user.ucontext.data();
         if ctx.has_pd.xchg(true, Full) {
@@ -319,7 +406,7 @@ impl rdma::Driver for GaudiRdma {
             ctx.has_pd.store(false, Relaxed);
             return Err(e);
         }
-        Ok(Pd { user: true })
+        Ok(Pd { user: true, id })
     }
 
     fn dealloc_pd(pd: &rdma::Pd<Self>) -> Result {
@@ -330,6 +417,139 @@ impl rdma::Driver for GaudiRdma {
                     .store(false, kernel::sync::atomic::Release);
             }
         }
+        Ok(())
+    }
+
+    fn reg_user_mr(
+        pd: &rdma::Pd<Self>,
+        req: &UserMr,
+        user: &mut User<'_, Self>,
+        keys: &mut MrKeys,
+    ) -> impl PinInit<MrData, Error> {
+        let dev = pd.device();
+        let d = dev.data();
+        // The NIC executes RDMA WRITE only: nothing reads or atomically updates its memory
+        // on behalf of a peer, and it has no memory windows or on-demand paging.
+        let unsupported = Access::REMOTE_READ | Access::REMOTE_ATOMIC | Access::MW_BIND;
+        if req.access.bits() & unsupported.bits() != 0 || req.access.contains(Access::ON_DEMAND) {
+            pr_info!(
+                "{}: memory registration with access {:#x} refused: the NIC does RDMA WRITE only\n",
+                dev.name(),
+                req.access.bits()
+            );
+            return Err(EOPNOTSUPP);
+        }
+        if req.length == 0 || req.length > mmu::MR_VA_END - mmu::MR_VA_START {
+            return Err(EINVAL);
+        }
+        let len = usize::try_from(req.length).map_err(|_| EINVAL)?;
+        let umem = Umem::get(dev, req.start, len, req.access)?;
+        let mut sizes = 0u64;
+        for shift in mmu::PAGE_SHIFTS {
+            if d.caps.page_sizes & (1 << shift) != 0 {
+                sizes |= 1 << shift;
+            }
+        }
+        let bs = umem.best_block_size(sizes, req.iova).ok_or(EINVAL)?;
+        let shift = bs.shift();
+        let blocks = umem.num_dma_blocks(bs) as u64;
+        // The device writes to registered memory only for incoming RDMA WRITEs.
+        let writable = req.access.contains(Access::REMOTE_WRITE);
+
+        let shared = &d.shared;
+        let range = {
+            let mut m = shared.mmu.lock();
+            let range = m.space.alloc(blocks << shift, bs.bytes())?;
+            let mut mapped = 0u64;
+            let mut res = Ok(());
+            for (i, addr) in umem.dma_blocks(bs).enumerate() {
+                res = m.tables.map(
+                    dev.parent(),
+                    range.start + ((i as u64) << shift),
+                    shift,
+                    Page {
+                        addr,
+                        devmem: false,
+                        writable,
+                    },
+                );
+                if res.is_err() {
+                    break;
+                }
+                mapped += 1;
+            }
+            if mapped != blocks && res.is_ok() {
+                res = Err(EINVAL);
+            }
+            if let Err(e) = res {
+                for i in 0..mapped {
+                    let _ = m.tables.unmap(range.start + (i << shift), shift);
+                }
+                let _ = m.space.free(range);
+                drop(m);
+                shared.invalidate_translations();
+                return Err(e);
+            }
+            range
+        };
+        let mmu_va = range.start + (req.iova & (bs.bytes() - 1));
+        let unmap = |shared: &Shared| {
+            let mut m = shared.mmu.lock();
+            for i in 0..blocks {
+                let _ = m.tables.unmap(range.start + (i << shift), shift);
+            }
+            let _ = m.space.free(range);
+            drop(m);
+            shared.invalidate_translations();
+        };
+        let info = MrInfo {
+            pd: pd.data().id,
+            iova: req.iova,
+            length: req.length,
+            mmu_va,
+            access: req.access,
+        };
+        let key = match d.insert_mr(info) {
+            Ok(k) => k,
+            Err(e) => {
+                unmap(shared);
+                return Err(e);
+            }
+        };
+        if let Err(e) = user.udata.write(&RegMrResp {
+            page_shift: shift,
+            mmu_va,
+            ..Default::default()
+        }) {
+            d.mrs.lock().remove(key as usize);
+            unmap(shared);
+            return Err(e);
+        }
+        keys.lkey = key;
+        keys.rkey = key;
+        Ok(MrData {
+            shared: shared.clone(),
+            _umem: umem,
+            range,
+            shift,
+            key,
+        })
+    }
+
+    fn dereg_mr(mr: &rdma::Mr<Self>) -> Result {
+        let m = mr.data();
+        // The key goes first: no new work request can name the region. Then its pages leave
+        // the device MMU, and the device forgets them, before the umem is unpinned (when the
+        // data is dropped).
+        mr.pd().device().data().mrs.lock().remove(m.key as usize);
+        let mut mmu = m.shared.mmu.lock();
+        let blocks = m.range.len >> m.shift;
+        for i in 0..blocks {
+            let _ = mmu.tables.unmap(m.range.start + (i << m.shift), m.shift);
+        }
+        mmu.space.free(m.range)?;
+        drop(mmu);
+        m.shared.invalidate_translations();
         Ok(())
     }
 }

@@ -39,6 +39,13 @@ pub(crate) const MAX_MTU: usize = 0x0054;
 pub(crate) const MMU_PAGE_SIZES: usize = 0x0058;
 pub(crate) const MAX_MSG: usize = 0x005c;
 
+/// Device MMU: bus address of the level-0 table (low, high), control, invalidation.
+pub(crate) const MMU_ROOT_LO: usize = 0x0200;
+pub(crate) const MMU_ROOT_HI: usize = 0x0204;
+pub(crate) const MMU_CTRL: usize = 0x0208;
+pub(crate) const MMU_INVALIDATE: usize = 0x020c;
+pub(crate) const MMU_CTRL_ENABLE: u32 = 1 << 0;
+
 /// Event queue: bus address (low, high), log2 of the entries, enable, consumer and producer
 /// indexes, events dropped.
 pub(crate) const EQ_BASE_LO: usize = 0x0300;

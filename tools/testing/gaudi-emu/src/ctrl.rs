@@ -11,6 +11,9 @@
 //! qp-error PORT QPN        move a QP to the error state (QP_ERROR event)
 //! fatal                    device fatal error (DEVICE_FATAL event)
 //! capture PORT PATH|off    write the port's frames to a pcap file
+//! peek VA LEN              read LEN (up to 4096) bytes at device VA VA through
+//!                          the MMU: "data HEX", or err naming the fault
+//! poke VA HEX              write bytes at device VA VA through the MMU
 //! stat                     "dma_audit N", "mmu_faults N", "eq_dropped N",
 //!                          "port P tx N rx N rx_drops N retransmits N
 //!                          naks N icrc_errors N injected N link up|down"
@@ -48,6 +51,30 @@ fn session(conn: UnixStream, device: &Mutex<Device>, captures: &Captures) {
             return;
         }
     }
+}
+
+/// A number in decimal or, with 0x, hexadecimal.
+fn addr(s: Option<&str>) -> Result<u64, String> {
+    let s = s.ok_or("missing address")?;
+    match s.strip_prefix("0x") {
+        Some(h) => u64::from_str_radix(h, 16),
+        None => s.parse(),
+    }
+    .map_err(|_| format!("bad address {s}"))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(s: &str) -> Result<Vec<u8>, String> {
+    if s.len() % 2 != 0 || s.len() > 8192 {
+        return Err("bad hex data".into());
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).map_err(|_| "bad hex data".to_string()))
+        .collect()
 }
 
 fn num<T: std::str::FromStr>(s: Option<&str>, what: &str) -> Result<T, String> {
@@ -104,6 +131,25 @@ fn command(line: &str, device: &Mutex<Device>, captures: &Captures) -> Result<Ve
                 None => return Err("capture PORT PATH|off".into()),
             };
             captures.lock().unwrap()[p] = w;
+        }
+        "peek" => {
+            let va = addr(w.next())?;
+            let len: usize = num(w.next(), "length")?;
+            if len == 0 || len > 4096 {
+                return Err("length 1 to 4096".into());
+            }
+            let mut buf = vec![0u8; len];
+            d.mmu_read(va, &mut buf)
+                .map_err(|f| format!("fault {f:?}"))?;
+            return Ok(vec![format!("data {}", hex(&buf))]);
+        }
+        "poke" => {
+            let va = addr(w.next())?;
+            let data = unhex(w.next().unwrap_or(""))?;
+            if data.is_empty() {
+                return Err("poke VA HEX".into());
+            }
+            d.mmu_write(va, &data).map_err(|f| format!("fault {f:?}"))?;
         }
         "stat" => {
             let mut out = vec![

@@ -419,6 +419,16 @@ impl Device {
         }
     }
 
+    /// Read through the device MMU, as a DMA of the device would (tests).
+    pub fn mmu_read(&mut self, va: u64, buf: &mut [u8]) -> Result<(), crate::mmu::Fault> {
+        self.mmu.read(&mut self.mem, va, buf)
+    }
+
+    /// Write through the device MMU, as an incoming WRITE would (tests).
+    pub fn mmu_write(&mut self, va: u64, buf: &[u8]) -> Result<(), crate::mmu::Fault> {
+        self.mmu.write(&mut self.mem, va, buf)
+    }
+
     pub fn set_link(&mut self, port: usize, up: bool) -> bool {
         let Some(p) = self.ports.get_mut(port) else {
             return false;

@@ -35,6 +35,10 @@ const UVERBS_ATTR_WRITE_CMD: u16 = 2;
 const UVERBS_ATTR_UHW_OUT: u16 = NS_DRIVER + 1; // UVERBS_ATTR_UHW_IN is NS_DRIVER
                                                 // enum ib_uverbs_write_cmds
 const IB_USER_VERBS_CMD_ALLOC_PD: u64 = 3;
+const IB_USER_VERBS_CMD_REG_MR: u64 = 9;
+const UVERBS_OBJECT_MR: u16 = 7;
+const UVERBS_METHOD_MR_DESTROY: u16 = 1;
+const UVERBS_ATTR_DESTROY_MR_HANDLE: u16 = 0;
 // enum uverbs_methods_pd, enum uverbs_attrs_destroy_pd
 const UVERBS_OBJECT_PD: u16 = 1;
 const UVERBS_METHOD_PD_DESTROY: u16 = 0;
@@ -198,6 +202,30 @@ pub struct Context {
     pub num_comp_vectors: u32,
 }
 
+/// `enum ib_access_flags`.
+pub const ACCESS_LOCAL_WRITE: u32 = 1;
+pub const ACCESS_REMOTE_WRITE: u32 = 2;
+pub const ACCESS_REMOTE_READ: u32 = 4;
+pub const ACCESS_REMOTE_ATOMIC: u32 = 8;
+
+/// `struct gaudi_ib_reg_mr_resp`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RegMrResp {
+    pub comp_mask: u32,
+    pub page_shift: u32,
+    pub mmu_va: u64,
+}
+
+/// A memory region.
+#[derive(Debug)]
+pub struct Mr {
+    pub handle: u32,
+    pub lkey: u32,
+    pub rkey: u32,
+    pub resp: RegMrResp,
+}
+
 /// A protection domain.
 #[derive(Debug)]
 pub struct Pd {
@@ -300,6 +328,49 @@ impl Context {
             UVERBS_OBJECT_PD,
             UVERBS_METHOD_PD_DESTROY,
             [Attr::handle(UVERBS_ATTR_DESTROY_PD_HANDLE, pd.handle)],
+        )
+        .map(|_| ())
+    }
+
+    /// Register `len` bytes at `addr` with `iova` (`IB_USER_VERBS_CMD_REG_MR`).
+    pub fn reg_mr(&self, pd: &Pd, addr: u64, len: u64, iova: u64, access: u32) -> io::Result<Mr> {
+        // struct ib_uverbs_reg_mr
+        #[repr(C)]
+        struct Cmd {
+            response: u64,
+            start: u64,
+            length: u64,
+            hca_va: u64,
+            pd_handle: u32,
+            access_flags: u32,
+        }
+        let cmd = Cmd {
+            response: 0,
+            start: addr,
+            length: len,
+            hca_va: iova,
+            pd_handle: pd.handle,
+            access_flags: access,
+        };
+        // struct ib_uverbs_reg_mr_resp { mr_handle, lkey, rkey }
+        let mut out = [0u32; 3];
+        let mut uhw = RegMrResp::default();
+        self.invoke_write(IB_USER_VERBS_CMD_REG_MR, &cmd, &mut out, &mut uhw)?;
+        Ok(Mr {
+            handle: out[0],
+            lkey: out[1],
+            rkey: out[2],
+            resp: uhw,
+        })
+    }
+
+    /// Deregister a memory region (`UVERBS_METHOD_MR_DESTROY`).
+    pub fn dereg_mr(&self, mr: Mr) -> io::Result<()> {
+        ioctl(
+            &self.fd,
+            UVERBS_OBJECT_MR,
+            UVERBS_METHOD_MR_DESTROY,
+            [Attr::handle(UVERBS_ATTR_DESTROY_MR_HANDLE, mr.handle)],
         )
         .map(|_| ())
     }
@@ -408,6 +479,93 @@ impl AsyncEvents {
             ));
         }
         Ok(Some(ev))
+    }
+}
+
+/// The emulator's control interface, reached from the guest through its
+/// third serial port (one command per line, replies end in "ok" or "err").
+pub struct EmuCtl {
+    tty: File,
+}
+
+impl EmuCtl {
+    pub const PATH: &'static str = "/dev/ttyS2";
+
+    pub fn open() -> io::Result<Self> {
+        let tty = OpenOptions::new().read(true).write(true).open(Self::PATH)?;
+        // SAFETY: termios is plain data, filled by tcgetattr before use.
+        let mut t: libc::termios = unsafe { std::mem::zeroed() };
+        // SAFETY: `tty` is an open terminal, `t` a valid termios.
+        if unsafe { libc::tcgetattr(tty.as_raw_fd(), &mut t) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: as above.
+        unsafe { libc::cfmakeraw(&mut t) };
+        // SAFETY: as above.
+        if unsafe { libc::tcsetattr(tty.as_raw_fd(), libc::TCSANOW, &t) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Self { tty })
+    }
+
+    /// Send one command; the reply lines before "ok", or the "err" line as
+    /// an error.
+    pub fn command(&mut self, cmd: &str) -> io::Result<Vec<String>> {
+        use std::io::{Read, Write};
+        self.tty.write_all(format!("{cmd}\n").as_bytes())?;
+        let mut lines = Vec::new();
+        let mut line = Vec::new();
+        let mut byte = [0u8; 1];
+        loop {
+            if self.tty.read(&mut byte)? == 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "emulator gone",
+                ));
+            }
+            if byte[0] != b'\n' {
+                line.push(byte[0]);
+                continue;
+            }
+            let l = String::from_utf8_lossy(&line).trim_end().to_string();
+            line.clear();
+            if l == "ok" {
+                return Ok(lines);
+            }
+            if let Some(e) = l.strip_prefix("err ") {
+                return Err(io::Error::other(format!("emulator: {cmd}: {e}")));
+            }
+            lines.push(l);
+        }
+    }
+
+    /// Read `len` bytes at device VA `va` through the device MMU.
+    pub fn peek(&mut self, va: u64, len: usize) -> io::Result<Vec<u8>> {
+        let r = self.command(&format!("peek {va:#x} {len}"))?;
+        let hex = r
+            .first()
+            .and_then(|l| l.strip_prefix("data "))
+            .ok_or_else(|| io::Error::other("peek: no data"))?;
+        (0..hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).map_err(io::Error::other))
+            .collect()
+    }
+
+    /// Write `data` at device VA `va` through the device MMU.
+    pub fn poke(&mut self, va: u64, data: &[u8]) -> io::Result<()> {
+        let hex: String = data.iter().map(|b| format!("{b:02x}")).collect();
+        self.command(&format!("poke {va:#x} {hex}")).map(|_| ())
+    }
+
+    /// A counter of the emulator's "stat" reply, e.g. "dma_audit".
+    pub fn stat(&mut self, name: &str) -> io::Result<u64> {
+        for l in self.command("stat")? {
+            if let Some(v) = l.strip_prefix(name).and_then(|v| v.strip_prefix(' ')) {
+                return v.trim().parse().map_err(io::Error::other);
+            }
+        }
+        Err(io::Error::other(format!("stat: no {name}")))
     }
 }
 

@@ -18,6 +18,14 @@
 //!       open a context and its async event file, print "listening", then
 //!       read events: exactly those listed (PORT_ERR, PORT_ACTIVE), in order,
 //!       each within S seconds (default 20).
+//!   gaudi-verbs-test mr-register [--max-mib M] [--cycles N]
+//!       register memory regions of one page up to M MiB (default 1024):
+//!       the device reads each through its MMU (the emulator's peek) as
+//!       the process wrote it, writes land where they should, the region is
+//!       unmapped after deregistration; access rights the NIC cannot honour
+//!       fail; N (default 1000) register/deregister cycles; the emulator's
+//!       MMU fault count moves exactly by the faults provoked, its DMA
+//!       audit stays 0.
 //!   gaudi-verbs-test fatal [--timeout S]
 //!       hold a context, a PD and the async event file, print "listening";
 //!       expect DEVICE_FATAL, then the disassociation: the driver's method
@@ -25,8 +33,9 @@
 //!       event file.
 
 use gaudi_verbs::{
-    errno, event_name, find_device, AsyncEvents, Attr, Context, PortInfo, IB_EVENT_DEVICE_FATAL,
-    IB_EVENT_PORT_ACTIVE, IB_EVENT_PORT_ERR, NS_DRIVER, PORT_LINK_UP,
+    errno, event_name, find_device, AsyncEvents, Attr, Context, EmuCtl, PortInfo,
+    ACCESS_LOCAL_WRITE, ACCESS_REMOTE_ATOMIC, ACCESS_REMOTE_READ, ACCESS_REMOTE_WRITE,
+    IB_EVENT_DEVICE_FATAL, IB_EVENT_PORT_ACTIVE, IB_EVENT_PORT_ERR, NS_DRIVER, PORT_LINK_UP,
 };
 use std::io::Write;
 use std::process::exit;
@@ -369,6 +378,226 @@ fn fatal(args: &[String]) {
     println!("PASS");
 }
 
+/// Anonymous private memory, unmapped on drop.
+struct Mapping {
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl Mapping {
+    fn new(len: usize) -> Self {
+        // SAFETY: a fresh anonymous mapping; no existing memory is affected.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            fail(format!("mmap {len}: {}", std::io::Error::last_os_error()));
+        }
+        Self {
+            ptr: ptr.cast(),
+            len,
+        }
+    }
+
+    fn addr(&self) -> u64 {
+        self.ptr as u64
+    }
+
+    fn bytes(&mut self) -> &mut [u8] {
+        // SAFETY: the mapping is `len` bytes, readable and writable, and
+        // borrowed mutably through `self`.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: `ptr`/`len` is our mapping.
+        unsafe { libc::munmap(self.ptr.cast(), self.len) };
+    }
+}
+
+fn emu() -> EmuCtl {
+    EmuCtl::open().unwrap_or_else(|e| fail(format!("emulator control: {e}")))
+}
+
+fn stat(emu: &mut EmuCtl, name: &str) -> u64 {
+    emu.stat(name)
+        .unwrap_or_else(|e| fail(format!("emulator stat {name}: {e}")))
+}
+
+fn mr_register(args: &[String]) {
+    let max = arg(args, "--max-mib", Some(1024)) << 20;
+    let cycles = arg(args, "--cycles", Some(1000));
+    let (_, ctx) = open();
+    let ctx = ctx.unwrap_or_else(|e| fail(format!("GET_CONTEXT: {e}")));
+    let pd = ctx
+        .alloc_pd()
+        .unwrap_or_else(|e| fail(format!("alloc PD: {e}")));
+    let mut emu = emu();
+    let faults0 = stat(&mut emu, "mmu_faults");
+    let mut faults_expected = 0;
+    let rw = ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE;
+
+    // One page, an odd length, huge-page sized, large, and the maximum.
+    let mut sizes = vec![4096u64, 69_632 + 100, 2 << 20, 64 << 20, max];
+    sizes.retain(|s| *s <= max);
+    sizes.dedup();
+    for size in sizes {
+        let mut map = Mapping::new(size as usize);
+        let addr = map.addr();
+        let buf = map.bytes();
+        for (i, w) in buf.chunks_mut(8).enumerate() {
+            let v = (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ size;
+            w.copy_from_slice(&v.to_le_bytes()[..w.len()]);
+        }
+        let t = std::time::Instant::now();
+        let mr = ctx
+            .reg_mr(&pd, addr, size, addr, rw)
+            .unwrap_or_else(|e| fail(format!("reg_mr {size}: {e}")));
+        let took = t.elapsed();
+        let shift = mr.resp.page_shift;
+        let page = 1u64 << shift;
+        check(
+            mr.lkey != 0 && mr.lkey == mr.rkey,
+            format!("{size} B: lkey {:#x} = rkey", mr.lkey),
+        );
+        check(
+            [12, 21, 30].contains(&shift) && mr.resp.mmu_va % page == addr % page,
+            format!(
+                "{size} B: device VA {:#x}, pages of 2^{shift}, registered in {took:?}",
+                mr.resp.mmu_va
+            ),
+        );
+        // The device sees what the process wrote: start, across the first
+        // page boundary, middle, end.
+        let mut spots = vec![(0u64, 64u64), (size / 2, 64), (size - 64, 64)];
+        if size > 4096 + 64 {
+            spots.push((4096 - 32, 64));
+        }
+        for (off, len) in spots {
+            let got = emu
+                .peek(mr.resp.mmu_va + off, len as usize)
+                .unwrap_or_else(|e| fail(format!("{size} B: peek at +{off}: {e}")));
+            if got[..] != buf[off as usize..(off + len) as usize] {
+                fail(format!("{size} B: device reads other bytes at +{off}"));
+            }
+        }
+        println!("ok: {size} B: the device reads the region as written");
+        // A write through the device MMU lands in the process's memory.
+        let data: Vec<u8> = (0..32u8).map(|i| i ^ 0xa5).collect();
+        let off = size - 32;
+        emu.poke(mr.resp.mmu_va + off, &data)
+            .unwrap_or_else(|e| fail(format!("{size} B: poke: {e}")));
+        check(
+            buf[off as usize..] == data[..],
+            format!("{size} B: a device write lands in the last bytes"),
+        );
+        // Past a page-aligned end nothing is mapped.
+        if size % page == 0 {
+            let r = emu.peek(mr.resp.mmu_va + size, 8);
+            check(
+                r.is_err(),
+                format!("{size} B: the byte after the end faults"),
+            );
+            faults_expected += 1;
+        }
+        let va = mr.resp.mmu_va;
+        ctx.dereg_mr(mr)
+            .unwrap_or_else(|e| fail(format!("dereg_mr {size}: {e}")));
+        let r = emu.peek(va, 8);
+        check(
+            r.is_err(),
+            format!("{size} B: unmapped after deregistration"),
+        );
+        faults_expected += 1;
+    }
+
+    // Without REMOTE_WRITE the device may read but not write the region.
+    let mut map = Mapping::new(8192);
+    map.bytes()[0] = 0x5a;
+    for access in [ACCESS_LOCAL_WRITE, 0] {
+        let mr = ctx
+            .reg_mr(&pd, map.addr(), 8192, map.addr(), access)
+            .unwrap_or_else(|e| fail(format!("reg_mr access {access}: {e}")));
+        let got = emu.peek(mr.resp.mmu_va, 1).unwrap_or_default();
+        check(got == [0x5a], format!("access {access}: the device reads"));
+        let r = emu.poke(mr.resp.mmu_va, &[1]);
+        check(
+            r.is_err(),
+            format!("access {access}: a device write faults"),
+        );
+        faults_expected += 1;
+        check(
+            map.bytes()[0] == 0x5a,
+            format!("access {access}: memory unchanged"),
+        );
+        ctx.dereg_mr(mr)
+            .unwrap_or_else(|e| fail(format!("dereg_mr: {e}")));
+    }
+
+    // What the NIC cannot do fails explicitly.
+    expect_errno(
+        "REMOTE_READ",
+        ctx.reg_mr(&pd, map.addr(), 8192, map.addr(), ACCESS_REMOTE_READ)
+            .map(|m| m.lkey),
+        libc::EOPNOTSUPP,
+    );
+    expect_errno(
+        "REMOTE_ATOMIC",
+        ctx.reg_mr(
+            &pd,
+            map.addr(),
+            8192,
+            map.addr(),
+            ACCESS_LOCAL_WRITE | ACCESS_REMOTE_ATOMIC,
+        )
+        .map(|m| m.lkey),
+        libc::EOPNOTSUPP,
+    );
+    expect_errno(
+        "length 0",
+        ctx.reg_mr(&pd, map.addr(), 0, map.addr(), rw)
+            .map(|m| m.lkey),
+        libc::EINVAL,
+    );
+
+    // Register and deregister, over and over: keys are never reused.
+    let map = Mapping::new(65536);
+    let mut last = 0;
+    let t = std::time::Instant::now();
+    for i in 0..cycles {
+        let mr = ctx
+            .reg_mr(&pd, map.addr(), 65536, map.addr(), rw)
+            .unwrap_or_else(|e| fail(format!("cycle {i}: reg_mr: {e}")));
+        if mr.lkey <= last {
+            fail(format!("cycle {i}: key {:#x} after {last:#x}", mr.lkey));
+        }
+        last = mr.lkey;
+        ctx.dereg_mr(mr)
+            .unwrap_or_else(|e| fail(format!("cycle {i}: dereg_mr: {e}")));
+    }
+    println!(
+        "ok: {cycles} register/deregister cycles of 64 KiB in {:?}, keys never reused",
+        t.elapsed()
+    );
+    let faults = stat(&mut emu, "mmu_faults") - faults0;
+    check(
+        faults == faults_expected,
+        format!("MMU faults: {faults}, the {faults_expected} provoked"),
+    );
+    let audit = stat(&mut emu, "dma_audit");
+    check(audit == 0, format!("DMA audit {audit}"));
+    println!("PASS");
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
@@ -378,10 +607,11 @@ fn main() {
         Some("pd-single") => pd_single(),
         Some("events") => events(&args[1..]),
         Some("fatal") => fatal(&args[1..]),
+        Some("mr-register") => mr_register(&args[1..]),
         _ => fail(
             "usage: gaudi-verbs-test uverbs --ports N [--instance I] | hold | \
              context --expect-errno E | pd-single | events --expect NAME:PORT,... \
-             [--timeout S] | fatal [--timeout S]"
+             [--timeout S] | fatal [--timeout S] | mr-register [--max-mib M] [--cycles N]"
                 .into(),
         ),
     }
