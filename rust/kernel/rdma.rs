@@ -60,6 +60,7 @@ pub mod types;
 pub mod udata;
 pub mod umem;
 pub mod uverbs;
+pub mod wr;
 
 pub use device::{
     Cq, Device, DeviceHandle, DmabufMr, Driver, Mr, MrKeys, NodeType, Options, Pd, Qp, QpEvent,

@@ -76,6 +76,7 @@ use crate::{
         udata::{Udata, User},
         umem::Access,
         uverbs::UapiDef,
+        wr::SendWrs,
     },
     sync::Mutex,
     types::Opaque,
@@ -207,6 +208,20 @@ pub trait Driver: Sized + Send + Sync + 'static {
     /// queue pair.
     fn destroy_qp(_qp: &Qp<Self>) -> Result {
         Ok(())
+    }
+
+    /// Post the send work requests of `wrs` to `qp`, in order. On an error, the request taken
+    /// last from `wrs` is reported as the failed one (see [`SendWrs`]). Kernel posters may hold
+    /// spinlocks: this must not sleep.
+    fn post_send(_qp: &Qp<Self>, _wrs: &mut SendWrs<'_>) -> Result {
+        Err(EOPNOTSUPP)
+    }
+
+    /// Post receive work requests to `qp`; on an error the first request is reported as the
+    /// failed one. Drivers of devices without receive queues keep the default, `EOPNOTSUPP`.
+    /// Must not sleep.
+    fn post_recv(_qp: &Qp<Self>) -> Result {
+        Err(EOPNOTSUPP)
     }
 
     /// Register user memory as a memory region of `pd`; the driver sets its keys in `keys`.
@@ -887,6 +902,17 @@ impl<T: Driver> Registration<T> {
             None
         },
         destroy_qp: Some(callbacks::destroy_qp::<T>),
+        // Kernel posters call these without checking: set with queue pairs.
+        post_send: if T::HAS_CREATE_QP {
+            Some(callbacks::post_send::<T>)
+        } else {
+            None
+        },
+        post_recv: if T::HAS_CREATE_QP {
+            Some(callbacks::post_recv::<T>)
+        } else {
+            None
+        },
         reg_user_mr: if T::HAS_REG_USER_MR {
             Some(callbacks::reg_user_mr::<T>)
         } else {
@@ -984,6 +1010,14 @@ impl<T: Driver> Registration<T> {
             (*raw).num_comp_vectors = opts.comp_vectors.max(1).min(i32::MAX as u32) as i32;
             (*raw).node_type = opts.node_type as u8;
             (*raw).set_roce_gids_from_driver(opts.roce_gids_from_driver.into());
+            if T::HAS_CREATE_QP {
+                // The posting commands of user verbs are off unless a driver asks for them
+                // (most providers post from user space): these reach `Driver::post_send` and
+                // `Driver::post_recv`, which answer with the request that failed.
+                (*raw).uverbs_cmd_mask |= (1u64
+                    << bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_SEND)
+                    | (1u64 << bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_RECV);
+            }
             (*raw).__bindgen_anon_1.dev.parent = parent.as_raw();
             if let Some(defs) = T::UAPI {
                 (*raw).driver_def = defs.as_ptr().cast();
@@ -1287,6 +1321,50 @@ mod callbacks {
             unsafe { core::ptr::drop_in_place(Cq::<T>::data_ptr(cq)) };
             Ok(0)
         })
+    }
+
+    /// # Safety
+    ///
+    /// Called only by the RDMA core, as this operation of a device of driver `T`.
+    pub(super) unsafe extern "C" fn post_send<T: Driver>(
+        qp: *mut bindings::ib_qp,
+        wr: *const bindings::ib_send_wr,
+        bad_wr: *mut *const bindings::ib_send_wr,
+    ) -> c_int {
+        // SAFETY: `wr` is the poster's list, valid for the call.
+        let mut wrs = unsafe { SendWrs::new(wr) };
+        // SAFETY: `qp` is a live QP of driver `T` with initialised data.
+        match T::post_send(unsafe { Qp::<T>::from_raw(qp) }, &mut wrs) {
+            Ok(()) => 0,
+            Err(e) => {
+                if !bad_wr.is_null() {
+                    // SAFETY: A non-null `bad_wr` is the poster's slot for the failed request.
+                    unsafe { *bad_wr = wrs.failed() };
+                }
+                e.to_errno()
+            }
+        }
+    }
+
+    /// # Safety
+    ///
+    /// Called only by the RDMA core, as this operation of a device of driver `T`.
+    pub(super) unsafe extern "C" fn post_recv<T: Driver>(
+        qp: *mut bindings::ib_qp,
+        wr: *const bindings::ib_recv_wr,
+        bad_wr: *mut *const bindings::ib_recv_wr,
+    ) -> c_int {
+        // SAFETY: `qp` is a live QP of driver `T` with initialised data.
+        match T::post_recv(unsafe { Qp::<T>::from_raw(qp) }) {
+            Ok(()) => 0,
+            Err(e) => {
+                if !bad_wr.is_null() {
+                    // SAFETY: A non-null `bad_wr` is the poster's slot for the failed request.
+                    unsafe { *bad_wr = wr };
+                }
+                e.to_errno()
+            }
+        }
     }
 
     /// # Safety

@@ -85,6 +85,80 @@ impl Shared {
         self.fatal.load(Relaxed)
     }
 
+    /// Enter `count` host pages of `1 << shift` bytes, at the bus addresses `pages` yields, in a
+    /// fresh range of device VA, and return the range.
+    fn map_region(
+        &self,
+        dev: &device::Device<Bound>,
+        pages: impl Iterator<Item = u64>,
+        count: u64,
+        shift: u32,
+        writable: bool,
+    ) -> Result<mmu::VaRange> {
+        let mut m = self.mmu.lock();
+        let range = m.space.alloc(count << shift, 1 << shift)?;
+        let mut mapped = 0u64;
+        let mut res = Ok(());
+        for addr in pages.take(count as usize) {
+            let page = mmu::Page {
+                addr,
+                devmem: false,
+                writable,
+            };
+            res = m
+                .tables
+                .map(dev, range.start + (mapped << shift), shift, page);
+            if res.is_err() {
+                break;
+            }
+            mapped += 1;
+        }
+        if res.is_ok() && mapped != count {
+            res = Err(EINVAL);
+        }
+        drop(m);
+        match res {
+            Ok(()) => Ok(range),
+            Err(e) => {
+                self.unmap_region(range, shift, mapped);
+                Err(e)
+            }
+        }
+    }
+
+    /// Take the first `pages` pages of `1 << shift` bytes of `range` out of the device MMU and
+    /// give the range back; returns once the device has forgotten their translations.
+    fn unmap_region(&self, range: mmu::VaRange, shift: u32, pages: u64) {
+        let mut freed = KVec::new();
+        let mut m = self.mmu.lock();
+        for i in 0..pages {
+            if let Err(e) = m
+                .tables
+                .unmap(range.start + (i << shift), shift, &mut freed)
+            {
+                dev_warn!(
+                    self.dev,
+                    "device VA {:#x}: unmap failed: {:?}\n",
+                    range.start + (i << shift),
+                    e
+                );
+            }
+        }
+        if let Err(e) = m.space.free(range) {
+            dev_warn!(
+                self.dev,
+                "device VAs {:#x}+{:#x} not reusable: {:?}\n",
+                range.start,
+                range.len,
+                e
+            );
+        }
+        drop(m);
+        self.invalidate_translations();
+        // Only now may the tables that left the tree be freed.
+        drop(freed);
+    }
+
     /// Make the device forget cached translations, and wait until it has.
     fn invalidate_translations(&self) {
         if let Some(bar) = self.bar.try_access() {

@@ -10,6 +10,12 @@ use kernel::{
     prelude::*,
     rdma::{
         self,
+        qp::{
+            CqInit,
+            QpCap,
+            QpInit,
+            QpType, //
+        },
         umem::{
             Access,
             Umem, //
@@ -22,6 +28,10 @@ use kernel::{
             ObjectDef,
             Presence,
             UapiDef, //
+        },
+        wr::{
+            Opcode,
+            SendWrs, //
         },
         DeviceAttr,
         Gid,
@@ -55,7 +65,6 @@ use kernel::{
 use crate::{
     mmu::{
         self,
-        Page,
         VaRange, //
     },
     regs,
@@ -99,12 +108,18 @@ pub(crate) struct IbDev {
     vendor_part_id: u32,
     /// A user context exists (the NIC has one owner at a time).
     owned: Atomic<bool>,
+    /// Page sizes both the device MMU and the driver's tables support (bit n: 2^n bytes).
+    mr_page_sizes: u64,
     /// Memory regions by key (lkey = rkey). Keys count up and are not reused before they
     /// wrap, so a stale key finds nothing.
     #[pin]
     mrs: XArray<KBox<MrInfo>>,
     next_key: Atomic<u32>,
     next_pd: Atomic<u32>,
+    /// QP numbers in use. A QP of the standard verbs holds its number on every port.
+    #[pin]
+    qpns: XArray<KBox<u32>>,
+    next_qpn: Atomic<u32>,
 }
 
 impl IbDev {
@@ -118,9 +133,16 @@ impl IbDev {
             caps,
             vendor_part_id,
             owned: Atomic::new(false),
+            mr_page_sizes: mmu::PAGE_SHIFTS
+                .iter()
+                .map(|s| 1u64 << s)
+                .filter(|size| u64::from(caps.page_sizes) & size != 0)
+                .fold(0, |all, size| all | size),
             mrs <- XArray::new(AllocKind::Alloc),
             next_key: Atomic::new(1),
             next_pd: Atomic::new(1),
+            qpns <- XArray::new(AllocKind::Alloc),
+            next_qpn: Atomic::new(FIRST_QPN),
         })
     }
 
@@ -128,6 +150,23 @@ impl IbDev {
     #[allow(dead_code)]
     pub(crate) fn mr(&self, key: u32) -> Option<MrInfo> {
         self.mrs.lock().get(key as usize).copied()
+    }
+
+    /// Take a free QP number.
+    fn alloc_qpn(&self) -> Result<u32> {
+        let entry = KBox::new(0u32, GFP_KERNEL)?;
+        let span = self.caps.max_qps.saturating_sub(FIRST_QPN);
+        let mut qpns = self.qpns.lock();
+        for _ in 0..span {
+            let n = self.next_qpn.fetch_add(1, Relaxed);
+            let qpn = FIRST_QPN + n.wrapping_sub(FIRST_QPN) % span;
+            if qpns.get(qpn as usize).is_none() {
+                qpns.store(qpn as usize, entry, GFP_KERNEL)
+                    .map_err(|e| e.error)?;
+                return Ok(qpn);
+            }
+        }
+        Err(ENOSPC)
     }
 
     /// Enter `info` under a fresh key.
@@ -183,6 +222,23 @@ pub(crate) struct Pd {
     user: bool,
     /// Identifies the PD in [`MrInfo`].
     id: u32,
+}
+
+/// QP numbers 0 and 1 are special in InfiniBand (SMI, GSI); the NIC has neither.
+const FIRST_QPN: u32 = 2;
+
+/// The driver's data of a completion queue.
+pub(crate) struct CqData {
+    /// Ring entries.
+    #[allow(dead_code)] // Read by the completion path.
+    entries: u32,
+}
+
+/// The driver's data of a queue pair.
+pub(crate) struct QpData {
+    /// Send queue entries.
+    #[allow(dead_code)] // Read by the send path.
+    sq_entries: u32,
 }
 
 /// The driver's data of a memory region.
@@ -257,8 +313,8 @@ impl rdma::Driver for GaudiRdma {
     type Data = IbDev;
     type Ucontext = Context;
     type Pd = Pd;
-    type Cq = ();
-    type Qp = ();
+    type Cq = CqData;
+    type Qp = QpData;
     type Mr = MrData;
     type MmapEntry = ();
 
@@ -420,6 +476,88 @@ impl rdma::Driver for GaudiRdma {
         Ok(())
     }
 
+    fn create_cq(
+        dev: &rdma::Device<Self>,
+        init: &mut CqInit,
+        _user: Option<&mut User<'_, Self>>,
+    ) -> impl PinInit<CqData, Error> {
+        let entries = init.cqe.max(1).checked_next_power_of_two().ok_or(EINVAL)?;
+        if entries > dev.data().caps.max_cqe {
+            return Err(EINVAL);
+        }
+        init.grant_cqe(entries);
+        Ok(CqData { entries })
+    }
+
+    fn create_qp(
+        pd: &rdma::Pd<Self>,
+        init: &mut QpInit<'_>,
+        _user: Option<&mut User<'_, Self>>,
+    ) -> impl PinInit<QpData, Error> {
+        let dev = pd.device();
+        let d = dev.data();
+        // Reliable connected only, with a send queue alone: the NIC executes RDMA WRITE and
+        // has no receive queues, shared or not, and no inline data.
+        if init.qp_type() != QpType::Rc || init.has_srq() {
+            pr_info!(
+                "{}: QP of type {:?} refused: RC only{}\n",
+                dev.name(),
+                init.qp_type(),
+                if init.has_srq() { ", no SRQ" } else { "" }
+            );
+            return Err(EOPNOTSUPP);
+        }
+        let cap = init.cap();
+        if cap.max_send_wr == 0
+            || cap.max_send_wr > d.caps.max_sqe
+            || cap.max_send_sge > 1
+            || cap.max_recv_wr != 0
+            || cap.max_recv_sge != 0
+            || cap.max_inline_data != 0
+        {
+            pr_info!(
+                "{}: QP capabilities refused: {:?} (send WRs 1 to {}, one SGE, no receive queue, no inline data)\n",
+                dev.name(),
+                cap,
+                d.caps.max_sqe
+            );
+            return Err(EINVAL);
+        }
+        let sq_entries = cap.max_send_wr.next_power_of_two();
+        let qpn = d.alloc_qpn()?;
+        init.set_qp_num(qpn);
+        init.grant(QpCap {
+            max_send_wr: sq_entries,
+            max_send_sge: 1,
+            ..cap
+        });
+        Ok(QpData { sq_entries })
+    }
+
+    fn destroy_qp(qp: &rdma::Qp<Self>) -> Result {
+        qp.pd()
+            .device()
+            .data()
+            .qpns
+            .lock()
+            .remove(qp.qp_num() as usize);
+        Ok(())
+    }
+
+    fn post_send(_qp: &rdma::Qp<Self>, wrs: &mut SendWrs<'_>) -> Result {
+        if let Some(wr) = wrs.next() {
+            // The NIC executes RDMA WRITE (with or without immediate) only.
+            if !matches!(wr.opcode(), Opcode::RdmaWrite | Opcode::RdmaWriteWithImm) {
+                pr_debug!("post_send: opcode {:?} not supported\n", wr.opcode());
+                return Err(EOPNOTSUPP);
+            }
+            // A QP in RESET accepts no work request; no QP leaves RESET before the send
+            // path (modify_qp) is in place.
+            return Err(EINVAL);
+        }
+        Ok(())
+    }
+
     fn reg_user_mr(
         pd: &rdma::Pd<Self>,
         req: &UserMr,
@@ -444,64 +582,18 @@ impl rdma::Driver for GaudiRdma {
         }
         let len = usize::try_from(req.length).map_err(|_| EINVAL)?;
         let umem = Umem::get(dev, req.start, len, req.access)?;
-        let mut sizes = 0u64;
-        for shift in mmu::PAGE_SHIFTS {
-            if d.caps.page_sizes & (1 << shift) != 0 {
-                sizes |= 1 << shift;
-            }
-        }
-        let bs = umem.best_block_size(sizes, req.iova).ok_or(EINVAL)?;
+        let bs = umem
+            .best_block_size(d.mr_page_sizes, req.iova)
+            .ok_or(EINVAL)?;
         let shift = bs.shift();
         let blocks = umem.num_dma_blocks(bs) as u64;
         // The device writes to registered memory only for incoming RDMA WRITEs.
         let writable = req.access.contains(Access::REMOTE_WRITE);
 
         let shared = &d.shared;
-        let range = {
-            let mut m = shared.mmu.lock();
-            let range = m.space.alloc(blocks << shift, bs.bytes())?;
-            let mut mapped = 0u64;
-            let mut res = Ok(());
-            for (i, addr) in umem.dma_blocks(bs).enumerate() {
-                res = m.tables.map(
-                    dev.parent(),
-                    range.start + ((i as u64) << shift),
-                    shift,
-                    Page {
-                        addr,
-                        devmem: false,
-                        writable,
-                    },
-                );
-                if res.is_err() {
-                    break;
-                }
-                mapped += 1;
-            }
-            if mapped != blocks && res.is_ok() {
-                res = Err(EINVAL);
-            }
-            if let Err(e) = res {
-                for i in 0..mapped {
-                    let _ = m.tables.unmap(range.start + (i << shift), shift);
-                }
-                let _ = m.space.free(range);
-                drop(m);
-                shared.invalidate_translations();
-                return Err(e);
-            }
-            range
-        };
+        let range =
+            shared.map_region(dev.parent(), umem.dma_blocks(bs), blocks, shift, writable)?;
         let mmu_va = range.start + (req.iova & (bs.bytes() - 1));
-        let unmap = |shared: &Shared| {
-            let mut m = shared.mmu.lock();
-            for i in 0..blocks {
-                let _ = m.tables.unmap(range.start + (i << shift), shift);
-            }
-            let _ = m.space.free(range);
-            drop(m);
-            shared.invalidate_translations();
-        };
         let info = MrInfo {
             pd: pd.data().id,
             iova: req.iova,
@@ -512,7 +604,7 @@ impl rdma::Driver for GaudiRdma {
         let key = match d.insert_mr(info) {
             Ok(k) => k,
             Err(e) => {
-                unmap(shared);
+                shared.unmap_region(range, shift, blocks);
                 return Err(e);
             }
         };
@@ -522,7 +614,7 @@ impl rdma::Driver for GaudiRdma {
             ..Default::default()
         }) {
             d.mrs.lock().remove(key as usize);
-            unmap(shared);
+            shared.unmap_region(range, shift, blocks);
             return Err(e);
         }
         keys.lkey = key;
@@ -542,14 +634,8 @@ impl rdma::Driver for GaudiRdma {
         // the device MMU, and the device forgets them, before the umem is unpinned (when the
         // data is dropped).
         mr.pd().device().data().mrs.lock().remove(m.key as usize);
-        let mut mmu = m.shared.mmu.lock();
-        let blocks = m.range.len >> m.shift;
-        for i in 0..blocks {
-            let _ = mmu.tables.unmap(m.range.start + (i << m.shift), m.shift);
-        }
-        mmu.space.free(m.range)?;
-        drop(mmu);
-        m.shared.invalidate_translations();
+        m.shared
+            .unmap_region(m.range, m.shift, m.range.len >> m.shift);
         Ok(())
     }
 }

@@ -55,10 +55,12 @@ pub(crate) struct Page {
 }
 
 /// One table and the tables below it.
-struct Table {
+pub(crate) struct Table {
     mem: Coherent<[u64]>,
     /// Tables of the next level, by index (empty at level 2).
     next: KVec<Option<KBox<Table>>>,
+    /// Valid entries.
+    used: u32,
 }
 
 impl Table {
@@ -73,6 +75,7 @@ impl Table {
         Ok(Self {
             mem: Coherent::zeroed_slice(dev, ENTRIES, GFP_KERNEL)?,
             next,
+            used: 0,
         })
     }
 
@@ -133,9 +136,14 @@ impl PageTables {
         for l in 0..level {
             let i = index(va, l);
             if table.next[i].is_none() {
+                if table.get(i)? & PTE_VALID != 0 {
+                    // A larger page is entered here.
+                    return Err(EEXIST);
+                }
                 let t = KBox::new(Table::new(dev, l + 1)?, GFP_KERNEL)?;
                 table.set(i, (t.mem.dma_address() & PTE_ADDR_MASK) | PTE_VALID)?;
                 table.next[i] = Some(t);
+                table.used += 1;
             }
             table = table.next[i].as_deref_mut().ok_or(EINVAL)?;
         }
@@ -153,22 +161,55 @@ impl PageTables {
         if level < 2 {
             pte |= PTE_LEAF;
         }
-        table.set(i, pte)
+        table.set(i, pte)?;
+        table.used += 1;
+        Ok(())
     }
 
-    /// Remove the page of `1 << shift` bytes at `va`, if one is entered. The caller invalidates
-    /// the device's translation cache before reusing what the page mapped.
-    pub(crate) fn unmap(&mut self, va: u64, shift: u32) -> Result {
-        let level = leaf_level(shift)?;
-        let mut table = &self.root;
-        for l in 0..level {
-            match table.next[index(va, l)].as_deref() {
-                Some(t) => table = t,
-                None => return Ok(()),
+    /// Remove the page of `1 << shift` bytes at `va`, if one is entered. Tables left empty
+    /// leave the tree and go to `freed`: the caller drops them, as it reuses what the page
+    /// mapped, only after the device has forgotten its translations (which may include the
+    /// path through those tables).
+    pub(crate) fn unmap(&mut self, va: u64, shift: u32, freed: &mut KVec<KBox<Table>>) -> Result {
+        unmap_in(&mut self.root, va, 0, leaf_level(shift)?, freed)?;
+        Ok(())
+    }
+}
+
+/// Remove the entry of `va` at `leaf` below `table` (at `level`); returns whether `table` is
+/// left empty.
+fn unmap_in(
+    table: &mut Table,
+    va: u64,
+    level: u32,
+    leaf: u32,
+    freed: &mut KVec<KBox<Table>>,
+) -> Result<bool> {
+    let i = index(va, level);
+    if level == leaf {
+        if table.next.get(i).is_some_and(Option::is_some) {
+            // A table, not a page of this size: nothing to remove.
+            return Ok(false);
+        }
+        if table.get(i)? & PTE_VALID != 0 {
+            table.set(i, 0)?;
+            table.used -= 1;
+        }
+    } else {
+        let Some(next) = table.next[i].as_deref_mut() else {
+            return Ok(table.used == 0);
+        };
+        if unmap_in(next, va, level + 1, leaf, freed)? {
+            // Reserve first: the table must not be dropped before the invalidation.
+            freed.reserve(1, GFP_KERNEL)?;
+            table.set(i, 0)?;
+            table.used -= 1;
+            if let Some(t) = table.next[i].take() {
+                freed.push_within_capacity(t).map_err(|_| ENOMEM)?;
             }
         }
-        table.set(index(va, level), 0)
     }
+    Ok(table.used == 0)
 }
 
 /// A range of device VA.

@@ -36,6 +36,17 @@ const UVERBS_ATTR_UHW_OUT: u16 = NS_DRIVER + 1; // UVERBS_ATTR_UHW_IN is NS_DRIV
                                                 // enum ib_uverbs_write_cmds
 const IB_USER_VERBS_CMD_ALLOC_PD: u64 = 3;
 const IB_USER_VERBS_CMD_REG_MR: u64 = 9;
+const IB_USER_VERBS_CMD_CREATE_CQ: u64 = 18;
+const IB_USER_VERBS_CMD_CREATE_QP: u64 = 24;
+const IB_USER_VERBS_CMD_POST_SEND: u64 = 28;
+const IB_USER_VERBS_CMD_POST_RECV: u64 = 29;
+const UVERBS_OBJECT_CQ: u16 = 3;
+const UVERBS_OBJECT_QP: u16 = 4;
+const UVERBS_METHOD_CQ_DESTROY: u16 = 1;
+const UVERBS_METHOD_QP_DESTROY: u16 = 1;
+// UVERBS_ATTR_DESTROY_{CQ,QP}_{HANDLE,RESP}
+const UVERBS_ATTR_DESTROY_HANDLE: u16 = 0;
+const UVERBS_ATTR_DESTROY_RESP: u16 = 1;
 const UVERBS_OBJECT_MR: u16 = 7;
 const UVERBS_METHOD_MR_DESTROY: u16 = 1;
 const UVERBS_ATTR_DESTROY_MR_HANDLE: u16 = 0;
@@ -217,6 +228,65 @@ pub struct RegMrResp {
     pub mmu_va: u64,
 }
 
+/// `enum ib_wr_opcode` (`IB_UVERBS_WR_*`).
+pub const WR_RDMA_WRITE: u32 = 0;
+pub const WR_RDMA_WRITE_WITH_IMM: u32 = 1;
+pub const WR_SEND: u32 = 2;
+pub const WR_SEND_WITH_IMM: u32 = 3;
+pub const WR_RDMA_READ: u32 = 4;
+pub const WR_ATOMIC_CMP_AND_SWP: u32 = 5;
+pub const WR_ATOMIC_FETCH_AND_ADD: u32 = 6;
+/// `IB_QPT_RC`, `IB_QPT_UD`.
+pub const QPT_RC: u8 = 2;
+pub const QPT_UD: u8 = 4;
+
+/// A completion queue.
+#[derive(Debug)]
+pub struct Cq {
+    pub handle: u32,
+    pub cqe: u32,
+}
+
+/// A queue pair and the sizes the kernel granted.
+#[derive(Debug)]
+pub struct Qp {
+    pub handle: u32,
+    pub qpn: u32,
+    pub max_send_wr: u32,
+    pub max_send_sge: u32,
+}
+
+/// Queue sizes asked for a queue pair.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct QpCaps {
+    pub max_send_wr: u32,
+    pub max_recv_wr: u32,
+    pub max_send_sge: u32,
+    pub max_recv_sge: u32,
+    pub max_inline_data: u32,
+}
+
+/// `struct ib_uverbs_sge`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Sge {
+    pub addr: u64,
+    pub length: u32,
+    pub lkey: u32,
+}
+
+/// A send work request as `IB_USER_VERBS_CMD_POST_SEND` carries it.
+#[derive(Clone, Debug, Default)]
+pub struct SendWr {
+    pub wr_id: u64,
+    pub opcode: u32,
+    pub send_flags: u32,
+    pub imm_data: u32,
+    pub remote_addr: u64,
+    pub rkey: u32,
+    pub sges: Vec<Sge>,
+}
+
 /// A memory region.
 #[derive(Debug)]
 pub struct Mr {
@@ -328,6 +398,192 @@ impl Context {
             UVERBS_OBJECT_PD,
             UVERBS_METHOD_PD_DESTROY,
             [Attr::handle(UVERBS_ATTR_DESTROY_PD_HANDLE, pd.handle)],
+        )
+        .map(|_| ())
+    }
+
+    /// Create a completion queue of at least `cqe` entries
+    /// (`IB_USER_VERBS_CMD_CREATE_CQ`).
+    pub fn create_cq(&self, cqe: u32) -> io::Result<Cq> {
+        // struct ib_uverbs_create_cq
+        #[repr(C)]
+        struct Cmd {
+            response: u64,
+            user_handle: u64,
+            cqe: u32,
+            comp_vector: u32,
+            comp_channel: i32,
+            reserved: u32,
+        }
+        let cmd = Cmd {
+            response: 0,
+            user_handle: 0,
+            cqe,
+            comp_vector: 0,
+            comp_channel: -1,
+            reserved: 0,
+        };
+        // struct ib_uverbs_create_cq_resp { cq_handle, cqe }
+        let mut out = [0u32; 2];
+        self.invoke_write(IB_USER_VERBS_CMD_CREATE_CQ, &cmd, &mut out, &mut [0u64; 0])?;
+        Ok(Cq {
+            handle: out[0],
+            cqe: out[1],
+        })
+    }
+
+    /// Destroy a completion queue (`UVERBS_METHOD_CQ_DESTROY`).
+    pub fn destroy_cq(&self, cq: Cq) -> io::Result<()> {
+        let mut resp = [0u32; 2];
+        ioctl(
+            &self.fd,
+            UVERBS_OBJECT_CQ,
+            UVERBS_METHOD_CQ_DESTROY,
+            [
+                Attr::handle(UVERBS_ATTR_DESTROY_HANDLE, cq.handle),
+                Attr::output(UVERBS_ATTR_DESTROY_RESP, &mut resp),
+            ],
+        )
+        .map(|_| ())
+    }
+
+    /// Create a queue pair of type `qp_type` in `pd`, completing on `cq`
+    /// (`IB_USER_VERBS_CMD_CREATE_QP`).
+    pub fn create_qp(&self, pd: &Pd, cq: &Cq, qp_type: u8, caps: QpCaps) -> io::Result<Qp> {
+        // struct ib_uverbs_create_qp
+        #[repr(C)]
+        struct Cmd {
+            response: u64,
+            user_handle: u64,
+            pd_handle: u32,
+            send_cq_handle: u32,
+            recv_cq_handle: u32,
+            srq_handle: u32,
+            max_send_wr: u32,
+            max_recv_wr: u32,
+            max_send_sge: u32,
+            max_recv_sge: u32,
+            max_inline_data: u32,
+            sq_sig_all: u8,
+            qp_type: u8,
+            is_srq: u8,
+            reserved: u8,
+        }
+        let cmd = Cmd {
+            response: 0,
+            user_handle: 0,
+            pd_handle: pd.handle,
+            send_cq_handle: cq.handle,
+            recv_cq_handle: cq.handle,
+            srq_handle: 0,
+            max_send_wr: caps.max_send_wr,
+            max_recv_wr: caps.max_recv_wr,
+            max_send_sge: caps.max_send_sge,
+            max_recv_sge: caps.max_recv_sge,
+            max_inline_data: caps.max_inline_data,
+            sq_sig_all: 0,
+            qp_type,
+            is_srq: 0,
+            reserved: 0,
+        };
+        // struct ib_uverbs_create_qp_resp
+        let mut out = [0u32; 8];
+        self.invoke_write(IB_USER_VERBS_CMD_CREATE_QP, &cmd, &mut out, &mut [0u64; 0])?;
+        Ok(Qp {
+            handle: out[0],
+            qpn: out[1],
+            max_send_wr: out[2],
+            max_send_sge: out[4],
+        })
+    }
+
+    /// Destroy a queue pair (`UVERBS_METHOD_QP_DESTROY`).
+    pub fn destroy_qp(&self, qp: Qp) -> io::Result<()> {
+        let mut resp = 0u32;
+        ioctl(
+            &self.fd,
+            UVERBS_OBJECT_QP,
+            UVERBS_METHOD_QP_DESTROY,
+            [
+                Attr::handle(UVERBS_ATTR_DESTROY_HANDLE, qp.handle),
+                Attr::output(UVERBS_ATTR_DESTROY_RESP, &mut resp),
+            ],
+        )
+        .map(|_| ())
+    }
+
+    /// Post send work requests (`IB_USER_VERBS_CMD_POST_SEND`); on an error,
+    /// also the index of the request the kernel reports as failed.
+    pub fn post_send(&self, qp: &Qp, wrs: &[SendWr]) -> Result<(), (io::Error, u32)> {
+        // struct ib_uverbs_post_send, then wr_count struct ib_uverbs_send_wr
+        // (56 bytes), then the SGEs of all requests.
+        const WQE_SIZE: usize = 56;
+        let sge_count: usize = wrs.iter().map(|w| w.sges.len()).sum();
+        let mut buf = Vec::with_capacity(24 + wrs.len() * WQE_SIZE + sge_count * 16);
+        buf.extend_from_slice(&0u64.to_ne_bytes());
+        buf.extend_from_slice(&qp.handle.to_ne_bytes());
+        buf.extend_from_slice(&(wrs.len() as u32).to_ne_bytes());
+        buf.extend_from_slice(&(sge_count as u32).to_ne_bytes());
+        buf.extend_from_slice(&(WQE_SIZE as u32).to_ne_bytes());
+        for w in wrs {
+            let start = buf.len();
+            buf.extend_from_slice(&w.wr_id.to_ne_bytes());
+            buf.extend_from_slice(&(w.sges.len() as u32).to_ne_bytes());
+            buf.extend_from_slice(&w.opcode.to_ne_bytes());
+            buf.extend_from_slice(&w.send_flags.to_ne_bytes());
+            buf.extend_from_slice(&w.imm_data.to_ne_bytes());
+            buf.extend_from_slice(&w.remote_addr.to_ne_bytes());
+            buf.extend_from_slice(&w.rkey.to_ne_bytes());
+            buf.resize(start + WQE_SIZE, 0);
+        }
+        for w in wrs {
+            for s in &w.sges {
+                buf.extend_from_slice(&s.addr.to_ne_bytes());
+                buf.extend_from_slice(&s.length.to_ne_bytes());
+                buf.extend_from_slice(&s.lkey.to_ne_bytes());
+            }
+        }
+        let mut bad_wr = 0u32;
+        ioctl(
+            &self.fd,
+            UVERBS_OBJECT_DEVICE,
+            UVERBS_METHOD_INVOKE_WRITE,
+            [
+                Attr::buf(UVERBS_ATTR_CORE_IN, buf.as_ptr(), buf.len()),
+                Attr::output(UVERBS_ATTR_CORE_OUT, &mut bad_wr),
+                Attr::value(UVERBS_ATTR_WRITE_CMD, IB_USER_VERBS_CMD_POST_SEND),
+            ],
+        )
+        .map(|_| ())
+        .map_err(|e| (e, bad_wr))
+    }
+
+    /// Post one receive work request with one SGE
+    /// (`IB_USER_VERBS_CMD_POST_RECV`).
+    pub fn post_recv(&self, qp: &Qp, wr_id: u64, sge: Sge) -> io::Result<()> {
+        let mut buf = Vec::new();
+        buf.extend_from_slice(&0u64.to_ne_bytes());
+        buf.extend_from_slice(&qp.handle.to_ne_bytes());
+        buf.extend_from_slice(&1u32.to_ne_bytes());
+        buf.extend_from_slice(&1u32.to_ne_bytes());
+        buf.extend_from_slice(&16u32.to_ne_bytes());
+        // struct ib_uverbs_recv_wr { wr_id, num_sge, reserved }
+        buf.extend_from_slice(&wr_id.to_ne_bytes());
+        buf.extend_from_slice(&1u32.to_ne_bytes());
+        buf.extend_from_slice(&0u32.to_ne_bytes());
+        buf.extend_from_slice(&sge.addr.to_ne_bytes());
+        buf.extend_from_slice(&sge.length.to_ne_bytes());
+        buf.extend_from_slice(&sge.lkey.to_ne_bytes());
+        let mut bad_wr = 0u32;
+        ioctl(
+            &self.fd,
+            UVERBS_OBJECT_DEVICE,
+            UVERBS_METHOD_INVOKE_WRITE,
+            [
+                Attr::buf(UVERBS_ATTR_CORE_IN, buf.as_ptr(), buf.len()),
+                Attr::output(UVERBS_ATTR_CORE_OUT, &mut bad_wr),
+                Attr::value(UVERBS_ATTR_WRITE_CMD, IB_USER_VERBS_CMD_POST_RECV),
+            ],
         )
         .map(|_| ())
     }

@@ -19,13 +19,20 @@
 //!       read events: exactly those listed (PORT_ERR, PORT_ACTIVE), in order,
 //!       each within S seconds (default 20).
 //!   gaudi-verbs-test mr-register [--max-mib M] [--cycles N]
-//!       register memory regions of one page up to M MiB (default 1024):
+//!                                [--huge2m-mib H] [--huge1g]
+//!       register memory regions of one page up to M MiB (default 1024),
+//!       and of H MiB of 2 MiB huge pages and one 1 GiB page if asked
+//!       (their device pages must be as large):
 //!       the device reads each through its MMU (the emulator's peek) as
 //!       the process wrote it, writes land where they should, the region is
 //!       unmapped after deregistration; access rights the NIC cannot honour
 //!       fail; N (default 1000) register/deregister cycles; the emulator's
 //!       MMU fault count moves exactly by the faults provoked, its DMA
 //!       audit stays 0.
+//!   gaudi-verbs-test unsupported-opcodes
+//!       on an RC QP: SEND, SEND_WITH_IMM, RDMA_READ and the atomics fail in
+//!       post_send with EOPNOTSUPP naming the request, post_recv with
+//!       EOPNOTSUPP; QP types and sizes the NIC lacks are refused.
 //!   gaudi-verbs-test fatal [--timeout S]
 //!       hold a context, a PD and the async event file, print "listening";
 //!       expect DEVICE_FATAL, then the disassociation: the driver's method
@@ -33,9 +40,11 @@
 //!       event file.
 
 use gaudi_verbs::{
-    errno, event_name, find_device, AsyncEvents, Attr, Context, EmuCtl, PortInfo,
-    ACCESS_LOCAL_WRITE, ACCESS_REMOTE_ATOMIC, ACCESS_REMOTE_READ, ACCESS_REMOTE_WRITE,
+    errno, event_name, find_device, AsyncEvents, Attr, Context, EmuCtl, PortInfo, QpCaps, SendWr,
+    Sge, ACCESS_LOCAL_WRITE, ACCESS_REMOTE_ATOMIC, ACCESS_REMOTE_READ, ACCESS_REMOTE_WRITE,
     IB_EVENT_DEVICE_FATAL, IB_EVENT_PORT_ACTIVE, IB_EVENT_PORT_ERR, NS_DRIVER, PORT_LINK_UP,
+    QPT_RC, QPT_UD, WR_ATOMIC_CMP_AND_SWP, WR_ATOMIC_FETCH_AND_ADD, WR_RDMA_READ, WR_RDMA_WRITE,
+    WR_SEND, WR_SEND_WITH_IMM,
 };
 use std::io::Write;
 use std::process::exit;
@@ -406,6 +415,31 @@ impl Mapping {
         }
     }
 
+    /// `len` bytes of huge pages of `1 << shift` bytes (hugetlbfs).
+    fn huge(len: usize, shift: u32) -> std::io::Result<Self> {
+        // SAFETY: a fresh anonymous mapping; no existing memory is affected.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE
+                    | libc::MAP_ANONYMOUS
+                    | libc::MAP_HUGETLB
+                    | ((shift as i32) << libc::MAP_HUGE_SHIFT),
+                -1,
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(Self {
+            ptr: ptr.cast(),
+            len,
+        })
+    }
+
     fn addr(&self) -> u64 {
         self.ptr as u64
     }
@@ -433,8 +467,97 @@ fn stat(emu: &mut EmuCtl, name: &str) -> u64 {
         .unwrap_or_else(|e| fail(format!("emulator stat {name}: {e}")))
 }
 
+/// Register `map` (filled with a pattern here), check what the device sees
+/// through its MMU, deregister; returns the MMU faults provoked.
+fn check_region(
+    ctx: &Context,
+    pd: &gaudi_verbs::Pd,
+    emu: &mut EmuCtl,
+    mut map: Mapping,
+    want_shift: Option<u32>,
+) -> u64 {
+    let size = map.len as u64;
+    let rw = ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE;
+    let mut faults_expected = 0;
+    let addr = map.addr();
+    let buf = map.bytes();
+    for (i, w) in buf.chunks_mut(8).enumerate() {
+        let v = (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ size;
+        w.copy_from_slice(&v.to_le_bytes()[..w.len()]);
+    }
+    let t = std::time::Instant::now();
+    let mr = ctx
+        .reg_mr(pd, addr, size, addr, rw)
+        .unwrap_or_else(|e| fail(format!("reg_mr {size}: {e}")));
+    let took = t.elapsed();
+    let shift = mr.resp.page_shift;
+    let page = 1u64 << shift;
+    check(
+        mr.lkey != 0 && mr.lkey == mr.rkey,
+        format!("{size} B: lkey {:#x} = rkey", mr.lkey),
+    );
+    check(
+        [12, 21, 30].contains(&shift) && mr.resp.mmu_va % page == addr % page,
+        format!(
+            "{size} B: device VA {:#x}, pages of 2^{shift}, registered in {took:?}",
+            mr.resp.mmu_va
+        ),
+    );
+    // The device sees what the process wrote: start, across the first
+    // page boundary, middle, end.
+    let mut spots = vec![(0u64, 64u64), (size / 2, 64), (size - 64, 64)];
+    if size > 4096 + 64 {
+        spots.push((4096 - 32, 64));
+    }
+    for (off, len) in spots {
+        let got = emu
+            .peek(mr.resp.mmu_va + off, len as usize)
+            .unwrap_or_else(|e| fail(format!("{size} B: peek at +{off}: {e}")));
+        if got[..] != buf[off as usize..(off + len) as usize] {
+            fail(format!("{size} B: device reads other bytes at +{off}"));
+        }
+    }
+    println!("ok: {size} B: the device reads the region as written");
+    // A write through the device MMU lands in the process's memory.
+    let data: Vec<u8> = (0..32u8).map(|i| i ^ 0xa5).collect();
+    let off = size - 32;
+    emu.poke(mr.resp.mmu_va + off, &data)
+        .unwrap_or_else(|e| fail(format!("{size} B: poke: {e}")));
+    check(
+        buf[off as usize..] == data[..],
+        format!("{size} B: a device write lands in the last bytes"),
+    );
+    // Past a page-aligned end nothing is mapped.
+    if size % page == 0 {
+        let r = emu.peek(mr.resp.mmu_va + size, 8);
+        check(
+            r.is_err(),
+            format!("{size} B: the byte after the end faults"),
+        );
+        faults_expected += 1;
+    }
+    let va = mr.resp.mmu_va;
+    ctx.dereg_mr(mr)
+        .unwrap_or_else(|e| fail(format!("dereg_mr {size}: {e}")));
+    let r = emu.peek(va, 8);
+    check(
+        r.is_err(),
+        format!("{size} B: unmapped after deregistration"),
+    );
+    faults_expected += 1;
+    if let Some(want) = want_shift {
+        check(
+            shift == want,
+            format!("{size} B: device pages of 2^{shift}, expected 2^{want}"),
+        );
+    }
+    faults_expected
+}
+
 fn mr_register(args: &[String]) {
     let max = arg(args, "--max-mib", Some(1024)) << 20;
+    let huge_2m = (arg(args, "--huge2m-mib", Some(0)) << 20) as usize;
+    let huge_1g = args.iter().any(|a| a == "--huge1g");
     let cycles = arg(args, "--cycles", Some(1000));
     let (_, ctx) = open();
     let ctx = ctx.unwrap_or_else(|e| fail(format!("GET_CONTEXT: {e}")));
@@ -451,73 +574,18 @@ fn mr_register(args: &[String]) {
     sizes.retain(|s| *s <= max);
     sizes.dedup();
     for size in sizes {
-        let mut map = Mapping::new(size as usize);
-        let addr = map.addr();
-        let buf = map.bytes();
-        for (i, w) in buf.chunks_mut(8).enumerate() {
-            let v = (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ size;
-            w.copy_from_slice(&v.to_le_bytes()[..w.len()]);
-        }
-        let t = std::time::Instant::now();
-        let mr = ctx
-            .reg_mr(&pd, addr, size, addr, rw)
-            .unwrap_or_else(|e| fail(format!("reg_mr {size}: {e}")));
-        let took = t.elapsed();
-        let shift = mr.resp.page_shift;
-        let page = 1u64 << shift;
-        check(
-            mr.lkey != 0 && mr.lkey == mr.rkey,
-            format!("{size} B: lkey {:#x} = rkey", mr.lkey),
-        );
-        check(
-            [12, 21, 30].contains(&shift) && mr.resp.mmu_va % page == addr % page,
-            format!(
-                "{size} B: device VA {:#x}, pages of 2^{shift}, registered in {took:?}",
-                mr.resp.mmu_va
-            ),
-        );
-        // The device sees what the process wrote: start, across the first
-        // page boundary, middle, end.
-        let mut spots = vec![(0u64, 64u64), (size / 2, 64), (size - 64, 64)];
-        if size > 4096 + 64 {
-            spots.push((4096 - 32, 64));
-        }
-        for (off, len) in spots {
-            let got = emu
-                .peek(mr.resp.mmu_va + off, len as usize)
-                .unwrap_or_else(|e| fail(format!("{size} B: peek at +{off}: {e}")));
-            if got[..] != buf[off as usize..(off + len) as usize] {
-                fail(format!("{size} B: device reads other bytes at +{off}"));
-            }
-        }
-        println!("ok: {size} B: the device reads the region as written");
-        // A write through the device MMU lands in the process's memory.
-        let data: Vec<u8> = (0..32u8).map(|i| i ^ 0xa5).collect();
-        let off = size - 32;
-        emu.poke(mr.resp.mmu_va + off, &data)
-            .unwrap_or_else(|e| fail(format!("{size} B: poke: {e}")));
-        check(
-            buf[off as usize..] == data[..],
-            format!("{size} B: a device write lands in the last bytes"),
-        );
-        // Past a page-aligned end nothing is mapped.
-        if size % page == 0 {
-            let r = emu.peek(mr.resp.mmu_va + size, 8);
-            check(
-                r.is_err(),
-                format!("{size} B: the byte after the end faults"),
-            );
-            faults_expected += 1;
-        }
-        let va = mr.resp.mmu_va;
-        ctx.dereg_mr(mr)
-            .unwrap_or_else(|e| fail(format!("dereg_mr {size}: {e}")));
-        let r = emu.peek(va, 8);
-        check(
-            r.is_err(),
-            format!("{size} B: unmapped after deregistration"),
-        );
-        faults_expected += 1;
+        faults_expected += check_region(&ctx, &pd, &mut emu, Mapping::new(size as usize), None);
+    }
+    // Huge pages (hugetlbfs): the device maps them with pages of the same
+    // size.
+    if huge_2m != 0 {
+        let map = Mapping::huge(huge_2m, 21)
+            .unwrap_or_else(|e| fail(format!("{huge_2m} B of 2 MiB pages: {e}")));
+        faults_expected += check_region(&ctx, &pd, &mut emu, map, Some(21));
+    }
+    if huge_1g {
+        let map = Mapping::huge(1 << 30, 30).unwrap_or_else(|e| fail(format!("a 1 GiB page: {e}")));
+        faults_expected += check_region(&ctx, &pd, &mut emu, map, Some(30));
     }
 
     // Without REMOTE_WRITE the device may read but not write the region.
@@ -598,6 +666,147 @@ fn mr_register(args: &[String]) {
     println!("PASS");
 }
 
+fn unsupported_opcodes() {
+    let (_, ctx) = open();
+    let ctx = ctx.unwrap_or_else(|e| fail(format!("GET_CONTEXT: {e}")));
+    let pd = ctx
+        .alloc_pd()
+        .unwrap_or_else(|e| fail(format!("alloc PD: {e}")));
+    let cq = ctx
+        .create_cq(16)
+        .unwrap_or_else(|e| fail(format!("create CQ: {e}")));
+    check(cq.cqe >= 16, format!("CQ of {} entries", cq.cqe));
+    let caps = QpCaps {
+        max_send_wr: 16,
+        max_send_sge: 1,
+        ..Default::default()
+    };
+    expect_errno(
+        "UD QP",
+        ctx.create_qp(&pd, &cq, QPT_UD, caps).map(|q| q.qpn),
+        libc::EOPNOTSUPP,
+    );
+    for (what, bad) in [
+        (
+            "QP with a receive queue",
+            QpCaps {
+                max_recv_wr: 1,
+                max_recv_sge: 1,
+                ..caps
+            },
+        ),
+        (
+            "QP with 2 SGEs",
+            QpCaps {
+                max_send_sge: 2,
+                ..caps
+            },
+        ),
+        (
+            "QP with inline data",
+            QpCaps {
+                max_inline_data: 64,
+                ..caps
+            },
+        ),
+        (
+            "QP without send queue",
+            QpCaps {
+                max_send_wr: 0,
+                ..caps
+            },
+        ),
+    ] {
+        expect_errno(
+            what,
+            ctx.create_qp(&pd, &cq, QPT_RC, bad).map(|q| q.qpn),
+            libc::EINVAL,
+        );
+    }
+    let qp = ctx
+        .create_qp(&pd, &cq, QPT_RC, caps)
+        .unwrap_or_else(|e| fail(format!("create RC QP: {e}")));
+    check(
+        qp.qpn >= 2 && qp.max_send_wr >= 16 && qp.max_send_sge == 1,
+        format!(
+            "RC QP {}: {} send WRs, {} SGE",
+            qp.qpn, qp.max_send_wr, qp.max_send_sge
+        ),
+    );
+    let qp2 = ctx
+        .create_qp(&pd, &cq, QPT_RC, caps)
+        .unwrap_or_else(|e| fail(format!("create a second RC QP: {e}")));
+    check(qp2.qpn != qp.qpn, format!("second QP {}", qp2.qpn));
+
+    let mut map = Mapping::new(4096);
+    let addr = map.addr();
+    map.bytes()[0] = 1;
+    let mr = ctx
+        .reg_mr(&pd, addr, 4096, addr, ACCESS_LOCAL_WRITE)
+        .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
+    let sge = Sge {
+        addr,
+        length: 64,
+        lkey: mr.lkey,
+    };
+    for (name, opcode) in [
+        ("SEND", WR_SEND),
+        ("SEND_WITH_IMM", WR_SEND_WITH_IMM),
+        ("RDMA_READ", WR_RDMA_READ),
+        ("ATOMIC_CMP_AND_SWP", WR_ATOMIC_CMP_AND_SWP),
+        ("ATOMIC_FETCH_AND_ADD", WR_ATOMIC_FETCH_AND_ADD),
+    ] {
+        let wr = SendWr {
+            wr_id: 7,
+            opcode,
+            remote_addr: 0x1000,
+            rkey: 1,
+            sges: vec![sge],
+            ..Default::default()
+        };
+        match ctx.post_send(&qp, &[wr]) {
+            Ok(()) => fail(format!("post_send {name}: accepted")),
+            Err((e, bad)) => check(
+                errno(&e) == libc::EOPNOTSUPP && bad == 1,
+                format!("post_send {name}: errno {} ({e}), bad_wr {bad}", errno(&e)),
+            ),
+        }
+    }
+    // The first request of a list fails: nothing of the list is posted.
+    let list = [
+        SendWr {
+            opcode: WR_RDMA_READ,
+            sges: vec![sge],
+            ..Default::default()
+        },
+        SendWr {
+            opcode: WR_RDMA_WRITE,
+            sges: vec![sge],
+            ..Default::default()
+        },
+    ];
+    match ctx.post_send(&qp, &list) {
+        Ok(()) => fail("post_send [RDMA_READ, RDMA_WRITE]: accepted".into()),
+        Err((e, bad)) => check(
+            errno(&e) == libc::EOPNOTSUPP && bad == 1,
+            format!(
+                "post_send [RDMA_READ, RDMA_WRITE]: errno {}, bad_wr {bad}",
+                errno(&e)
+            ),
+        ),
+    }
+    expect_errno("post_recv", ctx.post_recv(&qp, 9, sge), libc::EOPNOTSUPP);
+    ctx.dereg_mr(mr)
+        .unwrap_or_else(|e| fail(format!("dereg_mr: {e}")));
+    ctx.destroy_qp(qp2)
+        .unwrap_or_else(|e| fail(format!("destroy QP: {e}")));
+    ctx.destroy_qp(qp)
+        .unwrap_or_else(|e| fail(format!("destroy QP: {e}")));
+    ctx.destroy_cq(cq)
+        .unwrap_or_else(|e| fail(format!("destroy CQ: {e}")));
+    println!("PASS");
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
@@ -608,10 +817,11 @@ fn main() {
         Some("events") => events(&args[1..]),
         Some("fatal") => fatal(&args[1..]),
         Some("mr-register") => mr_register(&args[1..]),
+        Some("unsupported-opcodes") => unsupported_opcodes(),
         _ => fail(
             "usage: gaudi-verbs-test uverbs --ports N [--instance I] | hold | \
              context --expect-errno E | pd-single | events --expect NAME:PORT,... \
-             [--timeout S] | fatal [--timeout S] | mr-register [--max-mib M] [--cycles N]"
+             [--timeout S] | fatal [--timeout S] | mr-register [--max-mib M] [--cycles N] [--huge2m-mib H] [--huge1g] | unsupported-opcodes"
                 .into(),
         ),
     }

@@ -1,0 +1,175 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Work requests: what `post_send` and `post_recv` hand to a driver.
+//!
+//! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h)
+
+use crate::bindings;
+use core::marker::PhantomData;
+
+/// The operation of a send work request (`enum ib_wr_opcode`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Opcode {
+    /// `IB_WR_RDMA_WRITE`.
+    RdmaWrite,
+    /// `IB_WR_RDMA_WRITE_WITH_IMM`.
+    RdmaWriteWithImm,
+    /// `IB_WR_SEND`.
+    Send,
+    /// `IB_WR_SEND_WITH_IMM`.
+    SendWithImm,
+    /// `IB_WR_RDMA_READ`.
+    RdmaRead,
+    /// `IB_WR_ATOMIC_CMP_AND_SWP`.
+    AtomicCmpAndSwp,
+    /// `IB_WR_ATOMIC_FETCH_AND_ADD`.
+    AtomicFetchAndAdd,
+    /// Any other operation, by its raw value.
+    Other(u32),
+}
+
+impl Opcode {
+    fn from_raw(raw: u32) -> Self {
+        match raw {
+            bindings::ib_wr_opcode_IB_WR_RDMA_WRITE => Self::RdmaWrite,
+            bindings::ib_wr_opcode_IB_WR_RDMA_WRITE_WITH_IMM => Self::RdmaWriteWithImm,
+            bindings::ib_wr_opcode_IB_WR_SEND => Self::Send,
+            bindings::ib_wr_opcode_IB_WR_SEND_WITH_IMM => Self::SendWithImm,
+            bindings::ib_wr_opcode_IB_WR_RDMA_READ => Self::RdmaRead,
+            bindings::ib_wr_opcode_IB_WR_ATOMIC_CMP_AND_SWP => Self::AtomicCmpAndSwp,
+            bindings::ib_wr_opcode_IB_WR_ATOMIC_FETCH_AND_ADD => Self::AtomicFetchAndAdd,
+            other => Self::Other(other),
+        }
+    }
+
+    /// Whether the request is an `ib_rdma_wr` (it names a remote address and key).
+    fn is_rdma(self) -> bool {
+        matches!(
+            self,
+            Self::RdmaWrite | Self::RdmaWriteWithImm | Self::RdmaRead
+        )
+    }
+}
+
+/// A scatter/gather element (`struct ib_sge`).
+#[repr(transparent)]
+pub struct Sge(bindings::ib_sge);
+
+impl Sge {
+    /// Start address, in the memory region's IOVA space.
+    pub fn addr(&self) -> u64 {
+        self.0.addr
+    }
+
+    /// Length in bytes.
+    pub fn length(&self) -> u32 {
+        self.0.length
+    }
+
+    /// Local key of the memory region.
+    pub fn lkey(&self) -> u32 {
+        self.0.lkey
+    }
+}
+
+/// A send work request (`struct ib_send_wr`), borrowed for a `post_send` call.
+pub struct SendWr<'a> {
+    raw: &'a bindings::ib_send_wr,
+}
+
+impl<'a> SendWr<'a> {
+    /// The caller's identifier, reported in the completion.
+    pub fn wr_id(&self) -> u64 {
+        // SAFETY: `wr_id` and `wr_cqe` share the storage; reading the bits as `u64` is valid
+        // either way, and completions hand them back the same way.
+        unsafe { self.raw.__bindgen_anon_1.wr_id }
+    }
+
+    /// The operation.
+    pub fn opcode(&self) -> Opcode {
+        Opcode::from_raw(self.raw.opcode)
+    }
+
+    /// Whether the request asks for a completion (`IB_SEND_SIGNALED`).
+    pub fn signaled(&self) -> bool {
+        self.raw.send_flags & bindings::ib_send_flags_IB_SEND_SIGNALED != 0
+    }
+
+    /// The flags (`enum ib_send_flags`).
+    pub fn flags(&self) -> u32 {
+        self.raw.send_flags as u32
+    }
+
+    /// The scatter/gather list.
+    pub fn sges(&self) -> &'a [Sge] {
+        let n = usize::try_from(self.raw.num_sge).unwrap_or(0);
+        if n == 0 || self.raw.sg_list.is_null() {
+            return &[];
+        }
+        // SAFETY: The poster provides `num_sge` elements at `sg_list`, valid for the call
+        // (`'a`); `Sge` is a transparent `ib_sge`.
+        unsafe { core::slice::from_raw_parts(self.raw.sg_list.cast::<Sge>(), n) }
+    }
+
+    /// Remote address and key of an RDMA operation; `None` for other operations.
+    pub fn rdma(&self) -> Option<(u64, u32)> {
+        if !self.opcode().is_rdma() {
+            return None;
+        }
+        // SAFETY: Requests of RDMA operations are the `wr` field (offset 0) of a
+        // `struct ib_rdma_wr`, as `rdma_wr()` assumes: uverbs builds them so, kernel posters
+        // must.
+        let rdma = unsafe { &*core::ptr::from_ref(self.raw).cast::<bindings::ib_rdma_wr>() };
+        Some((rdma.remote_addr, rdma.rkey))
+    }
+
+    /// Immediate data (`ex.imm_data`), in network byte order as posted.
+    pub fn imm_data(&self) -> u32 {
+        // SAFETY: Both members of `ex` are 32-bit integers.
+        unsafe { self.raw.ex.imm_data }
+    }
+}
+
+/// The list of send work requests of one `post_send` call.
+///
+/// The driver takes the requests in order. When it fails, the request it took last (or the
+/// first, if it took none) is reported to the poster as the one that failed (`bad_wr`):
+/// requests before it were posted, it and those after were not.
+pub struct SendWrs<'a> {
+    next: *const bindings::ib_send_wr,
+    last: *const bindings::ib_send_wr,
+    _p: PhantomData<&'a bindings::ib_send_wr>,
+}
+
+impl<'a> SendWrs<'a> {
+    /// # Safety
+    ///
+    /// `first` is null or the head of a list of send work requests valid for `'a`.
+    pub(crate) unsafe fn new(first: *const bindings::ib_send_wr) -> Self {
+        Self {
+            next: first,
+            last: first,
+            _p: PhantomData,
+        }
+    }
+
+    /// The request to report as failed.
+    pub(crate) fn failed(&self) -> *const bindings::ib_send_wr {
+        self.last
+    }
+}
+
+impl<'a> Iterator for SendWrs<'a> {
+    type Item = SendWr<'a>;
+
+    fn next(&mut self) -> Option<SendWr<'a>> {
+        if self.next.is_null() {
+            return None;
+        }
+        // SAFETY: `next` is a request of the list, valid for `'a` (type invariants of `new`).
+        let raw = unsafe { &*self.next };
+        self.last = self.next;
+        self.next = raw.next;
+        Some(SendWr { raw })
+    }
+}

@@ -1,0 +1,8 @@
+# SPDX-License-Identifier: GPL-2.0
+# The NIC executes RDMA WRITE only: SEND, RDMA_READ and the atomics fail in
+# post_send with EOPNOTSUPP (and the failed request named), post_recv with
+# EOPNOTSUPP; QPs other than RC, and with a receive queue, several SGEs or
+# inline data, are refused.
+. /lib/gaudi/guest-lib.sh
+gaudi-verbs-test unsupported-opcodes || fail "unsupported operations were not refused as expected"
+dmesg | grep -q "QP of type Ud refused" || fail "no log line for the refused UD QP"
