@@ -134,3 +134,20 @@ start_listener() {
 link_state() {
 	rdma link show "$1" | sed -n 's/.* state \([A-Z_]*\) .*/\1/p'
 }
+
+# Load the driver on a device it must refuse, and check that the refusal
+# left nothing behind: the module is loaded, the first Gaudi2 function is
+# unbound, has no interrupt and is disabled, and the kernel log has line $1
+# for it. Prints the driver's log lines for that function.
+probe_refused() {
+	d=$(gaudi_devices | head -n 1)
+	[ -n "$d" ] || fail "no 1da3:1020 device on the PCI bus"
+	if insmod /lib/modules/gaudi_ib.ko; then :; fi
+	grep -q '^gaudi_ib ' /proc/modules || fail "module did not load"
+	drv=$(bound_driver "$d")
+	[ -z "$drv" ] || fail "refused device bound to $drv"
+	dmesg | grep -q "gaudi_ib $d: $1" || fail "no log line '$1'"
+	! grep -q gaudi_ib /proc/interrupts || fail "refused probe left interrupts behind"
+	[ "$(cat "/sys/bus/pci/devices/$d/enable")" = 0 ] || fail "refused probe left the device enabled"
+	dmesg | grep "gaudi_ib $d"
+}

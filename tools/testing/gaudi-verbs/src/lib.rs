@@ -512,36 +512,30 @@ impl Context {
         .map(|_| ())
     }
 
-    /// Post send work requests (`IB_USER_VERBS_CMD_POST_SEND`); on an error,
-    /// also the index of the request the kernel reports as failed.
-    pub fn post_send(&self, qp: &Qp, wrs: &[SendWr]) -> Result<(), (io::Error, u32)> {
-        // struct ib_uverbs_post_send, then wr_count struct ib_uverbs_send_wr
-        // (56 bytes), then the SGEs of all requests.
-        const WQE_SIZE: usize = 56;
-        let sge_count: usize = wrs.iter().map(|w| w.sges.len()).sum();
-        let mut buf = Vec::with_capacity(24 + wrs.len() * WQE_SIZE + sge_count * 16);
+    /// A posting command: `struct ib_uverbs_post_{send,recv}` (header, then
+    /// `count` requests of `wqe_size` bytes in `wqes`, then the SGEs), sent
+    /// through `UVERBS_METHOD_INVOKE_WRITE`; on an error, also the 1-based
+    /// index of the request the kernel reports as failed.
+    fn post(
+        &self,
+        cmd: u64,
+        qp: &Qp,
+        count: usize,
+        wqe_size: usize,
+        wqes: &[u8],
+        sges: &[Sge],
+    ) -> Result<(), (io::Error, u32)> {
+        let mut buf = Vec::with_capacity(24 + wqes.len() + sges.len() * 16);
         buf.extend_from_slice(&0u64.to_ne_bytes());
         buf.extend_from_slice(&qp.handle.to_ne_bytes());
-        buf.extend_from_slice(&(wrs.len() as u32).to_ne_bytes());
-        buf.extend_from_slice(&(sge_count as u32).to_ne_bytes());
-        buf.extend_from_slice(&(WQE_SIZE as u32).to_ne_bytes());
-        for w in wrs {
-            let start = buf.len();
-            buf.extend_from_slice(&w.wr_id.to_ne_bytes());
-            buf.extend_from_slice(&(w.sges.len() as u32).to_ne_bytes());
-            buf.extend_from_slice(&w.opcode.to_ne_bytes());
-            buf.extend_from_slice(&w.send_flags.to_ne_bytes());
-            buf.extend_from_slice(&w.imm_data.to_ne_bytes());
-            buf.extend_from_slice(&w.remote_addr.to_ne_bytes());
-            buf.extend_from_slice(&w.rkey.to_ne_bytes());
-            buf.resize(start + WQE_SIZE, 0);
-        }
-        for w in wrs {
-            for s in &w.sges {
-                buf.extend_from_slice(&s.addr.to_ne_bytes());
-                buf.extend_from_slice(&s.length.to_ne_bytes());
-                buf.extend_from_slice(&s.lkey.to_ne_bytes());
-            }
+        buf.extend_from_slice(&(count as u32).to_ne_bytes());
+        buf.extend_from_slice(&(sges.len() as u32).to_ne_bytes());
+        buf.extend_from_slice(&(wqe_size as u32).to_ne_bytes());
+        buf.extend_from_slice(wqes);
+        for s in sges {
+            buf.extend_from_slice(&s.addr.to_ne_bytes());
+            buf.extend_from_slice(&s.length.to_ne_bytes());
+            buf.extend_from_slice(&s.lkey.to_ne_bytes());
         }
         let mut bad_wr = 0u32;
         ioctl(
@@ -551,41 +545,52 @@ impl Context {
             [
                 Attr::buf(UVERBS_ATTR_CORE_IN, buf.as_ptr(), buf.len()),
                 Attr::output(UVERBS_ATTR_CORE_OUT, &mut bad_wr),
-                Attr::value(UVERBS_ATTR_WRITE_CMD, IB_USER_VERBS_CMD_POST_SEND),
+                Attr::value(UVERBS_ATTR_WRITE_CMD, cmd),
             ],
         )
         .map(|_| ())
         .map_err(|e| (e, bad_wr))
     }
 
+    /// Post send work requests (`IB_USER_VERBS_CMD_POST_SEND`); on an error,
+    /// also the index of the request the kernel reports as failed.
+    pub fn post_send(&self, qp: &Qp, wrs: &[SendWr]) -> Result<(), (io::Error, u32)> {
+        // struct ib_uverbs_send_wr: 56 bytes.
+        const WQE_SIZE: usize = 56;
+        let mut wqes = Vec::with_capacity(wrs.len() * WQE_SIZE);
+        let mut sges = Vec::new();
+        for w in wrs {
+            let start = wqes.len();
+            wqes.extend_from_slice(&w.wr_id.to_ne_bytes());
+            wqes.extend_from_slice(&(w.sges.len() as u32).to_ne_bytes());
+            wqes.extend_from_slice(&w.opcode.to_ne_bytes());
+            wqes.extend_from_slice(&w.send_flags.to_ne_bytes());
+            wqes.extend_from_slice(&w.imm_data.to_ne_bytes());
+            wqes.extend_from_slice(&w.remote_addr.to_ne_bytes());
+            wqes.extend_from_slice(&w.rkey.to_ne_bytes());
+            wqes.resize(start + WQE_SIZE, 0);
+            sges.extend_from_slice(&w.sges);
+        }
+        self.post(
+            IB_USER_VERBS_CMD_POST_SEND,
+            qp,
+            wrs.len(),
+            WQE_SIZE,
+            &wqes,
+            &sges,
+        )
+    }
+
     /// Post one receive work request with one SGE
     /// (`IB_USER_VERBS_CMD_POST_RECV`).
     pub fn post_recv(&self, qp: &Qp, wr_id: u64, sge: Sge) -> io::Result<()> {
-        let mut buf = Vec::new();
-        buf.extend_from_slice(&0u64.to_ne_bytes());
-        buf.extend_from_slice(&qp.handle.to_ne_bytes());
-        buf.extend_from_slice(&1u32.to_ne_bytes());
-        buf.extend_from_slice(&1u32.to_ne_bytes());
-        buf.extend_from_slice(&16u32.to_ne_bytes());
         // struct ib_uverbs_recv_wr { wr_id, num_sge, reserved }
-        buf.extend_from_slice(&wr_id.to_ne_bytes());
-        buf.extend_from_slice(&1u32.to_ne_bytes());
-        buf.extend_from_slice(&0u32.to_ne_bytes());
-        buf.extend_from_slice(&sge.addr.to_ne_bytes());
-        buf.extend_from_slice(&sge.length.to_ne_bytes());
-        buf.extend_from_slice(&sge.lkey.to_ne_bytes());
-        let mut bad_wr = 0u32;
-        ioctl(
-            &self.fd,
-            UVERBS_OBJECT_DEVICE,
-            UVERBS_METHOD_INVOKE_WRITE,
-            [
-                Attr::buf(UVERBS_ATTR_CORE_IN, buf.as_ptr(), buf.len()),
-                Attr::output(UVERBS_ATTR_CORE_OUT, &mut bad_wr),
-                Attr::value(UVERBS_ATTR_WRITE_CMD, IB_USER_VERBS_CMD_POST_RECV),
-            ],
-        )
-        .map(|_| ())
+        let mut wqe = Vec::with_capacity(16);
+        wqe.extend_from_slice(&wr_id.to_ne_bytes());
+        wqe.extend_from_slice(&1u32.to_ne_bytes());
+        wqe.extend_from_slice(&0u32.to_ne_bytes());
+        self.post(IB_USER_VERBS_CMD_POST_RECV, qp, 1, 16, &wqe, &[sge])
+            .map_err(|(e, _)| e)
     }
 
     /// Register `len` bytes at `addr` with `iova` (`IB_USER_VERBS_CMD_REG_MR`).
