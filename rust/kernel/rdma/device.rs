@@ -839,6 +839,8 @@ pub struct Options {
     /// [`Driver::query_gid`] (`ib_device::roce_gids_from_driver`) instead of deriving it from
     /// a netdev's addresses.
     pub roce_gids_from_driver: bool,
+    /// Node GUID (an EUI-64, for example derived from a MAC address), 0 for none.
+    pub node_guid: u64,
 }
 
 /// The kind of RDMA node (`enum rdma_node_type`).
@@ -1010,6 +1012,7 @@ impl<T: Driver> Registration<T> {
             (*raw).num_comp_vectors = opts.comp_vectors.max(1).min(i32::MAX as u32) as i32;
             (*raw).node_type = opts.node_type as u8;
             (*raw).set_roce_gids_from_driver(opts.roce_gids_from_driver.into());
+            (*raw).node_guid = opts.node_guid.to_be();
             if T::HAS_CREATE_QP {
                 // The posting commands of user verbs are off unless a driver asks for them
                 // (most providers post from user space): these reach `Driver::post_send` and

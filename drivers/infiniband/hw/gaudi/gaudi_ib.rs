@@ -614,6 +614,8 @@ impl pci::Driver for GaudiIbDriver {
                 node_type: rdma::NodeType::Ca,
                 // The NIC's ports are not Linux network interfaces.
                 roce_gids_from_driver: true,
+                // The node GUID is the EUI-64 of the first port's MAC address.
+                node_guid: ib::eui64(ib::port_mac(shared.bar.access(pdev.as_ref())?, 0)?),
             },
             ib::IbDev::new(shared.clone(), caps, pdev.device_id().into()),
         )

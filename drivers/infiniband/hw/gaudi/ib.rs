@@ -68,6 +68,7 @@ use crate::{
         VaRange, //
     },
     regs,
+    Bar,
     Shared, //
 };
 
@@ -200,14 +201,40 @@ impl IbDev {
     }
 
     fn port_mac(&self, port: u32) -> Result<[u8; 6]> {
-        let lo = self.port_reg(port, regs::PORT_MAC_LO)?.to_le_bytes();
-        let hi = self.port_reg(port, regs::PORT_MAC_HI)?.to_le_bytes();
-        Ok([lo[0], lo[1], lo[2], lo[3], hi[0], hi[1]])
+        if port == 0 || port > self.caps.ports {
+            return Err(EINVAL);
+        }
+        port_mac(&*self.shared.bar.try_access().ok_or(ENODEV)?, port - 1)
     }
 
     fn port_up(&self, port: u32) -> Result<bool> {
         Ok(self.port_reg(port, regs::PORT_STATE)? & regs::PORT_STATE_UP != 0)
     }
+}
+
+/// The MAC address of port index `index` (from 0).
+pub(crate) fn port_mac(bar: &Bar<'_>, index: u32) -> Result<[u8; 6]> {
+    let lo = bar
+        .try_read32(regs::port(index) + regs::PORT_MAC_LO)?
+        .to_le_bytes();
+    let hi = bar
+        .try_read32(regs::port(index) + regs::PORT_MAC_HI)?
+        .to_le_bytes();
+    Ok([lo[0], lo[1], lo[2], lo[3], hi[0], hi[1]])
+}
+
+/// The modified EUI-64 of a MAC address (RFC 4291, appendix A), as a node GUID.
+pub(crate) fn eui64(mac: [u8; 6]) -> u64 {
+    u64::from_be_bytes([
+        mac[0] ^ 0x02,
+        mac[1],
+        mac[2],
+        0xff,
+        0xfe,
+        mac[3],
+        mac[4],
+        mac[5],
+    ])
 }
 
 /// The driver's data of a user context.

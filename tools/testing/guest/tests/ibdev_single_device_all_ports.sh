@@ -9,6 +9,9 @@ echo "$devs"
 n=$(echo "$devs" | grep -c ': gaudi_[0-9]*:')
 [ "$n" = 1 ] || fail "expected one gaudi device, rdma dev show lists $n"
 echo "$devs" | grep -q 'node_type ca' || fail "gaudi device is not a channel adapter"
+# The node GUID is the EUI-64 of port 1's MAC (the emulator's 02:1d:a3:00:00:00).
+guid=$(cat /sys/class/infiniband/gaudi_0/node_guid)
+[ "$guid" = "001d:a3ff:fe00:0000" ] || fail "node GUID $guid, expected 001d:a3ff:fe00:0000"
 links=$(rdma link show) || fail "rdma link show failed"
 echo "$links"
 n=$(echo "$links" | grep -c '^link gaudi_0/[0-9]* ')
