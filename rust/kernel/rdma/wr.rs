@@ -173,3 +173,80 @@ impl<'a> Iterator for SendWrs<'a> {
         Some(SendWr { raw })
     }
 }
+
+#[macros::kunit_tests(rust_kernel_rdma_wr)]
+mod tests {
+    use super::*;
+
+    /// A list of three requests: RDMA WRITE with two SGEs, SEND, RDMA READ.
+    fn list(rdma: &mut [bindings::ib_rdma_wr; 3], sges: &mut [bindings::ib_sge; 2]) {
+        let ops = [
+            bindings::ib_wr_opcode_IB_WR_RDMA_WRITE,
+            bindings::ib_wr_opcode_IB_WR_SEND,
+            bindings::ib_wr_opcode_IB_WR_RDMA_READ,
+        ];
+        for (i, op) in ops.into_iter().enumerate() {
+            rdma[i].wr.opcode = op;
+            rdma[i].wr.__bindgen_anon_1.wr_id = 100 + i as u64;
+            rdma[i].remote_addr = 0x10_0000 * (i as u64 + 1);
+            rdma[i].rkey = 40 + i as u32;
+        }
+        rdma[0].wr.sg_list = sges.as_mut_ptr();
+        rdma[0].wr.num_sge = 2;
+        rdma[0].wr.send_flags = bindings::ib_send_flags_IB_SEND_SIGNALED;
+        let second: *mut bindings::ib_send_wr = &raw mut rdma[1].wr;
+        let third: *mut bindings::ib_send_wr = &raw mut rdma[2].wr;
+        rdma[0].wr.next = second;
+        rdma[1].wr.next = third;
+    }
+
+    #[test]
+    fn walk_and_failed_request() {
+        let mut sges: [bindings::ib_sge; 2] = pin_init::zeroed();
+        sges[0].addr = 0x1000;
+        sges[0].length = 64;
+        sges[0].lkey = 7;
+        sges[1].addr = 0x2000;
+        sges[1].length = 32;
+        sges[1].lkey = 8;
+        let mut rdma: [bindings::ib_rdma_wr; 3] = pin_init::zeroed();
+        list(&mut rdma, &mut sges);
+        let first: *const bindings::ib_send_wr = &raw const rdma[0].wr;
+        // SAFETY: `first` heads a list of three requests that outlive `wrs`.
+        let mut wrs = unsafe { SendWrs::new(first) };
+        // Nothing taken yet: the first request is the failed one.
+        assert_eq!(wrs.failed(), first);
+
+        let w = wrs.next().expect("first request");
+        assert_eq!(w.opcode(), Opcode::RdmaWrite);
+        assert_eq!(w.wr_id(), 100);
+        assert!(w.signaled());
+        assert_eq!(w.rdma(), Some((0x10_0000, 40)));
+        let s = w.sges();
+        assert_eq!(s.len(), 2);
+        assert_eq!((s[1].addr(), s[1].length(), s[1].lkey()), (0x2000, 32, 8));
+        assert_eq!(wrs.failed(), first);
+
+        let w = wrs.next().expect("second request");
+        assert_eq!(w.opcode(), Opcode::Send);
+        assert!(!w.signaled());
+        // A SEND is a plain `ib_send_wr`: no remote address is read from it.
+        assert_eq!(w.rdma(), None);
+        assert!(w.sges().is_empty());
+        assert_eq!(wrs.failed(), &raw const rdma[1].wr);
+
+        let w = wrs.next().expect("third request");
+        assert_eq!(w.opcode(), Opcode::RdmaRead);
+        assert_eq!(w.rdma(), Some((0x30_0000, 42)));
+        assert!(wrs.next().is_none());
+        assert_eq!(wrs.failed(), &raw const rdma[2].wr);
+    }
+
+    #[test]
+    fn empty_list_and_unknown_opcode() {
+        // SAFETY: A null list is empty.
+        let mut wrs = unsafe { SendWrs::new(core::ptr::null()) };
+        assert!(wrs.next().is_none());
+        assert_eq!(Opcode::from_raw(0x7f), Opcode::Other(0x7f));
+    }
+}
