@@ -147,12 +147,6 @@ impl IbDev {
         })
     }
 
-    /// The region of key `key`, if it exists.
-    #[allow(dead_code)]
-    pub(crate) fn mr(&self, key: u32) -> Option<MrInfo> {
-        self.mrs.lock().get(key as usize).copied()
-    }
-
     /// Take a free QP number.
     fn alloc_qpn(&self) -> Result<u32> {
         let entry = KBox::new(0u32, GFP_KERNEL)?;
@@ -254,19 +248,11 @@ pub(crate) struct Pd {
 /// QP numbers 0 and 1 are special in InfiniBand (SMI, GSI); the NIC has neither.
 const FIRST_QPN: u32 = 2;
 
-/// The driver's data of a completion queue.
-pub(crate) struct CqData {
-    /// Ring entries.
-    #[allow(dead_code)] // Read by the completion path.
-    entries: u32,
-}
+/// The driver's data of a completion queue (its rings come with the completion path).
+pub(crate) struct CqData;
 
-/// The driver's data of a queue pair.
-pub(crate) struct QpData {
-    /// Send queue entries.
-    #[allow(dead_code)] // Read by the send path.
-    sq_entries: u32,
-}
+/// The driver's data of a queue pair (its send queue comes with the send path).
+pub(crate) struct QpData;
 
 /// The driver's data of a memory region.
 pub(crate) struct MrData {
@@ -513,7 +499,7 @@ impl rdma::Driver for GaudiRdma {
             return Err(EINVAL);
         }
         init.grant_cqe(entries);
-        Ok(CqData { entries })
+        Ok(CqData)
     }
 
     fn create_qp(
@@ -550,15 +536,14 @@ impl rdma::Driver for GaudiRdma {
             );
             return Err(EINVAL);
         }
-        let sq_entries = cap.max_send_wr.next_power_of_two();
         let qpn = d.alloc_qpn()?;
         init.set_qp_num(qpn);
         init.grant(QpCap {
-            max_send_wr: sq_entries,
+            max_send_wr: cap.max_send_wr.next_power_of_two(),
             max_send_sge: 1,
             ..cap
         });
-        Ok(QpData { sq_entries })
+        Ok(QpData)
     }
 
     fn destroy_qp(qp: &rdma::Qp<Self>) -> Result {
