@@ -53,6 +53,7 @@ macro_rules! raw_flags {
 }
 pub(crate) use raw_flags;
 
+pub mod cq;
 pub mod device;
 pub mod mmap;
 pub mod qp;

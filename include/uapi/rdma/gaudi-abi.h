@@ -60,4 +60,39 @@ struct gaudi_ib_reg_mr_resp {
 	__aligned_u64 mmu_va;
 };
 
+/*
+ * Driver data of a queue pair modification (IB_USER_VERBS_CMD_MODIFY_QP),
+ * given to INIT->RTR and RTR/RTS->RTS: what struct ib_qp_attr has no field
+ * for. The NIC resolves no addresses: the destination is given here.
+ */
+enum gaudi_ib_modify_qp_flags {
+	/* dmac, dest_ipv4 and udp_sport are given (required for RTR) */
+	GAUDI_IB_MODIFY_QP_DEST = 1 << 0,
+	/* remote_rkey is given */
+	GAUDI_IB_MODIFY_QP_REMOTE_RKEY = 1 << 1,
+	/* local_rkey is given */
+	GAUDI_IB_MODIFY_QP_LOCAL_RKEY = 1 << 2,
+};
+
+struct gaudi_ib_modify_qp {
+	__u32 comp_mask;
+	/* enum gaudi_ib_modify_qp_flags */
+	__u32 flags;
+	/* the rkey every RDMA WRITE of the QP carries to the peer */
+	__u32 remote_rkey;
+	/*
+	 * the rkey incoming RDMA WRITEs must carry: a region of the QP's PD
+	 * registered with IB_ACCESS_REMOTE_WRITE; 0 accepts none
+	 */
+	__u32 local_rkey;
+	/* destination MAC (unicast) */
+	__u8 dmac[6];
+	__u8 reserved0[2];
+	/* destination IPv4 address, first octet first */
+	__u8 dest_ipv4[4];
+	/* UDP source port, low 14 bits; 0: derived from the QP numbers */
+	__u16 udp_sport;
+	__u16 reserved1;
+};
+
 #endif /* GAUDI_ABI_USER_H */

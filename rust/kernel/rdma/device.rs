@@ -69,7 +69,9 @@ use crate::{
     devres::Devres,
     error::{from_result, to_result, VTABLE_DEFAULT_ERROR},
     prelude::*,
+    rbtree::{RBTree, RBTreeNodeReservation},
     rdma::{
+        cq::WcSink,
         mmap::{MmapEntry, ResMsg, Vma},
         qp::{CqInit, QpAttr, QpAttrMask, QpInit, QpQuery},
         types::{DeviceAttr, Event, Gid, LinkLayer, PortAttr, PortImmutable},
@@ -78,7 +80,7 @@ use crate::{
         uverbs::UapiDef,
         wr::SendWrs,
     },
-    sync::Mutex,
+    sync::{new_spinlock_irq, Mutex, SpinLockIrq},
     types::Opaque,
     ThisModule,
 };
@@ -182,6 +184,19 @@ pub trait Driver: Sized + Send + Sync + 'static {
     /// keeps the completion queue.
     fn destroy_cq(_cq: &Cq<Self>) -> Result {
         Ok(())
+    }
+
+    /// Take completions of `cq` into `out` until it is full or the queue is empty. Kernel
+    /// consumers poll from any context: this must not sleep.
+    fn poll_cq(_cq: &Cq<Self>, _out: &mut WcSink<'_, Self>) -> Result {
+        Err(EOPNOTSUPP)
+    }
+
+    /// Arm `cq` for one completion event (`solicited`: only for solicited completions). With
+    /// `report_missed`, return whether completions are pending already (the caller polls
+    /// again). Must not sleep.
+    fn req_notify_cq(_cq: &Cq<Self>, _solicited: bool, _report_missed: bool) -> Result<bool> {
+        Err(EOPNOTSUPP)
     }
 
     /// Create the driver's part of a queue pair in `pd`; the driver must set its number with
@@ -326,9 +341,23 @@ pub struct MrKeys {
 #[pin_data]
 pub struct Device<T: Driver> {
     ib: Opaque<bindings::ib_device>,
+    /// Live queue pairs by number (see [`Device::with_qp`]).
+    #[pin]
+    qps: ObjectTable,
+    /// Live completion queues by the number their driver gave them (see [`Device::with_cq`]).
+    #[pin]
+    cqs: ObjectTable,
     #[pin]
     data: T::Data,
 }
+
+/// Core objects of one type of a device, by number: addresses of `Qp<T>` or `Cq<T>`.
+///
+/// An entry is inserted once its object is created, and removed, under the lock, before the
+/// driver's destroy runs and the core frees the object; lookups use an entry under the lock.
+/// The lock disables interrupts: lookups come from interrupt threads and from completion
+/// polling, which kernel consumers do in any context.
+type ObjectTable = SpinLockIrq<RBTree<u32, usize>>;
 
 // SAFETY: The C parts of `struct ib_device` are synchronised by the RDMA core; the Rust part is
 // `T::Data`, which is `Send`.
@@ -393,14 +422,52 @@ impl<T: Driver> Device<T> {
 
     /// A handle for contexts that cannot hold a `&Device<T>`, such as interrupt threads
     /// created before the device.
-    pub fn handle(&self) -> DeviceHandle {
+    pub fn handle(&self) -> DeviceHandle<T> {
         // SAFETY: `as_raw` is a live device whose `struct device` was initialised by
         // `_ib_alloc_device()`; the reference is dropped by `DeviceHandle::drop`.
         unsafe { bindings::get_device(&raw mut (*self.as_raw()).__bindgen_anon_1.dev) };
         // INVARIANT: A reference to the `struct device` was just taken.
         DeviceHandle {
             ib: NonNull::from(&self.ib).cast(),
+            _p: PhantomData,
         }
+    }
+
+    /// Run `f` on the queue pair numbered `qpn`, if it exists. `f` runs under a spinlock with
+    /// interrupts off (it must not sleep), during which the queue pair is not destroyed.
+    pub fn with_qp<R>(&self, qpn: u32, f: impl FnOnce(&Qp<T>) -> R) -> Option<R> {
+        let qps = self.qps.lock();
+        let raw = *qps.get(&qpn)?;
+        // SAFETY: Entries of `qps` are live queue pairs of this device with initialised data:
+        // inserted after creation, removed under this lock before destruction (see
+        // `ObjectTable`); the lock is held during `f`.
+        Some(f(unsafe { Qp::<T>::from_raw(raw as *mut bindings::ib_qp) }))
+    }
+
+    /// Run `f` on the completion queue the driver numbered `id` (see [`CqInit::set_id`]), if
+    /// it exists. As [`Device::with_qp`], `f` must not sleep.
+    pub fn with_cq<R>(&self, id: u32, f: impl FnOnce(&Cq<T>) -> R) -> Option<R> {
+        let cqs = self.cqs.lock();
+        let raw = *cqs.get(&id)?;
+        // SAFETY: As for `with_qp`: the entry is a live completion queue of this device while
+        // the lock is held.
+        Some(f(unsafe { Cq::<T>::from_raw(raw as *mut bindings::ib_cq) }))
+    }
+
+    /// Enter `raw` in `table` under `key`, with a node allocated beforehand. `EEXIST` if the
+    /// key is taken.
+    fn table_insert(
+        table: &ObjectTable,
+        node: RBTreeNodeReservation<u32, usize>,
+        key: u32,
+        raw: usize,
+    ) -> Result {
+        let mut t = table.lock();
+        if t.get(&key).is_some() {
+            return Err(EEXIST);
+        }
+        t.insert(node.into_node(key, raw));
+        Ok(())
     }
 }
 
@@ -437,16 +504,35 @@ unsafe fn dispatch(ib: *mut bindings::ib_device, event: Event) -> Result {
 ///
 /// `ib` points to a `struct ib_device` allocated by [`Registration::new`], of which the handle
 /// holds a reference to the `struct device`.
-pub struct DeviceHandle {
+pub struct DeviceHandle<T: Driver> {
     ib: NonNull<bindings::ib_device>,
+    _p: PhantomData<T>,
 }
 
-// SAFETY: The handle only calls functions of the RDMA core that may be called from any thread.
-unsafe impl Send for DeviceHandle {}
+// SAFETY: The handle only calls functions of the RDMA core that may be called from any thread,
+// and hands out `&Device<T>`, which is `Sync`.
+unsafe impl<T: Driver> Send for DeviceHandle<T> {}
 // SAFETY: The same: `&DeviceHandle` only calls thread-safe functions of the RDMA core.
-unsafe impl Sync for DeviceHandle {}
+unsafe impl<T: Driver> Sync for DeviceHandle<T> {}
 
-impl DeviceHandle {
+impl<T: Driver> DeviceHandle<T> {
+    /// Run `f` on the device if it is still registered, `None` if it is not. The device stays
+    /// registered during `f`, which therefore must not unregister it (that would wait for `f`).
+    pub fn with_device<R>(&self, f: impl FnOnce(&Device<T>) -> R) -> Option<R> {
+        let ib = self.ib.as_ptr();
+        // SAFETY: The device's memory is live (type invariants). A successful
+        // `ib_device_try_get()` holds off unregistration until the matching put.
+        if !unsafe { bindings::ib_device_try_get(ib) } {
+            return None;
+        }
+        // SAFETY: The handle was made from a `Device<T>`, registered (and so with live data,
+        // which `Registration::drop` drops only after unregistration) until the put below.
+        let r = f(unsafe { Device::<T>::from_raw(ib) });
+        // SAFETY: Balances the successful `ib_device_try_get()` above.
+        unsafe { bindings::ib_device_put(ib) };
+        Some(r)
+    }
+
     /// Report an asynchronous event, as [`Device::dispatch_event`], if the device is still
     /// registered: `ENODEV` when it is not. May sleep.
     pub fn dispatch_event(&self, event: Event) -> Result {
@@ -480,7 +566,7 @@ impl DeviceHandle {
     }
 }
 
-impl Drop for DeviceHandle {
+impl<T: Driver> Drop for DeviceHandle<T> {
     fn drop(&mut self) {
         // SAFETY: Balances the reference taken by `Device::handle` (type invariants).
         unsafe { bindings::put_device(&raw mut (*self.ib.as_ptr()).__bindgen_anon_1.dev) };
@@ -758,6 +844,22 @@ impl<T: Driver> Cq<T> {
         unsafe { (*self.as_raw()).cqe as u32 }
     }
 
+    /// Report to the owner that the completion queue failed (`IB_EVENT_CQ_ERR`), as after an
+    /// overflow: completions were lost.
+    pub fn dispatch_error(&self) {
+        // SAFETY: `as_raw` is a live CQ; the core set its event handler and context, if any.
+        unsafe {
+            let cq = self.as_raw();
+            if let Some(handler) = (*cq).event_handler {
+                let mut ev: bindings::ib_event = pin_init::zeroed();
+                ev.device = (*cq).device;
+                ev.event = bindings::ib_event_type_IB_EVENT_CQ_ERR;
+                ev.element.cq = cq;
+                handler(&mut ev, (*cq).cq_context);
+            }
+        }
+    }
+
     /// Signal the consumer that completions arrived (the completion event channel for user
     /// space), as an interrupt handler does after an armed CQ got an entry.
     pub fn notify_completion(&self) {
@@ -888,6 +990,17 @@ impl<T: Driver> Registration<T> {
             None
         },
         destroy_cq: Some(callbacks::destroy_cq::<T>),
+        // Kernel consumers call these without checking: set with completion queues.
+        poll_cq: if T::HAS_CREATE_CQ {
+            Some(callbacks::poll_cq::<T>)
+        } else {
+            None
+        },
+        req_notify_cq: if T::HAS_CREATE_CQ {
+            Some(callbacks::req_notify_cq::<T>)
+        } else {
+            None
+        },
         create_qp: if T::HAS_CREATE_QP {
             Some(callbacks::create_qp::<T>)
         } else {
@@ -993,9 +1106,15 @@ impl<T: Driver> Registration<T> {
         let dev = ib.cast::<Device<T>>();
 
         // SAFETY: `_ib_alloc_device()` allocated `size_of::<Device<T>>()` bytes, suitably
-        // aligned (checked above), with the `struct ib_device` at offset 0; `data` is not
-        // initialised yet and is pinned in that allocation.
-        let res = unsafe { data.__init(&raw mut (*dev.as_ptr()).data) };
+        // aligned (checked above), with the `struct ib_device` at offset 0; the tables and
+        // `data` are not initialised yet and are pinned in that allocation.
+        let res = unsafe {
+            let d = dev.as_ptr();
+            // The tables' initialisers cannot fail.
+            let _ = new_spinlock_irq!(RBTree::new(), "rdma::Device::qps").__init(&raw mut (*d).qps);
+            let _ = new_spinlock_irq!(RBTree::new(), "rdma::Device::cqs").__init(&raw mut (*d).cqs);
+            data.__init(&raw mut (*d).data)
+        };
         if let Err(e) = res {
             // SAFETY: The device was allocated above, never registered, and has no data.
             unsafe { bindings::ib_dealloc_device(ib.as_ptr()) };
@@ -1013,6 +1132,13 @@ impl<T: Driver> Registration<T> {
             (*raw).node_type = opts.node_type as u8;
             (*raw).set_roce_gids_from_driver(opts.roce_gids_from_driver.into());
             (*raw).node_guid = opts.node_guid.to_be();
+            if T::HAS_CREATE_CQ {
+                // Likewise polling and arming completion queues: these reach
+                // `Driver::poll_cq` and `Driver::req_notify_cq`.
+                (*raw).uverbs_cmd_mask |= (1u64
+                    << bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POLL_CQ)
+                    | (1u64 << bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_REQ_NOTIFY_CQ);
+            }
             if T::HAS_CREATE_QP {
                 // The posting commands of user verbs are off unless a driver asks for them
                 // (most providers post from user space): these reach `Driver::post_send` and
@@ -1299,10 +1425,20 @@ mod callbacks {
             };
             // SAFETY: A non-null `udata` is the driver data of a user call on this device.
             let mut user = unsafe { User::<T>::from_udata(udata)? };
+            let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
             let pinit = T::create_cq(dev, &mut init, user.as_mut());
             // SAFETY: `data` of the new CQ is uninitialised and pinned in the core's allocation;
             // on error the core frees it without calling destroy.
             unsafe { pinit.__init(Cq::<T>::data_ptr(cq))? };
+            if let Some(id) = init.id() {
+                if let Err(e) = Device::<T>::table_insert(&dev.cqs, node, id, cq as usize) {
+                    // SAFETY: The CQ is live with initialised data, and nobody else knows it.
+                    let _ = T::destroy_cq(unsafe { Cq::<T>::from_raw(cq) });
+                    // SAFETY: The data was initialised above; the core frees the CQ on error.
+                    unsafe { core::ptr::drop_in_place(Cq::<T>::data_ptr(cq)) };
+                    return Err(e);
+                }
+            }
             let cqe = init.granted().unwrap_or(init.cqe);
             // SAFETY: The CQ is not visible to anyone else yet.
             unsafe { (*cq).cqe = cqe.min(i32::MAX as u32) as c_int };
@@ -1319,11 +1455,59 @@ mod callbacks {
     ) -> c_int {
         from_result(|| {
             // SAFETY: `cq` is a live CQ of driver `T` with initialised data.
-            T::destroy_cq(unsafe { Cq::<T>::from_raw(cq) })?;
+            let c = unsafe { Cq::<T>::from_raw(cq) };
+            // Out of the table first: no completion event finds it from now on. CQs are few
+            // and destroyed rarely; the table is keyed by the driver's number.
+            let removed = {
+                let mut t = c.device().cqs.lock();
+                let key = t.iter().find(|(_, v)| **v == cq as usize).map(|(k, _)| *k);
+                key.and_then(|k| t.remove_node(&k))
+            };
+            if let Err(e) = T::destroy_cq(c) {
+                if let Some(node) = removed {
+                    c.device().cqs.lock().insert(node);
+                }
+                return Err(e);
+            }
             // SAFETY: The core frees the CQ after a successful return.
             unsafe { core::ptr::drop_in_place(Cq::<T>::data_ptr(cq)) };
             Ok(0)
         })
+    }
+
+    /// # Safety
+    ///
+    /// Called only by the RDMA core, as this operation of a device of driver `T`.
+    pub(super) unsafe extern "C" fn poll_cq<T: Driver>(
+        cq: *mut bindings::ib_cq,
+        num_entries: c_int,
+        wc: *mut bindings::ib_wc,
+    ) -> c_int {
+        // SAFETY: The caller's array holds `num_entries` entries.
+        let mut out = unsafe { WcSink::new(wc, num_entries.max(0) as usize) };
+        // SAFETY: `cq` is a live CQ of driver `T` with initialised data.
+        match T::poll_cq(unsafe { Cq::<T>::from_raw(cq) }, &mut out) {
+            Err(e) if out.is_empty() => e.to_errno(),
+            // What was taken from the queue is reported; the error comes back next time.
+            _ => out.len() as c_int,
+        }
+    }
+
+    /// # Safety
+    ///
+    /// Called only by the RDMA core, as this operation of a device of driver `T`.
+    pub(super) unsafe extern "C" fn req_notify_cq<T: Driver>(
+        cq: *mut bindings::ib_cq,
+        flags: bindings::ib_cq_notify_flags,
+    ) -> c_int {
+        let solicited = flags & bindings::ib_cq_notify_flags_IB_CQ_SOLICITED_MASK
+            == bindings::ib_cq_notify_flags_IB_CQ_SOLICITED;
+        let report = flags & bindings::ib_cq_notify_flags_IB_CQ_REPORT_MISSED_EVENTS != 0;
+        // SAFETY: `cq` is a live CQ of driver `T` with initialised data.
+        match T::req_notify_cq(unsafe { Cq::<T>::from_raw(cq) }, solicited, report) {
+            Ok(missed) => c_int::from(missed && report),
+            Err(e) => e.to_errno(),
+        }
     }
 
     /// # Safety
@@ -1385,17 +1569,26 @@ mod callbacks {
             let mut init = QpInit::new(attr);
             // SAFETY: A non-null `udata` is the driver data of a user call on this device.
             let mut user = unsafe { User::<T>::from_udata(udata)? };
+            let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
             let pinit = T::create_qp(pd, &mut init, user.as_mut());
             // SAFETY: `data` of the new QP is uninitialised and pinned in the core's allocation.
             unsafe { pinit.__init(Qp::<T>::data_ptr(qp))? };
-            let Some(qp_num) = init.qp_num() else {
-                // The driver did not number the QP: undo it.
-                // SAFETY: The data was initialised above and nothing else refers to it.
+            let undo = |e: Error| {
+                // SAFETY: The QP is live with initialised data, and nobody else knows it.
+                let _ = T::destroy_qp(unsafe { Qp::<T>::from_raw(qp) });
+                // SAFETY: The data was initialised above; the core frees the QP on error.
                 unsafe { core::ptr::drop_in_place(Qp::<T>::data_ptr(qp)) };
-                return Err(EINVAL);
+                Err(e)
+            };
+            // A driver that does not number its QP made an unusable one.
+            let Some(qp_num) = init.qp_num() else {
+                return undo(EINVAL);
             };
             // SAFETY: The QP is not visible to anyone else yet.
             unsafe { (*qp).qp_num = qp_num };
+            if let Err(e) = Device::<T>::table_insert(&pd.device().qps, node, qp_num, qp as usize) {
+                return undo(e);
+            }
             Ok(0)
         })
     }
@@ -1450,7 +1643,15 @@ mod callbacks {
     ) -> c_int {
         from_result(|| {
             // SAFETY: `qp` is a live QP of driver `T` with initialised data.
-            T::destroy_qp(unsafe { Qp::<T>::from_raw(qp) })?;
+            let q = unsafe { Qp::<T>::from_raw(qp) };
+            // Out of the table first: no event or completion finds it from now on.
+            let removed = q.device().qps.lock().remove_node(&q.qp_num());
+            if let Err(e) = T::destroy_qp(q) {
+                if let Some(node) = removed {
+                    q.device().qps.lock().insert(node);
+                }
+                return Err(e);
+            }
             // SAFETY: The core frees the QP after a successful return.
             unsafe { core::ptr::drop_in_place(Qp::<T>::data_ptr(qp)) };
             Ok(0)

@@ -165,7 +165,23 @@ impl<'a> QpInit<'a> {
         self.raw.create_flags
     }
 
-    /// The raw send completion queue.
+    /// The completion queue of the send queue, if it belongs to `dev`.
+    pub fn send_cq<'b, T: crate::rdma::Driver>(
+        &'b self,
+        dev: &crate::rdma::Device<T>,
+    ) -> Option<&'b crate::rdma::Cq<T>> {
+        let cq = self.send_cq_raw();
+        // SAFETY: A non-null `send_cq` is a live CQ the core holds for the creation; its
+        // device is set at its creation.
+        if cq.is_null() || unsafe { (*cq).device } != dev.as_raw() {
+            return None;
+        }
+        // SAFETY: The CQ belongs to `dev`, a device of driver `T`, so it was created by the
+        // glue of `T` with initialised data; it stays live during the creation of the QP.
+        Some(unsafe { crate::rdma::Cq::<T>::from_raw(cq) })
+    }
+
+    /// The raw completion queue of the send queue.
     pub fn send_cq_raw(&self) -> *mut bindings::ib_cq {
         self.raw.send_cq
     }
@@ -454,6 +470,7 @@ pub struct CqInit {
     /// know.
     pub flags: u32,
     granted: Option<u32>,
+    id: Option<u32>,
 }
 
 impl CqInit {
@@ -463,6 +480,7 @@ impl CqInit {
             comp_vector: raw.comp_vector,
             flags: raw.flags,
             granted: None,
+            id: None,
         }
     }
 
@@ -473,6 +491,16 @@ impl CqInit {
 
     pub(crate) fn granted(&self) -> Option<u32> {
         self.granted
+    }
+
+    /// Number the completion queue, unique in the device, so that
+    /// [`Device::with_cq`](super::Device::with_cq) finds it (for completion events).
+    pub fn set_id(&mut self, id: u32) {
+        self.id = Some(id);
+    }
+
+    pub(crate) fn id(&self) -> Option<u32> {
+        self.id
     }
 }
 

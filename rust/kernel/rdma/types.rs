@@ -313,6 +313,16 @@ impl Gid {
         Self(raw)
     }
 
+    /// The IPv4 address of an IPv4-mapped GID (`::ffff:a.b.c.d`), `None` for other GIDs.
+    pub fn to_ipv4(&self) -> Option<[u8; 4]> {
+        let g = &self.0;
+        if g[..10].iter().all(|b| *b == 0) && g[10] == 0xff && g[11] == 0xff {
+            Some([g[12], g[13], g[14], g[15]])
+        } else {
+            None
+        }
+    }
+
     /// The link-local GID (`fe80::/64`) with the modified EUI-64 of a MAC address.
     pub const fn from_mac(mac: [u8; 6]) -> Self {
         let mut raw = [0u8; 16];

@@ -151,3 +151,15 @@ probe_refused() {
 	[ "$(cat "/sys/bus/pci/devices/$d/enable")" = 0 ] || fail "refused probe left the device enabled"
 	dmesg | grep "gaudi_ib $d"
 }
+
+# Load the driver unless it is loaded, and wait until gaudi_0 exists.
+load_driver() {
+	grep -q '^gaudi_ib ' /proc/modules || insmod /lib/modules/gaudi_ib.ko ||
+		fail "insmod gaudi_ib failed"
+	i=0
+	while [ ! -e /sys/class/infiniband/gaudi_0 ] && [ $i -lt 50 ]; do
+		sleep 0.1
+		i=$((i + 1))
+	done
+	[ -e /sys/class/infiniband/gaudi_0 ] || fail "no gaudi_0 after loading the driver"
+}

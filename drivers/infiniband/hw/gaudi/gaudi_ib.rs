@@ -45,6 +45,7 @@ use kernel::{
 mod eq;
 mod ib;
 mod mmu;
+mod queue;
 mod regs;
 
 use eq::EventQueue;
@@ -78,6 +79,9 @@ struct Shared {
     ports: u32,
     /// The device reported a fatal error: it executes nothing until reset.
     fatal: Atomic<bool>,
+    /// Serialises device commands (one outstanding at a time).
+    #[pin]
+    cmd: Mutex<()>,
 }
 
 impl Shared {
@@ -194,7 +198,7 @@ struct VectorHandler {
     /// Interrupts seen on this vector (the probe's interrupt test counts on it).
     irqs: Atomic<u32>,
     /// Where events go, once the InfiniBand device exists (vector 0 only).
-    ib: SetOnce<rdma::DeviceHandle>,
+    ib: SetOnce<rdma::DeviceHandle<ib::GaudiRdma>>,
 }
 
 impl ThreadedHandler for VectorHandler {
@@ -291,13 +295,61 @@ impl VectorHandler {
                 }
             }
             eq::DEVICE_FATAL => self.fatal(),
-            eq::QP_ERROR | eq::CQ_OVERFLOW | eq::MMU_FAULT | eq::COMPLETION => dev_warn!(
-                dev,
-                "event {} ({:#x}, {:#x}) names no object of this driver: ignored\n",
-                e.kind,
-                e.data0,
-                e.data1
-            ),
+            eq::COMPLETION => {
+                let found = self.with_ib(|ib| ib.with_cq(e.data0, |cq| cq.notify_completion()));
+                if found == Some(None) {
+                    dev_dbg!(dev, "completion event for unknown CQ {}\n", e.data0);
+                }
+            }
+            eq::QP_ERROR => {
+                let port = u32::from(e.port);
+                let reported = self.with_ib(|ib| {
+                    ib.with_qp(e.data0, |qp| {
+                        if qp.data().device_error(port) {
+                            qp.dispatch_event(rdma::QpEvent::Fatal);
+                            true
+                        } else {
+                            false
+                        }
+                    })
+                });
+                if let Some(Some(true)) = reported {
+                    dev_info!(
+                        dev,
+                        "QP {} (port {}): error, status {}\n",
+                        e.data0,
+                        port + 1,
+                        e.data1
+                    );
+                }
+            }
+            eq::CQ_OVERFLOW => {
+                dev_warn!(
+                    dev,
+                    "CQ {} (port {}) overflowed: completions lost\n",
+                    e.data0,
+                    u32::from(e.port) + 1
+                );
+                self.with_ib(|ib| ib.with_cq(e.data0, |cq| cq.dispatch_error()));
+            }
+            eq::MMU_FAULT => {
+                if e.data0 == u32::MAX {
+                    dev_warn!(
+                        dev,
+                        "translation fault writing a CQ ring (port {}, VA {:#x})\n",
+                        u32::from(e.port) + 1,
+                        e.data1
+                    );
+                } else {
+                    dev_info!(
+                        dev,
+                        "translation fault of QP {} (port {}, VA {:#x})\n",
+                        e.data0,
+                        u32::from(e.port) + 1,
+                        e.data1
+                    );
+                }
+            }
             _ => dev_warn!(
                 dev,
                 "unknown event type {} (port {}, {:#x}, {:#x}): ignored\n",
@@ -307,6 +359,11 @@ impl VectorHandler {
                 e.data1
             ),
         }
+    }
+
+    /// Run `f` on the InfiniBand device if it exists and is registered.
+    fn with_ib<R>(&self, f: impl FnOnce(&rdma::Device<ib::GaudiRdma>) -> R) -> Option<R> {
+        self.ib.as_ref()?.with_device(f)
     }
 
     /// The device stopped: tell every consumer, then remove the InfiniBand device, which
@@ -578,6 +635,7 @@ impl pci::Driver for GaudiIbDriver {
                 dev: pdev.as_ref().into(),
                 ports: caps.ports,
                 fatal: Atomic::new(false),
+                cmd <- kernel::new_mutex!(()),
             }),
             GFP_KERNEL,
         )?;

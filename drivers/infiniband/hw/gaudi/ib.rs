@@ -10,10 +10,15 @@ use kernel::{
     prelude::*,
     rdma::{
         self,
+        cq::WcSink,
         qp::{
             CqInit,
+            QpAttr,
+            QpAttrMask,
             QpCap,
             QpInit,
+            QpQuery,
+            QpState,
             QpType, //
         },
         umem::{
@@ -29,10 +34,7 @@ use kernel::{
             Presence,
             UapiDef, //
         },
-        wr::{
-            Opcode,
-            SendWrs, //
-        },
+        wr::SendWrs,
         DeviceAttr,
         Gid,
         MrKeys,
@@ -67,6 +69,14 @@ use crate::{
         self,
         VaRange, //
     },
+    queue::{
+        self,
+        MrView,
+        Path,
+        QpAttrs,
+        QpData,
+        QpParams, //
+    },
     regs,
     Bar,
     Shared, //
@@ -88,16 +98,10 @@ pub(crate) struct Caps {
     pub(crate) max_msg: u32,
 }
 
-/// What work requests need of a memory region, found by its key.
+/// What work requests and queue pairs need of a memory region, found by its key.
 #[derive(Clone, Copy, Debug)]
-#[allow(dead_code)] // Read by the send path.
 pub(crate) struct MrInfo {
-    /// [`Pd::id`] of the region's protection domain.
-    pd: u32,
-    iova: u64,
-    length: u64,
-    /// Device VA of `iova`.
-    mmu_va: u64,
+    view: MrView,
     access: Access,
 }
 
@@ -121,6 +125,10 @@ pub(crate) struct IbDev {
     #[pin]
     qpns: XArray<KBox<u32>>,
     next_qpn: Atomic<u32>,
+    /// CQ numbers in use: the same number on every port a CQ has a ring on.
+    #[pin]
+    cqns: XArray<KBox<u32>>,
+    next_cqn: Atomic<u32>,
 }
 
 impl IbDev {
@@ -144,24 +152,37 @@ impl IbDev {
             next_pd: Atomic::new(1),
             qpns <- XArray::new(AllocKind::Alloc),
             next_qpn: Atomic::new(FIRST_QPN),
+            cqns <- XArray::new(AllocKind::Alloc),
+            next_cqn: Atomic::new(FIRST_CQN),
         })
+    }
+
+    /// Take a free number of `ids`, in `[first, end)`, counting up from `next` so that a
+    /// number freed is not reused soon.
+    fn alloc_id(ids: &XArray<KBox<u32>>, next: &Atomic<u32>, first: u32, end: u32) -> Result<u32> {
+        let entry = KBox::new(0u32, GFP_KERNEL)?;
+        let span = end.saturating_sub(first);
+        let mut ids = ids.lock();
+        for _ in 0..span {
+            let n = next.fetch_add(1, Relaxed);
+            let id = first + n.wrapping_sub(first) % span;
+            if ids.get(id as usize).is_none() {
+                ids.store(id as usize, entry, GFP_KERNEL)
+                    .map_err(|e| e.error)?;
+                return Ok(id);
+            }
+        }
+        Err(ENOSPC)
     }
 
     /// Take a free QP number.
     fn alloc_qpn(&self) -> Result<u32> {
-        let entry = KBox::new(0u32, GFP_KERNEL)?;
-        let span = self.caps.max_qps.saturating_sub(FIRST_QPN);
-        let mut qpns = self.qpns.lock();
-        for _ in 0..span {
-            let n = self.next_qpn.fetch_add(1, Relaxed);
-            let qpn = FIRST_QPN + n.wrapping_sub(FIRST_QPN) % span;
-            if qpns.get(qpn as usize).is_none() {
-                qpns.store(qpn as usize, entry, GFP_KERNEL)
-                    .map_err(|e| e.error)?;
-                return Ok(qpn);
-            }
-        }
-        Err(ENOSPC)
+        Self::alloc_id(&self.qpns, &self.next_qpn, FIRST_QPN, self.caps.max_qps)
+    }
+
+    /// The memory region of key `key`, as the send path checks it.
+    fn mr(&self, key: u32) -> Option<MrInfo> {
+        self.mrs.lock().get(key as usize).copied()
     }
 
     /// Enter `info` under a fresh key.
@@ -248,11 +269,8 @@ pub(crate) struct Pd {
 /// QP numbers 0 and 1 are special in InfiniBand (SMI, GSI); the NIC has neither.
 const FIRST_QPN: u32 = 2;
 
-/// The driver's data of a completion queue (its rings come with the completion path).
-pub(crate) struct CqData;
-
-/// The driver's data of a queue pair (its send queue comes with the send path).
-pub(crate) struct QpData;
+/// CQ number 0 is left unused, so that a zeroed CQE names no CQ.
+const FIRST_CQN: u32 = 1;
 
 /// The driver's data of a memory region.
 pub(crate) struct MrData {
@@ -291,6 +309,27 @@ kernel::rdma::uapi_struct! {
 }
 
 kernel::rdma::uapi_struct! {
+    /// `struct gaudi_ib_modify_qp`.
+    struct ModifyQpReq {
+        comp_mask: u32,
+        flags: u32,
+        remote_rkey: u32,
+        local_rkey: u32,
+        dmac: [u8; 6],
+        reserved0: [u8; 2],
+        dest_ipv4: [u8; 4],
+        udp_sport: u16,
+        reserved1: u16,
+    }
+}
+
+// `enum gaudi_ib_modify_qp_flags`.
+const MODIFY_QP_DEST: u32 = 1 << 0;
+const MODIFY_QP_REMOTE_RKEY: u32 = 1 << 1;
+const MODIFY_QP_LOCAL_RKEY: u32 = 1 << 2;
+const MODIFY_QP_FLAGS: u32 = MODIFY_QP_DEST | MODIFY_QP_REMOTE_RKEY | MODIFY_QP_LOCAL_RKEY;
+
+kernel::rdma::uapi_struct! {
     /// `struct gaudi_ib_alloc_pd_resp`.
     struct AllocPdResp {
         comp_mask: u32,
@@ -326,7 +365,7 @@ impl rdma::Driver for GaudiRdma {
     type Data = IbDev;
     type Ucontext = Context;
     type Pd = Pd;
-    type Cq = CqData;
+    type Cq = Arc<queue::Cq>;
     type Qp = QpData;
     type Mr = MrData;
     type MmapEntry = ();
@@ -493,13 +532,47 @@ impl rdma::Driver for GaudiRdma {
         dev: &rdma::Device<Self>,
         init: &mut CqInit,
         _user: Option<&mut User<'_, Self>>,
-    ) -> impl PinInit<CqData, Error> {
+    ) -> impl PinInit<Arc<queue::Cq>, Error> {
+        let d = dev.data();
+        if init.flags != 0 {
+            return Err(EOPNOTSUPP);
+        }
         let entries = init.cqe.max(1).checked_next_power_of_two().ok_or(EINVAL)?;
-        if entries > dev.data().caps.max_cqe {
+        // The device's CQs hold at least two entries.
+        let entries = entries.max(2);
+        if entries > d.caps.max_cqe {
             return Err(EINVAL);
         }
-        init.grant_cqe(entries);
-        Ok(CqData)
+        let id = IbDev::alloc_id(&d.cqns, &d.next_cqn, FIRST_CQN, d.caps.max_cqs)?;
+        let cq = queue::Cq::new(d.shared.clone(), id, entries.ilog2(), d.caps.ports)
+            .and_then(|init| Arc::pin_init(init, GFP_KERNEL));
+        match cq {
+            Ok(cq) => {
+                init.grant_cqe(entries);
+                init.set_id(id);
+                Ok(cq)
+            }
+            Err(e) => {
+                d.cqns.lock().remove(id as usize);
+                Err(e)
+            }
+        }
+    }
+
+    fn destroy_cq(cq: &rdma::Cq<Self>) -> Result {
+        let c = cq.data();
+        c.destroy()?;
+        cq.device().data().cqns.lock().remove(c.id() as usize);
+        Ok(())
+    }
+
+    fn poll_cq(cq: &rdma::Cq<Self>, out: &mut WcSink<'_, Self>) -> Result {
+        queue::poll(cq.device(), cq.data(), out)
+    }
+
+    fn req_notify_cq(cq: &rdma::Cq<Self>, _solicited: bool, _report_missed: bool) -> Result<bool> {
+        // Every completion is reported: the device has no solicited-only notification.
+        queue::arm(cq.data())
     }
 
     fn create_qp(
@@ -507,67 +580,135 @@ impl rdma::Driver for GaudiRdma {
         init: &mut QpInit<'_>,
         _user: Option<&mut User<'_, Self>>,
     ) -> impl PinInit<QpData, Error> {
-        let dev = pd.device();
-        let d = dev.data();
-        // Reliable connected only, with a send queue alone: the NIC executes RDMA WRITE and
-        // has no receive queues, shared or not, and no inline data.
-        if init.qp_type() != QpType::Rc || init.has_srq() {
-            pr_info!(
-                "{}: QP of type {:?} refused: RC only{}\n",
-                dev.name(),
-                init.qp_type(),
-                if init.has_srq() { ", no SRQ" } else { "" }
+        pin_init::pin_init_scope(move || -> Result<_> {
+            let dev = pd.device();
+            let d = dev.data();
+            // Reliable connected only, with a send queue alone: the NIC executes RDMA WRITE and
+            // has no receive queues, shared or not, and no inline data.
+            if init.qp_type() != QpType::Rc || init.has_srq() {
+                pr_info!(
+                    "{}: QP of type {:?} refused: RC only{}\n",
+                    dev.name(),
+                    init.qp_type(),
+                    if init.has_srq() { ", no SRQ" } else { "" }
+                );
+                return Err(EOPNOTSUPP);
+            }
+            let cap = init.cap();
+            if cap.max_send_wr == 0
+                || cap.max_send_wr > d.caps.max_sqe
+                || cap.max_send_sge > 1
+                || cap.max_recv_wr != 0
+                || cap.max_recv_sge != 0
+                || cap.max_inline_data != 0
+            {
+                pr_info!(
+                    "{}: QP capabilities refused: {:?} (send WRs 1 to {}, one SGE, no receive queue, no inline data)\n",
+                    dev.name(),
+                    cap,
+                    d.caps.max_sqe
+                );
+                return Err(EINVAL);
+            }
+            if init.create_flags() != 0 {
+                return Err(EOPNOTSUPP);
+            }
+            // All completions of a QP, received WRITEs with immediate included, go to its send
+            // CQ: the device has one CQ per QP.
+            let cq = init.send_cq(dev).ok_or(EINVAL)?.data().clone();
+            let entries = cap.max_send_wr.next_power_of_two().max(2);
+            let qpn = d.alloc_qpn()?;
+            let data = QpData::new(
+                &d.shared,
+                dev.parent(),
+                QpParams {
+                    qpn,
+                    pd: pd.data().id,
+                    log_sq: entries.ilog2(),
+                    signal_all: init.signal_all(),
+                    cq,
+                },
             );
-            return Err(EOPNOTSUPP);
-        }
-        let cap = init.cap();
-        if cap.max_send_wr == 0
-            || cap.max_send_wr > d.caps.max_sqe
-            || cap.max_send_sge > 1
-            || cap.max_recv_wr != 0
-            || cap.max_recv_sge != 0
-            || cap.max_inline_data != 0
-        {
-            pr_info!(
-                "{}: QP capabilities refused: {:?} (send WRs 1 to {}, one SGE, no receive queue, no inline data)\n",
+            if data.is_err() {
+                d.qpns.lock().remove(qpn as usize);
+            }
+            init.set_qp_num(qpn);
+            init.grant(QpCap {
+                max_send_wr: entries,
+                max_send_sge: 1,
+                ..cap
+            });
+            let data = data?;
+            Ok(data)
+        })
+    }
+
+    fn modify_qp(qp: &rdma::Qp<Self>, attr: &QpAttr<'_>, udata: Option<&mut Udata<'_>>) -> Result {
+        let dev = qp.device();
+        let res = modify_qp(dev, qp, attr, udata.map(|u| &*u));
+        if let Err(e) = res {
+            pr_debug!(
+                "{}: QP {}: modify refused: {:?}\n",
                 dev.name(),
-                cap,
-                d.caps.max_sqe
+                qp.qp_num(),
+                e
             );
-            return Err(EINVAL);
         }
-        let qpn = d.alloc_qpn()?;
-        init.set_qp_num(qpn);
-        init.grant(QpCap {
-            max_send_wr: cap.max_send_wr.next_power_of_two(),
-            max_send_sge: 1,
-            ..cap
-        });
-        Ok(QpData)
+        res
+    }
+
+    fn query_qp(qp: &rdma::Qp<Self>, _mask: QpAttrMask) -> Result<QpQuery> {
+        let q = qp.data();
+        let a = *q.attrs();
+        let state = q.state();
+        let (mut sq_psn, mut rq_psn) = (a.sq_psn, a.rq_psn);
+        if a.port != 0 && !matches!(state, QpState::Reset) {
+            // Where the device is now; the values last set if it cannot say.
+            if let Ok((s, r)) = q.psns(a.port) {
+                sq_psn = s;
+                rq_psn = r;
+            }
+        }
+        Ok(QpQuery {
+            state,
+            path_mtu: a.mtu,
+            access_flags: a.access,
+            port_num: a.port,
+            dest_qp_num: a.dest_qpn,
+            rq_psn,
+            sq_psn,
+            timeout: a.timeout,
+            retry_cnt: a.retry_cnt,
+            rnr_retry: a.rnr_retry,
+            cap: QpCap {
+                max_send_wr: q.sq_size(),
+                max_send_sge: 1,
+                ..QpCap::default()
+            },
+            signal_all: q.signal_all(),
+        })
     }
 
     fn destroy_qp(qp: &rdma::Qp<Self>) -> Result {
-        qp.pd()
-            .device()
-            .data()
-            .qpns
-            .lock()
-            .remove(qp.qp_num() as usize);
+        qp.data().destroy()?;
+        qp.device().data().qpns.lock().remove(qp.qp_num() as usize);
         Ok(())
     }
 
-    fn post_send(_qp: &rdma::Qp<Self>, wrs: &mut SendWrs<'_>) -> Result {
-        if let Some(wr) = wrs.next() {
-            // The NIC executes RDMA WRITE (with or without immediate) only.
-            if !matches!(wr.opcode(), Opcode::RdmaWrite | Opcode::RdmaWriteWithImm) {
-                pr_debug!("post_send: opcode {:?} not supported\n", wr.opcode());
-                return Err(EOPNOTSUPP);
-            }
-            // A QP in RESET accepts no work request; no QP leaves RESET before the send
-            // path (modify_qp) is in place.
-            return Err(EINVAL);
+    fn post_send(qp: &rdma::Qp<Self>, wrs: &mut SendWrs<'_>) -> Result {
+        let d = qp.device().data();
+        let res = queue::post_send(qp.data(), wrs, d.caps.max_msg, |key| {
+            d.mr(key).map(|m| m.view)
+        });
+        if let Err(e) = res {
+            pr_debug!(
+                "{}: QP {}: post_send refused: {:?}\n",
+                qp.device().name(),
+                qp.qp_num(),
+                e
+            );
         }
-        Ok(())
+        res
     }
 
     fn reg_user_mr(
@@ -607,10 +748,12 @@ impl rdma::Driver for GaudiRdma {
             shared.map_region(dev.parent(), umem.dma_blocks(bs), blocks, shift, writable)?;
         let mmu_va = range.start + (req.iova & (bs.bytes() - 1));
         let info = MrInfo {
-            pd: pd.data().id,
-            iova: req.iova,
-            length: req.length,
-            mmu_va,
+            view: MrView {
+                pd: pd.data().id,
+                iova: req.iova,
+                length: req.length,
+                mmu_va,
+            },
             access: req.access,
         };
         let key = match d.insert_mr(info) {
@@ -650,6 +793,192 @@ impl rdma::Driver for GaudiRdma {
             .unmap_region(m.range, m.shift, m.range.len >> m.shift);
         Ok(())
     }
+}
+
+/// `IB_ACCESS_LOCAL_WRITE` and `IB_ACCESS_REMOTE_WRITE`: the access rights a QP may have.
+const QP_ACCESS: u32 = (1 << 0) | (1 << 1);
+
+/// The attributes each transition takes (required, optional), as the InfiniBand
+/// specification's QP state table for RC, less what the NIC has no use for.
+fn transition_attrs(cur: QpState, next: QpState) -> Option<(QpAttrMask, QpAttrMask)> {
+    use QpState::*;
+    let none = QpAttrMask::default();
+    Some(match (cur, next) {
+        (_, Reset) | (_, Err) => (none, none),
+        (Reset, Init) => (
+            QpAttrMask::PORT,
+            QpAttrMask::PKEY_INDEX | QpAttrMask::ACCESS_FLAGS,
+        ),
+        (Init, Init) => (
+            none,
+            QpAttrMask::PKEY_INDEX | QpAttrMask::ACCESS_FLAGS | QpAttrMask::PORT,
+        ),
+        (Init, Rtr) => (
+            QpAttrMask::PATH_MTU | QpAttrMask::DEST_QPN | QpAttrMask::RQ_PSN,
+            QpAttrMask::AV
+                | QpAttrMask::MAX_DEST_RD_ATOMIC
+                | QpAttrMask::MIN_RNR_TIMER
+                | QpAttrMask::ACCESS_FLAGS
+                | QpAttrMask::PKEY_INDEX,
+        ),
+        (Rtr, Rts) => (
+            QpAttrMask::SQ_PSN,
+            QpAttrMask::TIMEOUT
+                | QpAttrMask::RETRY_CNT
+                | QpAttrMask::RNR_RETRY
+                | QpAttrMask::MAX_QP_RD_ATOMIC
+                | QpAttrMask::MIN_RNR_TIMER
+                | QpAttrMask::ACCESS_FLAGS,
+        ),
+        (Rts, Rts) => (none, QpAttrMask::ACCESS_FLAGS | QpAttrMask::MIN_RNR_TIMER),
+        _ => return None,
+    })
+}
+
+/// The state machine of the standard verbs' QPs; see "Queue pairs" in uapi.rst for the
+/// driver data of RTR and RTS.
+fn modify_qp(
+    dev: &rdma::Device<GaudiRdma>,
+    qp: &rdma::Qp<GaudiRdma>,
+    attr: &QpAttr<'_>,
+    udata: Option<&Udata<'_>>,
+) -> Result {
+    let d = dev.data();
+    let q = qp.data();
+    let mut attrs = q.attrs();
+    let cur = q.state();
+    if let Some(c) = attr.cur_state()? {
+        if c != cur {
+            return Err(EINVAL);
+        }
+    }
+    let next = attr.state()?.unwrap_or(cur);
+    let (required, optional) = transition_attrs(cur, next).ok_or(EINVAL)?;
+    let mask = attr.mask();
+    let given = mask.without(QpAttrMask::STATE | QpAttrMask::CUR_STATE);
+    if given.without(required | optional) != QpAttrMask::default()
+        || required.without(given) != QpAttrMask::default()
+    {
+        return Err(EINVAL);
+    }
+
+    let mut a = *attrs;
+    if let Some(port) = attr.port_num() {
+        if port == 0 || port > d.caps.ports || (a.port != 0 && port != a.port) {
+            return Err(EINVAL);
+        }
+        a.port = port;
+    }
+    if attr.pkey_index().is_some_and(|i| i != 0) {
+        return Err(EINVAL);
+    }
+    if let Some(access) = attr.access_flags() {
+        if access & !QP_ACCESS != 0 {
+            pr_info!(
+                "{}: QP access {:#x} refused: the NIC serves RDMA WRITE only\n",
+                dev.name(),
+                access
+            );
+            return Err(EOPNOTSUPP);
+        }
+        a.access = access;
+    }
+    if let Some(mtu) = attr.path_mtu()? {
+        if 128u32 << (mtu as u32) > d.caps.max_mtu {
+            return Err(EINVAL);
+        }
+        a.mtu = mtu;
+    }
+    if let Some(n) = attr.dest_qp_num() {
+        a.dest_qpn = n & 0xff_ffff;
+    }
+    if let Some(psn) = attr.rq_psn() {
+        a.rq_psn = psn & 0xff_ffff;
+    }
+    if let Some(psn) = attr.sq_psn() {
+        a.sq_psn = psn & 0xff_ffff;
+    }
+    if let Some(t) = attr.timeout() {
+        if t > 31 {
+            return Err(EINVAL);
+        }
+        a.timeout = t;
+    }
+    if let Some(n) = attr.retry_cnt() {
+        if n > 7 {
+            return Err(EINVAL);
+        }
+        a.retry_cnt = n;
+    }
+    if let Some(n) = attr.rnr_retry() {
+        a.rnr_retry = n.min(7);
+    }
+
+    // The peer: from the driver data, or for kernel callers from a resolved address vector.
+    let mut dest = false;
+    if let Some(av) = attr.av() {
+        let ip = av.dgid.to_ipv4().ok_or(EOPNOTSUPP)?;
+        if av.dmac != [0; 6] {
+            a.path.dmac = av.dmac;
+            a.path.dest_ipv4 = ip;
+            dest = true;
+        }
+    }
+    if let Some(u) = udata.filter(|u| u.in_len() > 0) {
+        let req = u.read::<ModifyQpReq>()?;
+        if req.comp_mask != 0 || req.flags & !MODIFY_QP_FLAGS != 0 {
+            return Err(EINVAL);
+        }
+        if req.flags != 0 && !matches!(next, QpState::Rtr | QpState::Rts) {
+            return Err(EINVAL);
+        }
+        if req.flags & MODIFY_QP_DEST != 0 {
+            // A unicast MAC (bit 0 of the first byte clear) and an address.
+            if req.dmac == [0; 6] || req.dmac[0] & 1 != 0 || req.dest_ipv4 == [0; 4] {
+                return Err(EINVAL);
+            }
+            a.path = Path {
+                dmac: req.dmac,
+                dest_ipv4: req.dest_ipv4,
+                udp_sport: req.udp_sport & 0x3fff,
+                ..a.path
+            };
+            dest = true;
+        }
+        if req.flags & MODIFY_QP_REMOTE_RKEY != 0 {
+            a.path.remote_rkey = req.remote_rkey;
+        }
+        if req.flags & MODIFY_QP_LOCAL_RKEY != 0 {
+            // Incoming WRITEs carry this key: it must name a region of the QP's PD that
+            // allows them (0: none accepted).
+            if req.local_rkey != 0 {
+                let mr = d.mr(req.local_rkey).ok_or(EINVAL)?;
+                if mr.view.pd != q.pd() || !mr.access.contains(Access::REMOTE_WRITE) {
+                    return Err(EINVAL);
+                }
+            }
+            a.path.local_rkey = req.local_rkey;
+        }
+    }
+    if next == QpState::Rtr && cur == QpState::Init && !dest {
+        pr_info!(
+            "{}: QP {}: RTR needs the destination (driver data, see uapi.rst)\n",
+            dev.name(),
+            qp.qp_num()
+        );
+        return Err(EINVAL);
+    }
+    if a.path.udp_sport == 0 {
+        // As rdma_flow_label_to_udp_sport(): spread flows over the entropy range.
+        a.path.udp_sport = ((qp.qp_num() ^ a.dest_qpn) & 0x3fff) as u16;
+    }
+    if next == QpState::Reset {
+        a = QpAttrs::default();
+    }
+
+    q.transition(dev.parent(), cur, next, &a)?;
+    *attrs = a;
+    Ok(())
 }
 
 // The driver's uverbs namespace, include/uapi/rdma/gaudi_user_ioctl_cmds.h.

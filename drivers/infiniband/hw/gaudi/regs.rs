@@ -4,8 +4,8 @@
 //!
 //! Documentation/infiniband/gaudi/device-model.rst is the reference.
 
-/// Size of BAR0.
-pub(crate) const BAR0_SIZE: usize = 0x1_0000;
+/// Size of BAR0: registers, then the doorbell pages.
+pub(crate) const BAR0_SIZE: usize = 0x10_0000;
 
 /// Identification register; reads [`ID_MAGIC`].
 pub(crate) const ID: usize = 0x0000;
@@ -55,6 +55,25 @@ pub(crate) const EQ_CTRL: usize = 0x030c;
 pub(crate) const EQ_CI: usize = 0x0310;
 pub(crate) const EQ_OVERFLOWS: usize = 0x0318;
 pub(crate) const EQ_CTRL_ENABLE: u32 = 1 << 0;
+
+/// Command argument or result, 32 words.
+pub(crate) const CMD_DATA: usize = 0x0400;
+pub(crate) const CMD_DATA_WORDS: usize = 32;
+/// Command: opcode 31:24, port index 20:16, object index 15:0.
+pub(crate) const CMD: usize = 0x0480;
+/// 0 or the positive errno value of the last command.
+pub(crate) const CMD_STATUS: usize = 0x0484;
+
+/// The doorbell page of port `index` (from 0): add one of the `DB_*` offsets.
+pub(crate) const fn doorbell(index: u32) -> usize {
+    0x1_0000 + index as usize * 0x1000
+}
+/// Send queue: QPN 31:16, producer index 15:0.
+pub(crate) const DB_SQ: usize = 0x00;
+/// Completion queue: CQN 31:16, consumer index 15:0.
+pub(crate) const DB_CQ: usize = 0x08;
+/// As [`DB_CQ`], and arm the CQ for one completion event.
+pub(crate) const DB_CQ_ARM: usize = 0x0c;
 
 /// Registers of port `index` (from 0): add one of the `PORT_*` offsets.
 pub(crate) const fn port(index: u32) -> usize {

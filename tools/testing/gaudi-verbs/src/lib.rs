@@ -9,7 +9,7 @@
 //! ib_user_ioctl_cmds.h, ib_user_verbs.h and the gaudi headers.
 
 use std::fs::{File, OpenOptions};
-use std::io;
+use std::io::{self, Read};
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::path::Path;
 
@@ -32,12 +32,18 @@ const UVERBS_ATTR_CORE_IN: u16 = 0;
 const UVERBS_ATTR_CORE_OUT: u16 = 1;
 const UVERBS_ATTR_WRITE_CMD: u16 = 2;
 // enum uverbs_attrs_uhw
-const UVERBS_ATTR_UHW_OUT: u16 = NS_DRIVER + 1; // UVERBS_ATTR_UHW_IN is NS_DRIVER
-                                                // enum ib_uverbs_write_cmds
+const UVERBS_ATTR_UHW_IN: u16 = NS_DRIVER;
+const UVERBS_ATTR_UHW_OUT: u16 = NS_DRIVER + 1;
+// enum ib_uverbs_write_cmds
 const IB_USER_VERBS_CMD_ALLOC_PD: u64 = 3;
 const IB_USER_VERBS_CMD_REG_MR: u64 = 9;
 const IB_USER_VERBS_CMD_CREATE_CQ: u64 = 18;
+const IB_USER_VERBS_CMD_CREATE_COMP_CHANNEL: u64 = 17;
+const IB_USER_VERBS_CMD_POLL_CQ: u64 = 21;
+const IB_USER_VERBS_CMD_REQ_NOTIFY_CQ: u64 = 23;
 const IB_USER_VERBS_CMD_CREATE_QP: u64 = 24;
+const IB_USER_VERBS_CMD_QUERY_QP: u64 = 25;
+const IB_USER_VERBS_CMD_MODIFY_QP: u64 = 26;
 const IB_USER_VERBS_CMD_POST_SEND: u64 = 28;
 const IB_USER_VERBS_CMD_POST_RECV: u64 = 29;
 const UVERBS_OBJECT_CQ: u16 = 3;
@@ -111,9 +117,24 @@ impl Attr {
         }
     }
 
-    /// An input structure.
+    /// An input structure. Inputs of up to 8 bytes travel inline in `data`,
+    /// as the kernel expects of them.
     pub fn input<T>(id: u16, v: &T) -> Self {
-        Self::buf(id, (v as *const T).cast(), std::mem::size_of::<T>())
+        let len = std::mem::size_of::<T>();
+        if len > 8 {
+            return Self::buf(id, (v as *const T).cast(), len);
+        }
+        let mut data = [0u8; 8];
+        // SAFETY: `v` is `len` readable bytes, `len <= 8`.
+        let bytes = unsafe { std::slice::from_raw_parts((v as *const T).cast::<u8>(), len) };
+        data[..len].copy_from_slice(bytes);
+        Self {
+            attr_id: id,
+            len: len as u16,
+            flags: ATTR_F_MANDATORY,
+            reserved: 0,
+            data: u64::from_ne_bytes(data),
+        }
     }
 
     /// An output structure.
@@ -237,6 +258,9 @@ pub const WR_RDMA_READ: u32 = 4;
 pub const WR_ATOMIC_CMP_AND_SWP: u32 = 5;
 pub const WR_ATOMIC_FETCH_AND_ADD: u32 = 6;
 /// `IB_QPT_RC`, `IB_QPT_UD`.
+/// `enum ib_send_flags`.
+pub const SEND_SIGNALED: u32 = 1 << 1;
+
 pub const QPT_RC: u8 = 2;
 pub const QPT_UD: u8 = 4;
 
@@ -285,6 +309,153 @@ pub struct SendWr {
     pub remote_addr: u64,
     pub rkey: u32,
     pub sges: Vec<Sge>,
+}
+
+/// `enum ib_qp_state`.
+pub const QPS_RESET: u8 = 0;
+pub const QPS_INIT: u8 = 1;
+pub const QPS_RTR: u8 = 2;
+pub const QPS_RTS: u8 = 3;
+pub const QPS_ERR: u8 = 6;
+
+/// `enum ib_qp_attr_mask`.
+pub const QP_STATE: u32 = 1 << 0;
+pub const QP_CUR_STATE: u32 = 1 << 1;
+pub const QP_ACCESS_FLAGS: u32 = 1 << 3;
+pub const QP_PKEY_INDEX: u32 = 1 << 4;
+pub const QP_PORT: u32 = 1 << 5;
+pub const QP_AV: u32 = 1 << 7;
+pub const QP_PATH_MTU: u32 = 1 << 8;
+pub const QP_TIMEOUT: u32 = 1 << 9;
+pub const QP_RETRY_CNT: u32 = 1 << 10;
+pub const QP_RNR_RETRY: u32 = 1 << 11;
+pub const QP_RQ_PSN: u32 = 1 << 12;
+pub const QP_MAX_QP_RD_ATOMIC: u32 = 1 << 13;
+pub const QP_SQ_PSN: u32 = 1 << 16;
+pub const QP_MAX_DEST_RD_ATOMIC: u32 = 1 << 17;
+pub const QP_DEST_QPN: u32 = 1 << 20;
+
+/// `enum ib_mtu`.
+pub const MTU_1024: u8 = 3;
+pub const MTU_4096: u8 = 5;
+
+/// `enum gaudi_ib_modify_qp_flags`.
+pub const MODIFY_QP_DEST: u32 = 1 << 0;
+pub const MODIFY_QP_REMOTE_RKEY: u32 = 1 << 1;
+pub const MODIFY_QP_LOCAL_RKEY: u32 = 1 << 2;
+
+/// `struct gaudi_ib_modify_qp`: the driver data of a QP modification.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct GaudiModifyQp {
+    pub comp_mask: u32,
+    pub flags: u32,
+    pub remote_rkey: u32,
+    pub local_rkey: u32,
+    pub dmac: [u8; 6],
+    pub reserved0: [u8; 2],
+    pub dest_ipv4: [u8; 4],
+    pub udp_sport: u16,
+    pub reserved1: u16,
+}
+
+/// The attributes of a QP modification (`struct ib_uverbs_modify_qp`,
+/// the fields this NIC uses).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ModifyQp {
+    pub attr_mask: u32,
+    pub qp_state: u8,
+    pub cur_qp_state: u8,
+    pub path_mtu: u8,
+    pub port_num: u8,
+    pub qp_access_flags: u32,
+    pub pkey_index: u16,
+    pub rq_psn: u32,
+    pub sq_psn: u32,
+    pub dest_qp_num: u32,
+    pub timeout: u8,
+    pub retry_cnt: u8,
+    pub rnr_retry: u8,
+    pub max_rd_atomic: u8,
+    pub max_dest_rd_atomic: u8,
+    /// The driver data; `None` sends none.
+    pub driver: Option<GaudiModifyQp>,
+}
+
+/// What `IB_USER_VERBS_CMD_QUERY_QP` reports (the fields this NIC uses).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QpAttrs {
+    pub qp_state: u8,
+    pub path_mtu: u8,
+    pub port_num: u8,
+    pub qp_access_flags: u32,
+    pub dest_qp_num: u32,
+    pub rq_psn: u32,
+    pub sq_psn: u32,
+    pub timeout: u8,
+    pub retry_cnt: u8,
+    pub max_send_wr: u32,
+    pub max_send_sge: u32,
+}
+
+/// `enum ib_wc_status` and `enum ib_wc_opcode` values.
+pub const WC_SUCCESS: u32 = 0;
+pub const WC_LOC_PROT_ERR: u32 = 4;
+pub const WC_WR_FLUSH_ERR: u32 = 5;
+pub const WC_REM_ACCESS_ERR: u32 = 10;
+pub const WC_RETRY_EXC_ERR: u32 = 12;
+pub const WC_RDMA_WRITE: u32 = 1;
+pub const WC_RECV_RDMA_WITH_IMM: u32 = 129;
+pub const WC_WITH_IMM: u32 = 2;
+
+/// `struct ib_uverbs_wc`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Wc {
+    pub wr_id: u64,
+    pub status: u32,
+    pub opcode: u32,
+    pub vendor_err: u32,
+    pub byte_len: u32,
+    pub imm_data: u32,
+    pub qp_num: u32,
+    pub src_qp: u32,
+    pub wc_flags: u32,
+    pub pkey_index: u16,
+    pub slid: u16,
+    pub sl: u8,
+    pub dlid_path_bits: u8,
+    pub port_num: u8,
+    pub reserved: u8,
+}
+
+/// A completion event channel: a CQ created on it reports one event per
+/// arming (`IB_USER_VERBS_CMD_CREATE_COMP_CHANNEL`).
+#[derive(Debug)]
+pub struct CompChannel {
+    pub fd: File,
+}
+
+impl CompChannel {
+    /// Wait up to `timeout_ms` for a completion event; the CQ handle.
+    pub fn next(&self, timeout_ms: i32) -> io::Result<Option<u64>> {
+        let mut pfd = libc::pollfd {
+            fd: self.fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        let n = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if n == 0 {
+            return Ok(None);
+        }
+        let mut handle = [0u8; 8];
+        (&self.fd).read_exact(&mut handle)?;
+        Ok(Some(u64::from_ne_bytes(handle)))
+    }
 }
 
 /// A memory region.
@@ -377,6 +548,151 @@ impl Context {
         .map(|_| ())
     }
 
+    /// A legacy write() command without response, with driver input data.
+    fn invoke_write_in<I, U>(&self, cmd: u64, input: &I, uhw: Option<&U>) -> io::Result<()> {
+        match uhw {
+            Some(u) => ioctl(
+                &self.fd,
+                UVERBS_OBJECT_DEVICE,
+                UVERBS_METHOD_INVOKE_WRITE,
+                [
+                    Attr::input(UVERBS_ATTR_CORE_IN, input),
+                    Attr::value(UVERBS_ATTR_WRITE_CMD, cmd),
+                    Attr::input(UVERBS_ATTR_UHW_IN, u),
+                ],
+            )
+            .map(|_| ()),
+            None => ioctl(
+                &self.fd,
+                UVERBS_OBJECT_DEVICE,
+                UVERBS_METHOD_INVOKE_WRITE,
+                [
+                    Attr::input(UVERBS_ATTR_CORE_IN, input),
+                    Attr::value(UVERBS_ATTR_WRITE_CMD, cmd),
+                ],
+            )
+            .map(|_| ()),
+        }
+    }
+
+    /// Change a queue pair (`IB_USER_VERBS_CMD_MODIFY_QP`).
+    pub fn modify_qp(&self, qp: &Qp, m: &ModifyQp) -> io::Result<()> {
+        // struct ib_uverbs_modify_qp: two 32-byte ib_uverbs_qp_dest, then
+        // the attributes; 112 bytes.
+        let mut b = vec![0u8; 112];
+        b[64..68].copy_from_slice(&qp.handle.to_ne_bytes());
+        b[68..72].copy_from_slice(&m.attr_mask.to_ne_bytes());
+        b[76..80].copy_from_slice(&m.rq_psn.to_ne_bytes());
+        b[80..84].copy_from_slice(&m.sq_psn.to_ne_bytes());
+        b[84..88].copy_from_slice(&m.dest_qp_num.to_ne_bytes());
+        b[88..92].copy_from_slice(&m.qp_access_flags.to_ne_bytes());
+        b[92..94].copy_from_slice(&m.pkey_index.to_ne_bytes());
+        b[96] = m.qp_state;
+        b[97] = m.cur_qp_state;
+        b[98] = m.path_mtu;
+        b[101] = m.max_rd_atomic;
+        b[102] = m.max_dest_rd_atomic;
+        b[104] = m.port_num;
+        b[105] = m.timeout;
+        b[106] = m.retry_cnt;
+        b[107] = m.rnr_retry;
+        let cmd: [u8; 112] = b.try_into().unwrap();
+        self.invoke_write_in(IB_USER_VERBS_CMD_MODIFY_QP, &cmd, m.driver.as_ref())
+    }
+
+    /// Query a queue pair (`IB_USER_VERBS_CMD_QUERY_QP`).
+    pub fn query_qp(&self, qp: &Qp) -> io::Result<QpAttrs> {
+        // struct ib_uverbs_query_qp { response, qp_handle, attr_mask }
+        let mut cmd = [0u8; 16];
+        cmd[8..12].copy_from_slice(&qp.handle.to_ne_bytes());
+        cmd[12..16].copy_from_slice(&u32::MAX.to_ne_bytes());
+        let mut r = [0u8; 128];
+        self.invoke_write(IB_USER_VERBS_CMD_QUERY_QP, &cmd, &mut r, &mut [0u64; 0])?;
+        let u32_at = |o: usize| u32::from_ne_bytes(r[o..o + 4].try_into().unwrap());
+        Ok(QpAttrs {
+            max_send_wr: u32_at(64),
+            max_send_sge: u32_at(72),
+            rq_psn: u32_at(88),
+            sq_psn: u32_at(92),
+            dest_qp_num: u32_at(96),
+            qp_access_flags: u32_at(100),
+            qp_state: r[108],
+            path_mtu: r[110],
+            port_num: r[116],
+            timeout: r[117],
+            retry_cnt: r[118],
+        })
+    }
+
+    /// Take up to `n` completions of `cq` (`IB_USER_VERBS_CMD_POLL_CQ`).
+    pub fn poll_cq(&self, cq: &Cq, n: usize) -> io::Result<Vec<Wc>> {
+        // struct ib_uverbs_poll_cq { response, cq_handle, ne }
+        let mut cmd = [0u8; 16];
+        cmd[8..12].copy_from_slice(&cq.handle.to_ne_bytes());
+        cmd[12..16].copy_from_slice(&(n as u32).to_ne_bytes());
+        // struct ib_uverbs_poll_cq_resp { count, reserved, wc[] }
+        let mut resp = vec![0u8; 8 + n * std::mem::size_of::<Wc>()];
+        ioctl(
+            &self.fd,
+            UVERBS_OBJECT_DEVICE,
+            UVERBS_METHOD_INVOKE_WRITE,
+            [
+                Attr::input(UVERBS_ATTR_CORE_IN, &cmd),
+                Attr::buf(UVERBS_ATTR_CORE_OUT, resp.as_mut_ptr(), resp.len()),
+                Attr::value(UVERBS_ATTR_WRITE_CMD, IB_USER_VERBS_CMD_POLL_CQ),
+            ],
+        )?;
+        let count = u32::from_ne_bytes(resp[0..4].try_into().unwrap()) as usize;
+        Ok((0..count.min(n))
+            .map(|i| {
+                let o = 8 + i * std::mem::size_of::<Wc>();
+                // SAFETY: `Wc` is plain data of this size at offset `o`.
+                unsafe { std::ptr::read_unaligned(resp[o..].as_ptr().cast::<Wc>()) }
+            })
+            .collect())
+    }
+
+    /// Poll `cq` until `n` completions arrived or `timeout_ms` passed.
+    pub fn wait_cq(&self, cq: &Cq, n: usize, timeout_ms: u64) -> io::Result<Vec<Wc>> {
+        let start = std::time::Instant::now();
+        let mut all = Vec::new();
+        while all.len() < n {
+            let got = self.poll_cq(cq, n - all.len())?;
+            if got.is_empty() {
+                if start.elapsed().as_millis() as u64 > timeout_ms {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_micros(200));
+            }
+            all.extend(got);
+        }
+        Ok(all)
+    }
+
+    /// Arm `cq` for one completion event (`IB_USER_VERBS_CMD_REQ_NOTIFY_CQ`).
+    pub fn req_notify_cq(&self, cq: &Cq) -> io::Result<()> {
+        // struct ib_uverbs_req_notify_cq { cq_handle, solicited_only }
+        let cmd = [cq.handle, 0u32];
+        self.invoke_write_in::<_, u64>(IB_USER_VERBS_CMD_REQ_NOTIFY_CQ, &cmd, None)
+    }
+
+    /// A completion event channel (`IB_USER_VERBS_CMD_CREATE_COMP_CHANNEL`).
+    pub fn create_comp_channel(&self) -> io::Result<CompChannel> {
+        // struct ib_uverbs_create_comp_channel { response }
+        let cmd = 0u64;
+        let mut fd = 0i32;
+        self.invoke_write(
+            IB_USER_VERBS_CMD_CREATE_COMP_CHANNEL,
+            &cmd,
+            &mut fd,
+            &mut [0u64; 0],
+        )?;
+        // SAFETY: the kernel created this file descriptor for us.
+        Ok(CompChannel {
+            fd: unsafe { File::from_raw_fd(fd) },
+        })
+    }
+
     /// Allocate a protection domain (`IB_USER_VERBS_CMD_ALLOC_PD`).
     pub fn alloc_pd(&self) -> io::Result<Pd> {
         // struct ib_uverbs_alloc_pd { __aligned_u64 response; }
@@ -405,6 +721,11 @@ impl Context {
     /// Create a completion queue of at least `cqe` entries
     /// (`IB_USER_VERBS_CMD_CREATE_CQ`).
     pub fn create_cq(&self, cqe: u32) -> io::Result<Cq> {
+        self.create_cq_on(cqe, None)
+    }
+
+    /// As [`Context::create_cq`], reporting events on `channel`.
+    pub fn create_cq_on(&self, cqe: u32, channel: Option<&CompChannel>) -> io::Result<Cq> {
         // struct ib_uverbs_create_cq
         #[repr(C)]
         struct Cmd {
@@ -420,7 +741,7 @@ impl Context {
             user_handle: 0,
             cqe,
             comp_vector: 0,
-            comp_channel: -1,
+            comp_channel: channel.map_or(-1, |c| c.fd.as_raw_fd()),
             reserved: 0,
         };
         // struct ib_uverbs_create_cq_resp { cq_handle, cqe }

@@ -40,15 +40,22 @@
 //!       event file.
 
 use gaudi_verbs::{
-    errno, event_name, find_device, AsyncEvents, Attr, Context, EmuCtl, PortInfo, QpCaps, SendWr,
-    Sge, ACCESS_LOCAL_WRITE, ACCESS_REMOTE_ATOMIC, ACCESS_REMOTE_READ, ACCESS_REMOTE_WRITE,
-    IB_EVENT_DEVICE_FATAL, IB_EVENT_PORT_ACTIVE, IB_EVENT_PORT_ERR, NS_DRIVER, PORT_LINK_UP,
-    QPT_RC, QPT_UD, WR_ATOMIC_CMP_AND_SWP, WR_ATOMIC_FETCH_AND_ADD, WR_RDMA_READ, WR_RDMA_WRITE,
-    WR_SEND, WR_SEND_WITH_IMM,
+    errno, event_name, find_device, AsyncEvents, Attr, CompChannel, Context, Cq, EmuCtl,
+    GaudiModifyQp, ModifyQp, Pd, PortInfo, Qp, QpCaps, SendWr, Sge, Wc, ACCESS_LOCAL_WRITE,
+    ACCESS_REMOTE_ATOMIC, ACCESS_REMOTE_READ, ACCESS_REMOTE_WRITE, IB_EVENT_DEVICE_FATAL,
+    IB_EVENT_PORT_ACTIVE, IB_EVENT_PORT_ERR, MODIFY_QP_DEST, MODIFY_QP_LOCAL_RKEY,
+    MODIFY_QP_REMOTE_RKEY, MTU_4096, NS_DRIVER, PORT_LINK_UP, QPS_INIT, QPS_RTR, QPS_RTS, QPT_RC,
+    QPT_UD, QP_ACCESS_FLAGS, QP_DEST_QPN, QP_MAX_DEST_RD_ATOMIC, QP_PATH_MTU, QP_PKEY_INDEX,
+    QP_PORT, QP_RETRY_CNT, QP_RNR_RETRY, QP_RQ_PSN, QP_SQ_PSN, QP_STATE, QP_TIMEOUT, SEND_SIGNALED,
+    WC_RDMA_WRITE, WC_RECV_RDMA_WITH_IMM, WC_SUCCESS, WC_WITH_IMM, WR_ATOMIC_CMP_AND_SWP,
+    WR_ATOMIC_FETCH_AND_ADD, WR_RDMA_READ, WR_RDMA_WRITE, WR_RDMA_WRITE_WITH_IMM, WR_SEND,
+    WR_SEND_WITH_IMM,
 };
 use std::io::Write;
 use std::process::exit;
 use std::time::Duration;
+
+const MIB: usize = 1 << 20;
 
 fn fail(msg: String) -> ! {
     println!("FAIL: {msg}");
@@ -807,6 +814,542 @@ fn unsupported_opcodes() {
     println!("PASS");
 }
 
+/// One end of an RC connection: a QP on `port`, its CQ, and the port's
+/// addresses.
+struct End {
+    cq: Cq,
+    qp: Qp,
+    port: u8,
+    info: PortInfo,
+}
+
+fn open_ctx() -> Context {
+    let path = find_device().unwrap_or_else(|e| fail(format!("find device: {e}")));
+    Context::open(&path).unwrap_or_else(|e| fail(format!("open {}: {e}", path.display())))
+}
+
+/// A QP on `port` with its own CQ (on `channel` if given), in RESET.
+fn end(ctx: &Context, pd: &Pd, port: u8, channel: Option<&CompChannel>) -> End {
+    let cq = ctx
+        .create_cq_on(256, channel)
+        .unwrap_or_else(|e| fail(format!("create CQ: {e}")));
+    let caps = QpCaps {
+        max_send_wr: 128,
+        max_send_sge: 1,
+        ..Default::default()
+    };
+    let qp = ctx
+        .create_qp(pd, &cq, QPT_RC, caps)
+        .unwrap_or_else(|e| fail(format!("create QP: {e}")));
+    let info = ctx
+        .query_port(u64::from(port))
+        .unwrap_or_else(|e| fail(format!("query port {port}: {e}")));
+    End { cq, qp, port, info }
+}
+
+/// Bring `e` to RTS towards a peer at `mac`/`ipv4` with QP `dest_qpn`:
+/// its WRITEs carry `remote_rkey`, incoming ones must carry `local_rkey`.
+fn connect(
+    ctx: &Context,
+    e: &End,
+    mac: [u8; 6],
+    ipv4: [u8; 4],
+    dest_qpn: u32,
+    remote_rkey: u32,
+    local_rkey: u32,
+) {
+    let init = ModifyQp {
+        attr_mask: QP_STATE | QP_PORT | QP_PKEY_INDEX | QP_ACCESS_FLAGS,
+        qp_state: QPS_INIT,
+        port_num: e.port,
+        qp_access_flags: ACCESS_REMOTE_WRITE,
+        ..Default::default()
+    };
+    ctx.modify_qp(&e.qp, &init)
+        .unwrap_or_else(|err| fail(format!("QP {} to INIT: {err}", e.qp.qpn)));
+    let rtr = ModifyQp {
+        attr_mask: QP_STATE | QP_PATH_MTU | QP_DEST_QPN | QP_RQ_PSN | QP_MAX_DEST_RD_ATOMIC,
+        qp_state: QPS_RTR,
+        path_mtu: MTU_4096,
+        dest_qp_num: dest_qpn,
+        rq_psn: 0x100,
+        driver: Some(GaudiModifyQp {
+            flags: MODIFY_QP_DEST | MODIFY_QP_REMOTE_RKEY | MODIFY_QP_LOCAL_RKEY,
+            remote_rkey,
+            local_rkey,
+            dmac: mac,
+            dest_ipv4: ipv4,
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    ctx.modify_qp(&e.qp, &rtr)
+        .unwrap_or_else(|err| fail(format!("QP {} to RTR: {err}", e.qp.qpn)));
+    let rts = ModifyQp {
+        attr_mask: QP_STATE | QP_SQ_PSN | QP_TIMEOUT | QP_RETRY_CNT | QP_RNR_RETRY,
+        qp_state: QPS_RTS,
+        sq_psn: 0x100,
+        timeout: 14,
+        retry_cnt: 7,
+        rnr_retry: 7,
+        ..Default::default()
+    };
+    ctx.modify_qp(&e.qp, &rts)
+        .unwrap_or_else(|err| fail(format!("QP {} to RTS: {err}", e.qp.qpn)));
+}
+
+/// Two QPs of one device, `a` on port `pa` writing to `b` on port `pb`,
+/// connected; writes to `b` must carry `rkey`.
+fn loopback_pair(ctx: &Context, pd: &Pd, pa: u8, pb: u8, rkey: u32) -> (End, End) {
+    let a = end(ctx, pd, pa, None);
+    let b = end(ctx, pd, pb, None);
+    connect(ctx, &a, b.info.mac, b.info.ipv4, b.qp.qpn, rkey, 0);
+    connect(ctx, &b, a.info.mac, a.info.ipv4, a.qp.qpn, 0, rkey);
+    (a, b)
+}
+
+/// A deterministic pattern, different for each `seed`.
+fn fill(buf: &mut [u8], seed: u64) {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    for chunk in buf.chunks_mut(8) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let b = x.to_le_bytes();
+        chunk.copy_from_slice(&b[..chunk.len()]);
+    }
+}
+
+/// Post one signalled WRITE of `len` bytes from `src` (an address of
+/// `lkey`'s region) to device VA `dst` and wait for its completion.
+fn write_once(ctx: &Context, e: &End, wr: SendWr, what: &str) -> Wc {
+    let id = wr.wr_id;
+    if let Err((err, bad)) = ctx.post_send(&e.qp, &[wr]) {
+        fail(format!("{what}: post_send: {err} (bad_wr {bad})"));
+    }
+    let wcs = ctx
+        .wait_cq(&e.cq, 1, 120_000)
+        .unwrap_or_else(|err| fail(format!("{what}: poll: {err}")));
+    let Some(wc) = wcs.first().copied() else {
+        fail(format!("{what}: no completion within 120 s"));
+    };
+    if wc.wr_id != id || wc.qp_num != e.qp.qpn || wc.opcode != WC_RDMA_WRITE {
+        fail(format!("{what}: completion {wc:?}, expected wr_id {id}"));
+    }
+    wc
+}
+
+fn write_wr(id: u64, addr: u64, len: u32, lkey: u32, raddr: u64, rkey: u32) -> SendWr {
+    SendWr {
+        wr_id: id,
+        opcode: WR_RDMA_WRITE,
+        send_flags: SEND_SIGNALED,
+        remote_addr: raddr,
+        rkey,
+        sges: vec![Sge {
+            addr,
+            length: len,
+            lkey,
+        }],
+        ..Default::default()
+    }
+}
+
+/// `write-loopback`: WRITEs from port A to port B of the device, sizes 1 B
+/// to `--max-mib` MiB, land byte for byte; WRITE with immediate completes
+/// on both sides; the completion channel reports an armed CQ; the QP's
+/// state and PSNs read back.
+fn write_loopback(args: &[String]) {
+    let max = arg(args, "--max-mib", Some(1024)) as usize * MIB;
+    let (pa, pb) = (
+        arg(args, "--from", Some(1)) as u8,
+        arg(args, "--to", Some(2)) as u8,
+    );
+    let ctx = open_ctx();
+    let pd = ctx
+        .alloc_pd()
+        .unwrap_or_else(|e| fail(format!("alloc_pd: {e}")));
+    let mut src = Mapping::new(max);
+    let mut dst = Mapping::new(max);
+    let t = std::time::Instant::now();
+    fill(src.bytes(), 1);
+    println!("# filled {} MiB in {:?}", max / MIB, t.elapsed());
+    // The source's IOVA differs from its address: WRITEs name IOVAs, the
+    // driver rewrites them to device VAs.
+    let iova = 0x7000_0000_0000u64;
+    let smr = ctx
+        .reg_mr(&pd, src.addr(), max as u64, iova, ACCESS_LOCAL_WRITE)
+        .unwrap_or_else(|e| fail(format!("reg_mr source: {e}")));
+    let dmr = ctx
+        .reg_mr(
+            &pd,
+            dst.addr(),
+            max as u64,
+            dst.addr(),
+            ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE,
+        )
+        .unwrap_or_else(|e| fail(format!("reg_mr destination: {e}")));
+    let (a, b) = loopback_pair(&ctx, &pd, pa, pb, dmr.rkey);
+    check(
+        true,
+        format!(
+            "QP {} (port {pa}) -> QP {} (port {pb}) connected",
+            a.qp.qpn, b.qp.qpn
+        ),
+    );
+    let q = ctx
+        .query_qp(&a.qp)
+        .unwrap_or_else(|e| fail(format!("query_qp: {e}")));
+    check(
+        q.qp_state == QPS_RTS && q.port_num == pa && q.dest_qp_num == b.qp.qpn && q.sq_psn == 0x100,
+        format!(
+            "query_qp: state {}, port {}, dest QP {}, sq_psn {:#x}",
+            q.qp_state, q.port_num, q.dest_qp_num, q.sq_psn
+        ),
+    );
+
+    let mut sizes = vec![1usize, 7, 4095, 4096, 4097, 65537, MIB, 16 * MIB, 64 * MIB];
+    let mut s = 256 * MIB;
+    while s <= max {
+        sizes.push(s);
+        s *= 2;
+    }
+    if !sizes.contains(&max) {
+        sizes.push(max);
+    }
+    sizes.retain(|s| *s <= max);
+    let mut off = 0usize;
+    for (i, &len) in sizes.iter().enumerate() {
+        // Small writes at odd offsets of both regions, large ones at 0.
+        let (so, d_o) = if len < MIB {
+            (off % 4096 + 3, off % 8192 + 5)
+        } else {
+            (0, 0)
+        };
+        off += 977;
+        let t = std::time::Instant::now();
+        let wc = write_once(
+            &ctx,
+            &a,
+            write_wr(
+                1000 + i as u64,
+                iova + so as u64,
+                len as u32,
+                smr.lkey,
+                dmr.resp.mmu_va + d_o as u64,
+                dmr.rkey,
+            ),
+            &format!("WRITE of {len} bytes"),
+        );
+        let took = t.elapsed();
+        let d = &dst.bytes()[d_o..d_o + len];
+        let sbytes = &src.bytes()[so..so + len];
+        let same = d == sbytes;
+        check(
+            wc.status == WC_SUCCESS && same,
+            format!(
+                "WRITE of {len} bytes port {pa} -> {pb}: status {}, byte_len {}, data {} ({:?})",
+                wc.status,
+                wc.byte_len,
+                if same { "byte-exact" } else { "DIFFERS" },
+                took
+            ),
+        );
+        // Untouched around it.
+        if len < MIB {
+            let dd = dst.bytes();
+            check(
+                dd[d_o - 1] == 0 && dd[d_o + len] == 0,
+                format!("bytes around the {len}-byte WRITE untouched"),
+            );
+            dd[d_o..d_o + len].fill(0);
+        }
+    }
+
+    // WRITE with immediate: the responder's CQ gets the immediate.
+    let mut wr = write_wr(77, iova, 4096, smr.lkey, dmr.resp.mmu_va, dmr.rkey);
+    wr.opcode = WR_RDMA_WRITE_WITH_IMM;
+    wr.imm_data = 0x1234_5678u32.to_be();
+    write_once(&ctx, &a, wr, "WRITE with immediate");
+    let r = ctx
+        .wait_cq(&b.cq, 1, 10_000)
+        .unwrap_or_else(|e| fail(format!("poll responder: {e}")));
+    check(
+        r.len() == 1
+            && r[0].opcode == WC_RECV_RDMA_WITH_IMM
+            && r[0].status == WC_SUCCESS
+            && u32::from_be(r[0].imm_data) == 0x1234_5678
+            && r[0].wc_flags & WC_WITH_IMM != 0
+            && r[0].qp_num == b.qp.qpn,
+        format!(
+            "responder completion of WRITE with immediate: {:?}",
+            r.first()
+        ),
+    );
+
+    // Unsignalled WRITEs complete with the next signalled one.
+    let mut list: Vec<SendWr> = (0..8)
+        .map(|k| {
+            let mut w = write_wr(
+                200 + k,
+                iova + k * 4096,
+                4096,
+                smr.lkey,
+                dmr.resp.mmu_va + k * 4096,
+                dmr.rkey,
+            );
+            w.send_flags = 0;
+            w
+        })
+        .collect();
+    list[7].send_flags = SEND_SIGNALED;
+    if let Err((e, bad)) = ctx.post_send(&a.qp, &list) {
+        fail(format!("post 8 WRITEs: {e} (bad_wr {bad})"));
+    }
+    let wcs = ctx
+        .wait_cq(&a.cq, 1, 10_000)
+        .unwrap_or_else(|e| fail(format!("poll: {e}")));
+    let more = ctx.poll_cq(&a.cq, 4).unwrap_or_default();
+    check(
+        wcs.len() == 1
+            && wcs[0].wr_id == 207
+            && more.is_empty()
+            && dst.bytes()[..8 * 4096] == src.bytes()[..8 * 4096],
+        format!(
+            "7 unsignalled WRITEs and a signalled one: one completion (wr_id {:?}), data landed",
+            wcs.first().map(|w| w.wr_id)
+        ),
+    );
+
+    // Notification: an armed CQ on a channel reports the next completion.
+    let ch = ctx
+        .create_comp_channel()
+        .unwrap_or_else(|e| fail(format!("completion channel: {e}")));
+    let c = end(&ctx, &pd, pa, Some(&ch));
+    let d = end(&ctx, &pd, pb, None);
+    connect(&ctx, &c, d.info.mac, d.info.ipv4, d.qp.qpn, dmr.rkey, 0);
+    connect(&ctx, &d, c.info.mac, c.info.ipv4, c.qp.qpn, 0, dmr.rkey);
+    ctx.req_notify_cq(&c.cq)
+        .unwrap_or_else(|e| fail(format!("req_notify_cq: {e}")));
+    check(
+        matches!(ch.next(0), Ok(None)),
+        "no completion event before a completion".into(),
+    );
+    if let Err((e, bad)) = ctx.post_send(
+        &c.qp,
+        &[write_wr(300, iova, 64, smr.lkey, dmr.resp.mmu_va, dmr.rkey)],
+    ) {
+        fail(format!("post: {e} (bad_wr {bad})"));
+    }
+    let ev = ch.next(10_000);
+    check(
+        // The event names the CQ by the user handle it was created with (0).
+        matches!(ev, Ok(Some(0))),
+        format!("completion event on the channel: {ev:?}"),
+    );
+    let wcs = ctx.poll_cq(&c.cq, 4).unwrap_or_default();
+    check(
+        wcs.len() == 1 && wcs[0].wr_id == 300 && wcs[0].status == WC_SUCCESS,
+        format!("the completion after the event: {:?}", wcs.first()),
+    );
+
+    for e in [a, b, c, d] {
+        ctx.destroy_qp(e.qp)
+            .unwrap_or_else(|err| fail(format!("destroy QP: {err}")));
+        ctx.destroy_cq(e.cq)
+            .unwrap_or_else(|err| fail(format!("destroy CQ: {err}")));
+    }
+    ctx.dereg_mr(smr)
+        .unwrap_or_else(|e| fail(format!("dereg: {e}")));
+    ctx.dereg_mr(dmr)
+        .unwrap_or_else(|e| fail(format!("dereg: {e}")));
+    let mut emu = emu();
+    check(
+        stat(&mut emu, "dma_audit") == 0,
+        "emulator DMA audit 0".into(),
+    );
+    println!("PASS");
+}
+
+/// `mr-out-of-bounds`: SGEs outside their region, unknown, stale and
+/// deregistered keys, a wrong rkey and oversized lengths are refused with
+/// EINVAL naming the request, before anything reaches the device (its MMU
+/// fault count and DMA audit do not move); requests before a refused one in
+/// a list are posted and land.
+fn mr_out_of_bounds(_args: &[String]) {
+    let ctx = open_ctx();
+    let pd = ctx
+        .alloc_pd()
+        .unwrap_or_else(|e| fail(format!("alloc_pd: {e}")));
+    let mut emu = emu();
+    let faults0 = stat(&mut emu, "mmu_faults");
+    let len = 64 * 1024u64;
+    let mut src = Mapping::new(len as usize);
+    let mut dst = Mapping::new(len as usize);
+    fill(src.bytes(), 5);
+    let iova = 0x5000_0000u64;
+    let smr = ctx
+        .reg_mr(&pd, src.addr(), len, iova, ACCESS_LOCAL_WRITE)
+        .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
+    let dmr = ctx
+        .reg_mr(
+            &pd,
+            dst.addr(),
+            len,
+            dst.addr(),
+            ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE,
+        )
+        .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
+    let (a, b) = loopback_pair(&ctx, &pd, 1, 2, dmr.rkey);
+    let raddr = dmr.resp.mmu_va;
+    let rkey = dmr.rkey;
+
+    // A stale key: registered, then deregistered.
+    let mut other = Mapping::new(4096);
+    other.bytes()[0] = 1;
+    let stale = ctx
+        .reg_mr(&pd, other.addr(), 4096, other.addr(), ACCESS_LOCAL_WRITE)
+        .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
+    let stale_key = stale.lkey;
+    ctx.dereg_mr(stale)
+        .unwrap_or_else(|e| fail(format!("dereg_mr: {e}")));
+
+    let cases: Vec<(&str, SendWr)> = vec![
+        (
+            "before the region",
+            write_wr(1, iova - 1, 16, smr.lkey, raddr, rkey),
+        ),
+        (
+            "far before the region",
+            write_wr(2, 0x1000, 16, smr.lkey, raddr, rkey),
+        ),
+        (
+            "after the region",
+            write_wr(3, iova + len, 1, smr.lkey, raddr, rkey),
+        ),
+        (
+            "straddling the end",
+            write_wr(4, iova + len - 8, 16, smr.lkey, raddr, rkey),
+        ),
+        (
+            "one byte too long",
+            write_wr(5, iova, len as u32 + 1, smr.lkey, raddr, rkey),
+        ),
+        (
+            "address + length overflowing",
+            write_wr(6, u64::MAX - 4, 16, smr.lkey, raddr, rkey),
+        ),
+        (
+            "length beyond the largest message",
+            write_wr(7, iova, u32::MAX, smr.lkey, raddr, rkey),
+        ),
+        (
+            "unknown lkey",
+            write_wr(8, iova, 16, 0x00de_adbe, raddr, rkey),
+        ),
+        (
+            "stale lkey (deregistered region)",
+            write_wr(9, other.addr(), 16, stale_key, raddr, rkey),
+        ),
+        (
+            "rkey other than the QP's",
+            write_wr(10, iova, 16, smr.lkey, raddr, rkey + 1),
+        ),
+    ];
+    for (name, wr) in cases {
+        match ctx.post_send(&a.qp, &[wr]) {
+            Ok(()) => fail(format!("SGE {name}: accepted")),
+            Err((e, bad)) => check(
+                errno(&e) == libc::EINVAL && bad == 1,
+                format!("SGE {name}: errno {} ({e}), bad_wr {bad}", errno(&e)),
+            ),
+        }
+    }
+    check(
+        ctx.poll_cq(&a.cq, 4).unwrap_or_default().is_empty(),
+        "no completion for refused requests".into(),
+    );
+
+    // In a list, the requests before the refused one are posted.
+    let list = [
+        write_wr(20, iova, 4096, smr.lkey, raddr, rkey),
+        write_wr(21, iova + len - 4, 8, smr.lkey, raddr, rkey),
+        write_wr(22, iova, 4096, smr.lkey, raddr, rkey),
+    ];
+    match ctx.post_send(&a.qp, &list) {
+        Ok(()) => fail("list with a bad second request: accepted".into()),
+        Err((e, bad)) => check(
+            errno(&e) == libc::EINVAL && bad == 2,
+            format!(
+                "list with a bad second request: errno {}, bad_wr {bad}",
+                errno(&e)
+            ),
+        ),
+    }
+    let wcs = ctx
+        .wait_cq(&a.cq, 1, 10_000)
+        .unwrap_or_else(|e| fail(format!("poll: {e}")));
+    check(
+        wcs.len() == 1
+            && wcs[0].wr_id == 20
+            && wcs[0].status == WC_SUCCESS
+            && dst.bytes()[..4096] == src.bytes()[..4096],
+        format!(
+            "the request before it completed and landed: {:?}",
+            wcs.first().map(|w| (w.wr_id, w.status))
+        ),
+    );
+
+    // The exact bounds are accepted: first and last byte.
+    write_once(
+        &ctx,
+        &a,
+        write_wr(30, iova, 1, smr.lkey, raddr + 100, rkey),
+        "first byte",
+    );
+    write_once(
+        &ctx,
+        &a,
+        write_wr(31, iova + len - 1, 1, smr.lkey, raddr + 101, rkey),
+        "last byte",
+    );
+    check(
+        dst.bytes()[100] == src.bytes()[0] && dst.bytes()[101] == src.bytes()[len as usize - 1],
+        "the region's first and last bytes are accepted and land".into(),
+    );
+    // A deregistered region's key is refused afterwards too.
+    ctx.dereg_mr(smr)
+        .unwrap_or_else(|e| fail(format!("dereg_mr: {e}")));
+    match ctx.post_send(&a.qp, &[write_wr(40, iova, 16, 1, raddr, rkey)]) {
+        Ok(()) => fail("WRITE from a deregistered region: accepted".into()),
+        Err((e, bad)) => check(
+            errno(&e) == libc::EINVAL && bad == 1,
+            format!(
+                "WRITE from a deregistered region: errno {}, bad_wr {bad}",
+                errno(&e)
+            ),
+        ),
+    }
+    let faults = stat(&mut emu, "mmu_faults");
+    check(
+        faults == faults0,
+        format!("device MMU faults unchanged ({faults0} -> {faults})"),
+    );
+    check(
+        stat(&mut emu, "dma_audit") == 0,
+        "emulator DMA audit 0".into(),
+    );
+    for e in [a, b] {
+        ctx.destroy_qp(e.qp)
+            .unwrap_or_else(|err| fail(format!("destroy QP: {err}")));
+        ctx.destroy_cq(e.cq)
+            .unwrap_or_else(|err| fail(format!("destroy CQ: {err}")));
+    }
+    ctx.dereg_mr(dmr)
+        .unwrap_or_else(|e| fail(format!("dereg_mr: {e}")));
+    println!("PASS");
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
@@ -818,6 +1361,8 @@ fn main() {
         Some("fatal") => fatal(&args[1..]),
         Some("mr-register") => mr_register(&args[1..]),
         Some("unsupported-opcodes") => unsupported_opcodes(),
+        Some("write-loopback") => write_loopback(&args[1..]),
+        Some("mr-out-of-bounds") => mr_out_of_bounds(&args[1..]),
         _ => fail(
             "usage: gaudi-verbs-test uverbs --ports N [--instance I] | hold | \
              context --expect-errno E | pd-single | events --expect NAME:PORT,... \

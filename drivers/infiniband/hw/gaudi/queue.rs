@@ -1,0 +1,837 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Completion queues and queue pairs of the standard verbs: device commands, rings in kernel
+//! memory mapped into the device MMU, the send path with its software lkey check, and
+//! completion polling.
+//!
+//! See "Completion queues and queue pairs" in Documentation/infiniband/gaudi/design.rst.
+
+use kernel::{
+    device::{
+        Bound,
+        Device, //
+    },
+    dma::Coherent,
+    io::{
+        io_read,
+        io_write,
+        Io, //
+    },
+    prelude::*,
+    rdma::{
+        cq::{
+            Wc,
+            WcOpcode,
+            WcSink,
+            WcStatus, //
+        },
+        qp::QpState,
+        wr::{
+            Opcode,
+            SendWrs, //
+        },
+        Mtu,
+    },
+    sync::{
+        barrier::{
+            dma_mb,
+            Read, //
+        },
+        new_mutex,
+        new_spinlock_irq,
+        Arc,
+        Mutex,
+        SpinLockIrq, //
+    },
+};
+
+use crate::{
+    mmu::VaRange,
+    regs,
+    Shared, //
+};
+
+/// Rings are mapped with 4 KiB device pages.
+const PAGE_SHIFT: u32 = 12;
+const PAGE_SIZE: usize = 1 << PAGE_SHIFT;
+
+/// Bytes of a send WQE and of a CQE.
+pub(crate) const WQE_SIZE: usize = 32;
+pub(crate) const CQE_SIZE: usize = 32;
+const WQE_WORDS: usize = WQE_SIZE / 4;
+const CQE_WORDS: usize = CQE_SIZE / 4;
+
+// Command opcodes (`CMD` bits 31:24).
+const CMD_CQ_CREATE: u32 = 0x01;
+const CMD_CQ_DESTROY: u32 = 0x02;
+const CMD_QP_WRITE: u32 = 0x03;
+const CMD_QP_READ: u32 = 0x04;
+const CMD_QP_DESTROY: u32 = 0x05;
+
+// Device QP states (QP context byte 0; RESET is 0: the driver destroys instead).
+const DEV_INIT: u32 = 1;
+const DEV_RTR: u32 = 2;
+const DEV_RTS: u32 = 3;
+const DEV_ERR: u32 = 4;
+
+/// QP context flag: incoming RDMA WRITEs allowed.
+const QPF_REMOTE_WRITE: u32 = 1 << 0;
+
+// WQE opcodes and flags.
+const WQE_RDMA_WRITE: u32 = 0x01;
+const WQE_RDMA_WRITE_IMM: u32 = 0x02;
+const WQE_SIGNALED: u32 = 1 << 8;
+
+// CQE opcodes.
+const CQE_SEND: u8 = 0x01;
+const CQE_RECV_WRITE_IMM: u8 = 0x02;
+
+/// The work completion status of a CQE status code; `None` for codes the model does not
+/// define.
+fn wc_status(code: u8) -> Option<WcStatus> {
+    Some(match code {
+        0 => WcStatus::Success,
+        1 => WcStatus::LocLenErr,
+        2 => WcStatus::LocQpOpErr,
+        3 => WcStatus::LocProtErr,
+        4 => WcStatus::WrFlushErr,
+        5 => WcStatus::RemAccessErr,
+        6 => WcStatus::RemOpErr,
+        7 => WcStatus::RetryExcErr,
+        8 => WcStatus::RemInvReqErr,
+        _ => return None,
+    })
+}
+
+impl Shared {
+    /// Run device command `op` on object `index` of port index `port` with the argument
+    /// `args` (32-bit words of `CMD_DATA`); the result is left in `out`. Commands are
+    /// serialised; the device reports errors as positive errno values.
+    pub(crate) fn command(
+        &self,
+        op: u32,
+        port: u32,
+        index: u32,
+        args: &[u32],
+        out: &mut [u32],
+    ) -> Result {
+        if self.is_fatal() {
+            return Err(EIO);
+        }
+        if args.len() > regs::CMD_DATA_WORDS || out.len() > regs::CMD_DATA_WORDS {
+            return Err(EINVAL);
+        }
+        let _guard = self.cmd.lock();
+        let bar = self.bar.try_access().ok_or(ENODEV)?;
+        for (i, w) in args.iter().enumerate() {
+            bar.try_write32(*w, regs::CMD_DATA + 4 * i)?;
+        }
+        bar.write32(op << 24 | port << 16 | (index & 0xffff), regs::CMD);
+        let status = bar.read32(regs::CMD_STATUS);
+        if status != 0 {
+            // Only the codes of the device model are passed on; anything else is the device
+            // misbehaving.
+            return Err(match status {
+                1 => EPERM,
+                2 => ENOENT,
+                5 => EIO,
+                16 => EBUSY,
+                17 => EEXIST,
+                22 => EINVAL,
+                95 => EOPNOTSUPP,
+                _ => {
+                    dev_warn!(
+                        self.dev,
+                        "command {:#x}: unknown status {:#x}\n",
+                        op,
+                        status
+                    );
+                    EIO
+                }
+            });
+        }
+        for (i, w) in out.iter_mut().enumerate() {
+            *w = bar.try_read32(regs::CMD_DATA + 4 * i)?;
+        }
+        Ok(())
+    }
+
+    /// Write a doorbell of port index `port`.
+    fn doorbell(&self, port: u32, reg: usize, value: u32) {
+        if let Some(bar) = self.bar.try_access() {
+            // Port indexes come from the driver's own state, below `MAX_PORTS`.
+            let _ = bar.try_write32(value, regs::doorbell(port) + reg);
+        }
+    }
+}
+
+/// A ring in kernel memory (zeroed), mapped into the device MMU with 4 KiB pages.
+struct Ring {
+    shared: Arc<Shared>,
+    mem: Coherent<[u32]>,
+    range: VaRange,
+    pages: u64,
+}
+
+impl Ring {
+    fn new(
+        shared: &Arc<Shared>,
+        dev: &Device<Bound>,
+        bytes: usize,
+        writable: bool,
+    ) -> Result<Self> {
+        let bytes = bytes.max(1).next_multiple_of(PAGE_SIZE);
+        let mem = Coherent::<u32>::zeroed_slice(dev, bytes / 4, GFP_KERNEL)?;
+        let base = mem.dma_address();
+        let pages = (bytes / PAGE_SIZE) as u64;
+        let range = shared.map_region(
+            dev,
+            (0..pages).map(|i| base + i * PAGE_SIZE as u64),
+            pages,
+            PAGE_SHIFT,
+            writable,
+        )?;
+        Ok(Self {
+            shared: shared.clone(),
+            mem,
+            range,
+            pages,
+        })
+    }
+
+    fn va(&self) -> u64 {
+        self.range.start
+    }
+}
+
+impl Drop for Ring {
+    fn drop(&mut self) {
+        // Out of the device MMU (and forgotten by the device) before the memory is freed,
+        // after this.
+        self.shared.unmap_region(self.range, PAGE_SHIFT, self.pages);
+    }
+}
+
+/// A completion queue's ring on one port (the device's CQs belong to a port; an InfiniBand
+/// CQ gets one on each port its queue pairs use).
+struct CqRing {
+    port: u32,
+    ring: Ring,
+    /// Consumer index.
+    ci: u32,
+}
+
+/// What poll and notification need of a completion queue.
+struct CqRings {
+    rings: KVec<CqRing>,
+    /// The ring polled first next time, so that one busy port does not starve the others.
+    next: usize,
+}
+
+/// A completion queue: the driver's data of one (in an [`Arc`], which its queue pairs share).
+#[pin_data]
+pub(crate) struct Cq {
+    shared: Arc<Shared>,
+    /// CQ number on every port (the device's index) and in [`rdma::Device::with_cq`].
+    id: u32,
+    log_size: u32,
+    /// Serialises the creation of rings.
+    #[pin]
+    setup: Mutex<()>,
+    #[pin]
+    rings: SpinLockIrq<CqRings>,
+}
+
+impl Cq {
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        id: u32,
+        log_size: u32,
+        ports: u32,
+    ) -> Result<impl PinInit<Self, Error>> {
+        // Room for a ring on every port, so that adding one never allocates under the lock.
+        let rings = KVec::with_capacity(ports as usize, GFP_KERNEL)?;
+        Ok(try_pin_init!(Self {
+            shared,
+            id,
+            log_size,
+            setup <- new_mutex!(()),
+            rings <- new_spinlock_irq!(CqRings { rings, next: 0 }),
+        }))
+    }
+
+    pub(crate) fn id(&self) -> u32 {
+        self.id
+    }
+
+    /// Make sure the CQ has a ring on port index `port`, creating it on the device.
+    fn ensure_port(&self, dev: &Device<Bound>, port: u32) -> Result {
+        let _setup = self.setup.lock();
+        if self.rings.lock().rings.iter().any(|r| r.port == port) {
+            return Ok(());
+        }
+        let ring = Ring::new(&self.shared, dev, CQE_SIZE << self.log_size, true)?;
+        let va = ring.va();
+        self.shared.command(
+            CMD_CQ_CREATE,
+            port,
+            self.id,
+            &[va as u32, (va >> 32) as u32, self.log_size, 0],
+            &mut [],
+        )?;
+        let mut r = self.rings.lock();
+        if r.rings
+            .push_within_capacity(CqRing { port, ring, ci: 0 })
+            .is_err()
+        {
+            drop(r);
+            let _ = self
+                .shared
+                .command(CMD_CQ_DESTROY, port, self.id, &[], &mut []);
+            return Err(ENOSPC);
+        }
+        Ok(())
+    }
+
+    /// Take the device CQs down (before the rings are freed with the data).
+    pub(crate) fn destroy(&self) -> Result {
+        let _setup = self.setup.lock();
+        // Ports are below `regs::MAX_PORTS` (32).
+        let ports = self
+            .rings
+            .lock()
+            .rings
+            .iter()
+            .fold(0u64, |m, r| m | 1 << r.port);
+        for port in (0..64).filter(|p| ports & (1 << p) != 0) {
+            match self
+                .shared
+                .command(CMD_CQ_DESTROY, port, self.id, &[], &mut [])
+            {
+                // EIO: the device is dead and executes nothing; ENODEV: it is gone.
+                Ok(()) | Err(EIO) | Err(ENODEV) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A CQE as the device writes it.
+#[derive(Clone, Copy, Debug)]
+struct Cqe {
+    qpn: u32,
+    wqe_index: u16,
+    opcode: u8,
+    status: u8,
+    byte_len: u32,
+    imm: u32,
+}
+
+impl CqRing {
+    /// The CQE at the consumer index, if the device has written it.
+    fn peek(&self, log_size: u32) -> Result<Option<Cqe>> {
+        let mem = &self.ring.mem;
+        let base = (self.ci & ((1 << log_size) - 1)) as usize * CQE_WORDS;
+        let owner = (self.ci >> log_size) & 1 == 0;
+        let last: u32 = io_read!(mem, [try: base + CQE_WORDS - 1]);
+        if (last >> 24 & 1 != 0) != owner {
+            return Ok(None);
+        }
+        // The rest of the entry was written before its owner bit.
+        dma_mb(Read);
+        let w1: u32 = io_read!(mem, [try: base + 1]);
+        Ok(Some(Cqe {
+            qpn: io_read!(mem, [try: base]),
+            wqe_index: w1 as u16,
+            opcode: (w1 >> 16) as u8,
+            status: (w1 >> 24) as u8,
+            byte_len: io_read!(mem, [try: base + 2]),
+            imm: io_read!(mem, [try: base + 3]),
+        }))
+    }
+}
+
+/// Where the peer of a queue pair is, and its keys (`struct gaudi_ib_modify_qp`).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Path {
+    pub(crate) dmac: [u8; 6],
+    pub(crate) dest_ipv4: [u8; 4],
+    pub(crate) udp_sport: u16,
+    pub(crate) remote_rkey: u32,
+    pub(crate) local_rkey: u32,
+}
+
+/// Attributes of a queue pair, as last written to the device.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct QpAttrs {
+    pub(crate) port: u32,
+    pub(crate) mtu: Mtu,
+    pub(crate) access: u32,
+    pub(crate) dest_qpn: u32,
+    pub(crate) rq_psn: u32,
+    pub(crate) sq_psn: u32,
+    pub(crate) timeout: u8,
+    pub(crate) retry_cnt: u8,
+    pub(crate) rnr_retry: u8,
+    pub(crate) path: Path,
+}
+
+impl Default for QpAttrs {
+    fn default() -> Self {
+        Self {
+            port: 0,
+            mtu: Mtu::Mtu1024,
+            access: 0,
+            dest_qpn: 0,
+            rq_psn: 0,
+            sq_psn: 0,
+            // 4.096 us * 2^14: about 67 ms, as rdma-core's examples use.
+            timeout: 14,
+            retry_cnt: 7,
+            rnr_retry: 7,
+            path: Path::default(),
+        }
+    }
+}
+
+/// The send queue: what posting and polling share.
+struct Sq {
+    state: QpState,
+    /// The device has the QP (it was written in INIT and not destroyed since).
+    on_device: bool,
+    /// Port index (from 0) once the QP is in INIT.
+    port: u32,
+    remote_rkey: u32,
+    /// Producer index (next WQE to write), consumer index (oldest WQE not completed).
+    pi: u16,
+    ci: u16,
+    wr_ids: KVec<u64>,
+}
+
+/// The driver's data of a queue pair of the standard verbs.
+#[pin_data]
+pub(crate) struct QpData {
+    shared: Arc<Shared>,
+    qpn: u32,
+    /// [`crate::ib::Pd`] id, for the check of the SGEs.
+    pd: u32,
+    log_sq: u32,
+    signal_all: bool,
+    /// The CQ of every completion of the QP.
+    cq: Arc<Cq>,
+    ring: Ring,
+    /// Attributes; also serialises modifications.
+    #[pin]
+    attrs: Mutex<QpAttrs>,
+    #[pin]
+    sq: SpinLockIrq<Sq>,
+}
+
+/// What [`QpData::new`] needs.
+pub(crate) struct QpParams {
+    pub(crate) qpn: u32,
+    pub(crate) pd: u32,
+    pub(crate) log_sq: u32,
+    pub(crate) signal_all: bool,
+    pub(crate) cq: Arc<Cq>,
+}
+
+impl QpData {
+    pub(crate) fn new(
+        shared: &Arc<Shared>,
+        dev: &Device<Bound>,
+        p: QpParams,
+    ) -> Result<impl PinInit<Self, Error>> {
+        let size = 1usize << p.log_sq;
+        let ring = Ring::new(shared, dev, WQE_SIZE * size, false)?;
+        let mut wr_ids = KVec::with_capacity(size, GFP_KERNEL)?;
+        wr_ids.resize(size, 0, GFP_KERNEL)?;
+        let shared = shared.clone();
+        Ok(try_pin_init!(Self {
+            shared,
+            qpn: p.qpn,
+            pd: p.pd,
+            log_sq: p.log_sq,
+            signal_all: p.signal_all,
+            cq: p.cq,
+            ring,
+            attrs <- new_mutex!(QpAttrs::default()),
+            sq <- new_spinlock_irq!(Sq {
+                state: QpState::Reset,
+                on_device: false,
+                port: 0,
+                remote_rkey: 0,
+                pi: 0,
+                ci: 0,
+                wr_ids,
+            }),
+        }))
+    }
+
+    pub(crate) fn pd(&self) -> u32 {
+        self.pd
+    }
+
+    pub(crate) fn state(&self) -> QpState {
+        self.sq.lock().state
+    }
+
+    pub(crate) fn sq_size(&self) -> u32 {
+        1 << self.log_sq
+    }
+
+    pub(crate) fn signal_all(&self) -> bool {
+        self.signal_all
+    }
+
+    pub(crate) fn attrs(&self) -> kernel::sync::MutexGuard<'_, QpAttrs> {
+        self.attrs.lock()
+    }
+
+    /// The device QP context of `state` with attributes `a`.
+    fn context(&self, state: u32, a: &QpAttrs) -> [u32; 16] {
+        let va = self.ring.va();
+        let mtu_log = 7 + a.mtu as u32;
+        let p = &a.path;
+        let mut c = [0u32; 16];
+        c[0] = state | mtu_log << 8 | u32::from(a.retry_cnt) << 16 | u32::from(a.timeout) << 24;
+        c[1] = self.cq.id;
+        c[2] = va as u32;
+        c[3] = (va >> 32) as u32;
+        c[4] = self.log_sq;
+        c[5] = a.dest_qpn;
+        c[6] = a.sq_psn;
+        c[7] = a.rq_psn;
+        c[8] = p.remote_rkey;
+        c[9] = p.local_rkey;
+        c[10] = u32::from_le_bytes([p.dmac[0], p.dmac[1], p.dmac[2], p.dmac[3]]);
+        c[11] = u32::from_le_bytes([p.dmac[4], p.dmac[5], 0, 0]);
+        c[12] = u32::from_le_bytes(p.dest_ipv4);
+        c[13] = u32::from(p.udp_sport);
+        c[14] = if a.access & kernel::rdma::umem::Access::REMOTE_WRITE.bits() != 0 {
+            QPF_REMOTE_WRITE
+        } else {
+            0
+        };
+        c
+    }
+
+    /// Move the QP to `next` with attributes `a` on the device (the caller holds `attrs` and
+    /// checked the transition); the CQ gets a ring on the QP's port first when the QP leaves
+    /// RESET.
+    pub(crate) fn transition(
+        &self,
+        dev: &Device<Bound>,
+        cur: QpState,
+        next: QpState,
+        a: &QpAttrs,
+    ) -> Result {
+        let (on_device, old_port) = {
+            let sq = self.sq.lock();
+            (sq.on_device, sq.port)
+        };
+        let state = match next {
+            QpState::Reset => {
+                if on_device {
+                    match self
+                        .shared
+                        .command(CMD_QP_DESTROY, old_port, self.qpn, &[], &mut [])
+                    {
+                        Ok(()) | Err(ENOENT) | Err(EIO) | Err(ENODEV) => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+                // The device forgot the queue: it starts over at index 0.
+                let mut sq = self.sq.lock();
+                sq.state = QpState::Reset;
+                sq.on_device = false;
+                sq.pi = 0;
+                sq.ci = 0;
+                sq.remote_rkey = 0;
+                return Ok(());
+            }
+            QpState::Err if !on_device => {
+                self.sq.lock().state = QpState::Err;
+                return Ok(());
+            }
+            QpState::Init => DEV_INIT,
+            QpState::Rtr => DEV_RTR,
+            QpState::Rts => DEV_RTS,
+            QpState::Err => DEV_ERR,
+            _ => return Err(EOPNOTSUPP),
+        };
+        let port = a.port.checked_sub(1).ok_or(EINVAL)?;
+        if cur == QpState::Reset {
+            self.cq.ensure_port(dev, port)?;
+        }
+        if next == QpState::Err {
+            // Before the device flushes: its QP_ERROR event then finds the QP in ERR already
+            // and reports no asynchronous error for what the owner asked for.
+            self.sq.lock().state = QpState::Err;
+        }
+        self.shared.command(
+            CMD_QP_WRITE,
+            port,
+            self.qpn,
+            &self.context(state, a),
+            &mut [],
+        )?;
+        let mut sq = self.sq.lock();
+        sq.state = next;
+        sq.port = port;
+        sq.on_device = true;
+        sq.remote_rkey = a.path.remote_rkey;
+        Ok(())
+    }
+
+    /// The PSNs the device is at: (next to send, next expected).
+    pub(crate) fn psns(&self, port: u32) -> Result<(u32, u32)> {
+        let mut ctx = [0u32; 8];
+        self.shared
+            .command(CMD_QP_READ, port - 1, self.qpn, &[], &mut ctx)?;
+        Ok((ctx[6] & 0xff_ffff, ctx[7] & 0xff_ffff))
+    }
+
+    /// Take the QP off the device.
+    pub(crate) fn destroy(&self) -> Result {
+        let sq = self.sq.lock();
+        let (on_device, port) = (sq.on_device, sq.port);
+        drop(sq);
+        if !on_device {
+            return Ok(());
+        }
+        match self
+            .shared
+            .command(CMD_QP_DESTROY, port, self.qpn, &[], &mut [])
+        {
+            Ok(()) | Err(ENOENT) | Err(EIO) | Err(ENODEV) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The device reported an error of the QP on port index `port`: it is in ERR now. Returns
+    /// whether that is news (an asynchronous error to report), rather than the owner's own
+    /// modification to ERR.
+    pub(crate) fn device_error(&self, port: u32) -> bool {
+        let mut sq = self.sq.lock();
+        if sq.port != port || matches!(sq.state, QpState::Err | QpState::Reset) {
+            return false;
+        }
+        sq.state = QpState::Err;
+        true
+    }
+}
+
+/// A memory region as the send path checks it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct MrView {
+    pub(crate) pd: u32,
+    pub(crate) iova: u64,
+    pub(crate) length: u64,
+    pub(crate) mmu_va: u64,
+}
+
+/// Check the SGE `addr`+`len` against `mr` of protection domain `pd`, and translate it to a
+/// device VA: `(addr - iova) + mmu_va`. `EINVAL` for a region of another PD or a range not
+/// inside the region (overflow included).
+pub(crate) fn translate(mr: &MrView, pd: u32, addr: u64, len: u32) -> Result<u64> {
+    if mr.pd != pd {
+        return Err(EINVAL);
+    }
+    let off = addr.checked_sub(mr.iova).ok_or(EINVAL)?;
+    let end = off.checked_add(u64::from(len)).ok_or(EINVAL)?;
+    if end > mr.length {
+        return Err(EINVAL);
+    }
+    Ok(mr.mmu_va + off)
+}
+
+/// Post `wrs` on `qp`: `lookup` finds a region by lkey; `max_msg` is the device's largest
+/// message.
+pub(crate) fn post_send(
+    qp: &QpData,
+    wrs: &mut SendWrs<'_>,
+    max_msg: u32,
+    lookup: impl Fn(u32) -> Option<MrView>,
+) -> Result {
+    let mut sq = qp.sq.lock();
+    let mask = (1u16 << qp.log_sq) - 1;
+    let size = 1u32 << qp.log_sq;
+    let mut posted = 0u32;
+    let res = (|| -> Result {
+        for wr in wrs.by_ref() {
+            let opcode = match wr.opcode() {
+                Opcode::RdmaWrite => WQE_RDMA_WRITE,
+                Opcode::RdmaWriteWithImm => WQE_RDMA_WRITE_IMM,
+                // The NIC executes RDMA WRITE (with or without immediate) only.
+                _ => return Err(EOPNOTSUPP),
+            };
+            // Work requests are accepted in RTS only: the device ignores the doorbells of a
+            // QP in another state, so they would never complete.
+            if sq.state != QpState::Rts {
+                return Err(EINVAL);
+            }
+            if wr.flags() & kernel::bindings::ib_send_flags_IB_SEND_INLINE as u32 != 0 {
+                return Err(EINVAL);
+            }
+            let (raddr, rkey) = wr.rdma().ok_or(EINVAL)?;
+            // The rkey travels in the QP context: a request naming another one would
+            // silently write with the wrong key.
+            if rkey != sq.remote_rkey {
+                return Err(EINVAL);
+            }
+            let (local, len) = match wr.sges() {
+                [] => (0, 0),
+                [sge] => {
+                    if sge.length() > max_msg {
+                        return Err(EINVAL);
+                    }
+                    let mr = lookup(sge.lkey()).ok_or(EINVAL)?;
+                    (
+                        translate(&mr, qp.pd, sge.addr(), sge.length())?,
+                        sge.length(),
+                    )
+                }
+                _ => return Err(EINVAL),
+            };
+            if u32::from(sq.pi.wrapping_sub(sq.ci)) >= size {
+                return Err(ENOMEM);
+            }
+            let signaled = qp.signal_all || wr.signaled();
+            let slot = usize::from(sq.pi & mask);
+            let w = [
+                opcode | if signaled { WQE_SIGNALED } else { 0 },
+                len,
+                local as u32,
+                (local >> 32) as u32,
+                raddr as u32,
+                (raddr >> 32) as u32,
+                u32::from_be(wr.imm_data()),
+                0,
+            ];
+            let base = slot * WQE_WORDS;
+            for (i, v) in w.iter().enumerate() {
+                io_write!(&qp.ring.mem, [try: base + i], *v);
+            }
+            sq.wr_ids[slot] = wr.wr_id();
+            sq.pi = sq.pi.wrapping_add(1);
+            posted += 1;
+        }
+        Ok(())
+    })();
+    if posted > 0 {
+        // The doorbell write is ordered after the WQE writes to coherent memory.
+        qp.shared
+            .doorbell(sq.port, regs::DB_SQ, qp.qpn << 16 | u32::from(sq.pi));
+    }
+    res
+}
+
+/// Take the completions of `cq` into `out` (see [`rdma::Driver::poll_cq`]): `push` reports one
+/// completion of a QP found by `find`.
+pub(crate) fn poll<T: kernel::rdma::Driver<Qp = QpData>>(
+    dev: &kernel::rdma::Device<T>,
+    cq: &Cq,
+    out: &mut WcSink<'_, T>,
+) -> Result {
+    let mut r = cq.rings.lock();
+    let n = r.rings.len();
+    let start = r.next;
+    for k in 0..n {
+        let i = (start + k) % n;
+        let mut moved = false;
+        while !out.is_full() {
+            let ring = &mut r.rings[i];
+            let Some(cqe) = ring.peek(cq.log_size)? else {
+                break;
+            };
+            ring.ci = ring.ci.wrapping_add(1);
+            moved = true;
+            let port = ring.port;
+            let taken = dev.with_qp(cqe.qpn, |qp| complete(qp, cq.id, port, &cqe, out));
+            match taken {
+                Some(Ok(())) => {}
+                Some(Err(e)) if e == ENOSPC => break,
+                _ => pr_debug!(
+                    "CQ {}: CQE for QP {} (index {}, status {}) dropped\n",
+                    cq.id,
+                    cqe.qpn,
+                    cqe.wqe_index,
+                    cqe.status
+                ),
+            }
+        }
+        let ring = &r.rings[i];
+        if moved {
+            cq.shared
+                .doorbell(ring.port, regs::DB_CQ, cq.id << 16 | (ring.ci & 0xffff));
+        }
+        if out.is_full() {
+            r.next = (i + 1) % n.max(1);
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// Turn `cqe` of QP `qp` into a work completion in `out`. An error drops the CQE: it names
+/// a WQE the QP does not have outstanding (a stale entry of a QP destroyed or reset), or
+/// carries an opcode the model does not define.
+fn complete<T: kernel::rdma::Driver<Qp = QpData>>(
+    qp: &kernel::rdma::Qp<T>,
+    cq: u32,
+    port: u32,
+    cqe: &Cqe,
+    out: &mut WcSink<'_, T>,
+) -> Result {
+    let q = qp.data();
+    if q.cq.id != cq {
+        return Err(EINVAL);
+    }
+    let status = wc_status(cqe.status).unwrap_or(WcStatus::GeneralErr);
+    let mut wc = Wc {
+        wr_id: 0,
+        status,
+        opcode: WcOpcode::RdmaWrite,
+        vendor_err: if status == WcStatus::Success {
+            0
+        } else {
+            u32::from(cqe.status)
+        },
+        byte_len: cqe.byte_len,
+        imm: None,
+        port: port + 1,
+    };
+    match cqe.opcode {
+        CQE_SEND => {
+            let mut sq = q.sq.lock();
+            // The CQE completes its WQE and every unsignalled one before it.
+            let outstanding = sq.pi.wrapping_sub(sq.ci);
+            if sq.port != port || cqe.wqe_index.wrapping_sub(sq.ci) >= outstanding {
+                return Err(EINVAL);
+            }
+            let mask = (1u16 << q.log_sq) - 1;
+            wc.wr_id = sq.wr_ids[usize::from(cqe.wqe_index & mask)];
+            sq.ci = cqe.wqe_index.wrapping_add(1);
+        }
+        CQE_RECV_WRITE_IMM => {
+            wc.opcode = WcOpcode::RecvRdmaWithImm;
+            wc.imm = Some(cqe.imm);
+        }
+        _ => return Err(EINVAL),
+    }
+    out.push(qp, &wc)
+}
+
+/// Arm every ring of `cq` for one completion event. Returns whether completions are waiting.
+pub(crate) fn arm(cq: &Cq) -> Result<bool> {
+    let r = cq.rings.lock();
+    let mut pending = false;
+    for ring in r.rings.iter() {
+        pending |= ring.peek(cq.log_size)?.is_some();
+        cq.shared
+            .doorbell(ring.port, regs::DB_CQ_ARM, cq.id << 16 | (ring.ci & 0xffff));
+    }
+    Ok(pending)
+}
