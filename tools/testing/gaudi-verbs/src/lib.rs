@@ -1149,7 +1149,32 @@ impl EmuCtl {
         }
         Err(io::Error::other(format!("stat: no {name}")))
     }
+
+    /// Counter `field` (tx, rx, retransmits, naks, icrc_errors, ...) of port
+    /// index `port` (from 0).
+    pub fn port_stat(&mut self, port: u32, field: &str) -> io::Result<u64> {
+        let prefix = format!("port {port} ");
+        for l in self.command("stat")? {
+            let Some(rest) = l.strip_prefix(&prefix) else {
+                continue;
+            };
+            let mut w = rest.split_whitespace();
+            while let Some(k) = w.next() {
+                let v = w.next();
+                if k == field {
+                    return v
+                        .unwrap_or("")
+                        .parse()
+                        .map_err(io::Error::other);
+                }
+            }
+        }
+        Err(io::Error::other(format!("stat: no {field} of port {port}")))
+    }
 }
+
+/// `IB_EVENT_QP_FATAL`.
+pub const IB_EVENT_QP_FATAL: u32 = 1;
 
 /// The errno of an error, 0 if it has none.
 pub fn errno(e: &io::Error) -> i32 {

@@ -49,7 +49,7 @@ use gaudi_verbs::{
     QP_PORT, QP_RETRY_CNT, QP_RNR_RETRY, QP_RQ_PSN, QP_SQ_PSN, QP_STATE, QP_TIMEOUT, SEND_SIGNALED,
     WC_RDMA_WRITE, WC_RECV_RDMA_WITH_IMM, WC_SUCCESS, WC_WITH_IMM, WR_ATOMIC_CMP_AND_SWP,
     WR_ATOMIC_FETCH_AND_ADD, WR_RDMA_READ, WR_RDMA_WRITE, WR_RDMA_WRITE_WITH_IMM, WR_SEND,
-    WR_SEND_WITH_IMM,
+    WR_SEND_WITH_IMM, IB_EVENT_QP_FATAL, QPS_ERR, QPS_RESET, WC_RETRY_EXC_ERR, WC_WR_FLUSH_ERR,
 };
 use std::io::Write;
 use std::process::exit;
@@ -1350,6 +1350,135 @@ fn mr_out_of_bounds(_args: &[String]) {
     println!("PASS");
 }
 
+fn port_stat(emu: &mut EmuCtl, port: u32, field: &str) -> u64 {
+    emu.port_stat(port, field)
+        .unwrap_or_else(|e| fail(format!("emulator stat port {port} {field}: {e}")))
+}
+
+/// Bring both ends of a loopback pair back from any state to RTS.
+fn reconnect(ctx: &Context, a: &End, b: &End, rkey: u32) {
+    for e in [a, b] {
+        let reset = ModifyQp {
+            attr_mask: QP_STATE,
+            qp_state: QPS_RESET,
+            ..Default::default()
+        };
+        ctx.modify_qp(&e.qp, &reset)
+            .unwrap_or_else(|err| fail(format!("QP {} to RESET: {err}", e.qp.qpn)));
+    }
+    connect(ctx, a, b.info.mac, b.info.ipv4, b.qp.qpn, rkey, 0);
+    connect(ctx, b, a.info.mac, a.info.ipv4, a.qp.qpn, 0, rkey);
+}
+
+/// `write-errors`: dropped and corrupted frames are retransmitted and the
+/// data still lands; a link going down mid-transfer ends the transfer with
+/// RETRY_EXC_ERR, flushes what follows, reports QP_FATAL and leaves the QP
+/// in ERR (posting refused), all within bounded time; the QP recovers
+/// through RESET.
+fn write_errors(_args: &[String]) {
+    let ctx = open_ctx();
+    let events = ctx
+        .async_events()
+        .unwrap_or_else(|e| fail(format!("async event file: {e}")));
+    let pd = ctx
+        .alloc_pd()
+        .unwrap_or_else(|e| fail(format!("alloc_pd: {e}")));
+    let len = 64 * MIB;
+    let mut src = Mapping::new(len);
+    let mut dst = Mapping::new(len);
+    fill(src.bytes(), 9);
+    let smr = ctx
+        .reg_mr(&pd, src.addr(), len as u64, src.addr(), ACCESS_LOCAL_WRITE)
+        .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
+    let dmr = ctx
+        .reg_mr(&pd, dst.addr(), len as u64, dst.addr(), ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE)
+        .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
+    let (a, b) = loopback_pair(&ctx, &pd, 1, 2, dmr.rkey);
+    let mut emu = emu();
+    let (saddr, lkey, raddr, rkey) = (src.addr(), smr.lkey, dmr.resp.mmu_va, dmr.rkey);
+    let wr = |id: u64, n: usize| write_wr(id, saddr, n as u32, lkey, raddr, rkey);
+
+    // Dropped frames: go-back-N resends them.
+    let re0 = port_stat(&mut emu, 0, "retransmits");
+    emu.command("drop 0 5")
+        .unwrap_or_else(|e| fail(format!("drop: {e}")));
+    let wc = write_once(&ctx, &a, wr(1, MIB), "WRITE with 5 frames dropped");
+    let re = port_stat(&mut emu, 0, "retransmits") - re0;
+    check(
+        wc.status == WC_SUCCESS && re >= 5 && dst.bytes()[..MIB] == src.bytes()[..MIB],
+        format!("5 frames dropped: status {}, {re} packets resent, 1 MiB landed byte-exact", wc.status),
+    );
+    dst.bytes()[..MIB].fill(0);
+
+    // Corrupted frames: the receiver drops them (bad ICRC), the sender resends.
+    let icrc0 = port_stat(&mut emu, 1, "icrc_errors");
+    emu.command("corrupt 0 3")
+        .unwrap_or_else(|e| fail(format!("corrupt: {e}")));
+    let wc = write_once(&ctx, &a, wr(2, MIB), "WRITE with 3 frames corrupted");
+    let icrc = port_stat(&mut emu, 1, "icrc_errors") - icrc0;
+    check(
+        wc.status == WC_SUCCESS && icrc == 3 && dst.bytes()[..MIB] == src.bytes()[..MIB],
+        format!("3 frames corrupted: status {}, {icrc} ICRC errors at the receiver, data landed", wc.status),
+    );
+
+    // Link down in the middle of 64 MiB, with two more requests queued.
+    let t = std::time::Instant::now();
+    if let Err((e, bad)) = ctx.post_send(&a.qp, &[wr(10, len), wr(11, 4096), wr(12, 4096)]) {
+        fail(format!("post: {e} (bad_wr {bad})"));
+    }
+    std::thread::sleep(Duration::from_millis(30));
+    emu.command("link 0 down")
+        .unwrap_or_else(|e| fail(format!("link down: {e}")));
+    let wcs = ctx
+        .wait_cq(&a.cq, 3, 30_000)
+        .unwrap_or_else(|e| fail(format!("poll: {e}")));
+    let took = t.elapsed();
+    let got: Vec<(u64, u32)> = wcs.iter().map(|w| (w.wr_id, w.status)).collect();
+    check(
+        got == [(10, WC_RETRY_EXC_ERR), (11, WC_WR_FLUSH_ERR), (12, WC_WR_FLUSH_ERR)],
+        format!("link down mid-transfer: completions {got:?} after {took:?} (no hang)"),
+    );
+    let mut fatal = None;
+    while let Ok(Some(ev)) = events.next(Duration::from_secs(5)) {
+        if ev.event_type == IB_EVENT_QP_FATAL {
+            fatal = Some(ev);
+            break;
+        }
+    }
+    check(fatal.is_some(), format!("QP_FATAL on the async event file: {fatal:?}"));
+    let q = ctx
+        .query_qp(&a.qp)
+        .unwrap_or_else(|e| fail(format!("query_qp: {e}")));
+    check(q.qp_state == QPS_ERR, format!("QP state after the error: {}", q.qp_state));
+    match ctx.post_send(&a.qp, &[wr(20, 64)]) {
+        Ok(()) => fail("post_send in ERR: accepted".into()),
+        Err((e, bad)) => check(
+            errno(&e) == libc::EINVAL && bad == 1,
+            format!("post_send in ERR: errno {}, bad_wr {bad}", errno(&e)),
+        ),
+    }
+
+    // Recovery: link up, both ends through RESET to RTS, and a WRITE lands.
+    emu.command("link 0 up")
+        .unwrap_or_else(|e| fail(format!("link up: {e}")));
+    std::thread::sleep(Duration::from_millis(100));
+    reconnect(&ctx, &a, &b, dmr.rkey);
+    dst.bytes().fill(0);
+    let wc = write_once(&ctx, &a, wr(30, 4 * MIB), "WRITE after recovery");
+    check(
+        wc.status == WC_SUCCESS && dst.bytes()[..4 * MIB] == src.bytes()[..4 * MIB],
+        "after RESET and reconnection a WRITE lands again".into(),
+    );
+    check(stat(&mut emu, "dma_audit") == 0, "emulator DMA audit 0".into());
+    for e in [a, b] {
+        ctx.destroy_qp(e.qp).unwrap_or_else(|err| fail(format!("destroy QP: {err}")));
+        ctx.destroy_cq(e.cq).unwrap_or_else(|err| fail(format!("destroy CQ: {err}")));
+    }
+    ctx.dereg_mr(smr).unwrap_or_else(|e| fail(format!("dereg_mr: {e}")));
+    ctx.dereg_mr(dmr).unwrap_or_else(|e| fail(format!("dereg_mr: {e}")));
+    println!("PASS");
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
@@ -1363,6 +1492,7 @@ fn main() {
         Some("unsupported-opcodes") => unsupported_opcodes(),
         Some("write-loopback") => write_loopback(&args[1..]),
         Some("mr-out-of-bounds") => mr_out_of_bounds(&args[1..]),
+        Some("write-errors") => write_errors(&args[1..]),
         _ => fail(
             "usage: gaudi-verbs-test uverbs --ports N [--instance I] | hold | \
              context --expect-errno E | pd-single | events --expect NAME:PORT,... \
