@@ -24,6 +24,15 @@ SESSIONS=(
 	"rebind||probe,rebind||gaudi.ports=24"
 	"kunit||||kunit.filter_glob=rust_* loglevel=7"
 )
+# Sessions of two VMs, each with its own emulated Gaudi2, started together:
+# name | emulator arguments A | tests A | kernel parameters A | emulator
+# arguments B | tests B | kernel parameters B | guest RAM in MiB of each.
+# @P0@/@P1@ are the UDP ports of the Gaudi link between them; each VM also
+# has a management NIC (virtio-net) on a link of its own to the other, for
+# the tests' out-of-band exchange: 10.99.0.1 (A) and 10.99.0.2 (B).
+PAIRS=(
+	"two_hosts|--ports 2 --link 0=@P0@:@P1@|write_two_hosts|gaudi.ports=2 gaudi.mgmt=10.99.0.1 gaudi.peer=10.99.0.2|--instance 1 --ports 2 --link 0=@P1@:@P0@|write_two_hosts_target|gaudi.ports=2 gaudi.mgmt=10.99.0.2 gaudi.peer=10.99.0.1|2048"
+)
 VM_TIMEOUT=${VM_TIMEOUT:-180}
 # Kernel messages that mean a test kernel found a bug.
 SPLAT='BUG:|WARNING:|Oops|KASAN|UBSAN|kernel BUG|Call Trace|circular locking|unreferenced object|Kernel panic'
@@ -139,25 +148,20 @@ else
 fi
 echo "# lint: $((SECONDS - t0)) s"
 
-for s in "${SESSIONS[@]}"; do
-	IFS='|' read -r name emu_args tests qemu_args kernel_args mem <<<"$s"
-	p0=$((30000 + ($$ * 7 + n) % 20000))
-	emu_args=$(echo "$emu_args" | sed "s/@P0@/$p0/g; s/@P1@/$((p0 + 1))/g")
-	qemu_args=$(echo "$qemu_args" | sed "s/@P0@/$p0/g; s/@P1@/$((p0 + 1))/g")
-	out=$CACHE/vm/$name
-	t0=$SECONDS
-	status=0
+# Run a VM session in the background; sets vm_pid.
+vm_start() { # NAME EMU_ARGS TESTS QEMU_ARGS KERNEL_ARGS MEM LIMIT
 	# shellcheck disable=SC2086
-	limit=$VM_TIMEOUT
-	# Under TCG with KASAN, 100 bind cycles take about 140 s of guest time,
-	# and the main session (1 GiB registrations, 1000 cycles) about 170 s.
-	case "$name" in rebind | main) limit=$((VM_TIMEOUT * 2)) ;; esac
-	MEM=${mem:-512} QEMU_EXTRA=$qemu_args KERNEL_ARGS=${kernel_args:-kunit.enable=0} in_env "$TOP/tools/testing/vm/session.sh" "$out" check "$tests" "$limit" -- $emu_args ||
-		status=$?
-	echo "# session $name (accelerator ${ACCEL:-tcg}): $((SECONDS - t0)) s, exit status $status"
+	MEM=${6:-512} QEMU_EXTRA=$4 KERNEL_ARGS=${5:-kunit.enable=0} \
+		in_env "$TOP/tools/testing/vm/session.sh" "$CACHE/vm/$1" check "$3" "$7" -- $2 &
+	vm_pid=$!
+}
+
+# Report the tests of a finished VM session as TAP.
+vm_report() { # NAME TESTS STATUS LIMIT
+	local name=$1 tests=$2 status=$3 limit=$4 out=$CACHE/vm/$1 why line t
 	tr -d '\r' <"$out/results.log" >"$out/results.txt"
 	why="no result"
-	[ $status = 124 ] && why="no result: VM killed after ${limit} s"
+	[ "$status" = 124 ] && why="no result: VM killed after ${limit} s"
 	grep -q '^# guest done' "$out/results.txt" || why="$why; guest did not finish"
 	for t in ${tests//,/ }; do
 		line=$(grep -E "^(not )?ok - $t( |\$)" "$out/results.txt" | tail -n 1 || true)
@@ -185,6 +189,53 @@ for s in "${SESSIONS[@]}"; do
 	else
 		tap ok "kernel_log_clean_$name"
 	fi
+}
+
+ports() { # TEXT: the placeholders replaced
+	echo "$1" | sed "s/@P0@/$p0/g; s/@P1@/$((p0 + 1))/g; s/@M0@/$((p0 + 2))/g; s/@M1@/$((p0 + 3))/g"
+}
+
+# ONLY=name,name runs just those sessions (while working on them).
+wanted() { [ -z "${ONLY:-}" ] || [[ ",$ONLY," == *",$1,"* ]]; }
+
+for s in "${SESSIONS[@]}"; do
+	IFS='|' read -r name emu_args tests qemu_args kernel_args mem <<<"$s"
+	wanted "$name" || continue
+	p0=$((30000 + ($$ * 7 + n * 4) % 20000))
+	t0=$SECONDS
+	status=0
+	limit=$VM_TIMEOUT
+	# Under TCG with KASAN, 100 bind cycles take about 140 s of guest time,
+	# and the main session (1 GiB registrations, 1000 cycles) about 170 s.
+	case "$name" in rebind | main) limit=$((VM_TIMEOUT * 2)) ;; esac
+	vm_start "$name" "$(ports "$emu_args")" "$tests" "$(ports "$qemu_args")" "$kernel_args" "$mem" "$limit"
+	wait "$vm_pid" || status=$?
+	echo "# session $name (accelerator ${ACCEL:-tcg}): $((SECONDS - t0)) s, exit status $status"
+	vm_report "$name" "$tests" "$status" "$limit"
+done
+
+# The management NIC of VM A (B swaps the ports).
+MGMT="-netdev dgram,id=mgmt,local.type=inet,local.host=127.0.0.1,local.port=@M0@,\
+remote.type=inet,remote.host=127.0.0.1,remote.port=@M1@ \
+-device virtio-net-pci,netdev=mgmt,mac=02:00:00:99:00:@ID@,romfile="
+for s in "${PAIRS[@]}"; do
+	IFS='|' read -r name emu_a tests_a kargs_a emu_b tests_b kargs_b mem <<<"$s"
+	wanted "$name" || continue
+	p0=$((30000 + ($$ * 7 + n * 4) % 20000))
+	t0=$SECONDS
+	limit=$VM_TIMEOUT
+	mgmt_a=$(ports "${MGMT//@ID@/01}")
+	mgmt_b=$(ports "$(echo "$MGMT" | sed 's/@M0@/@MX@/; s/@M1@/@M0@/; s/@MX@/@M1@/; s/@ID@/02/')")
+	vm_start "${name}_a" "$(ports "$emu_a")" "$tests_a" "$mgmt_a" "$kargs_a" "$mem" "$limit"
+	pid_a=$vm_pid
+	vm_start "${name}_b" "$(ports "$emu_b")" "$tests_b" "$mgmt_b" "$kargs_b" "$mem" "$limit"
+	pid_b=$vm_pid
+	status_a=0 status_b=0
+	wait "$pid_a" || status_a=$?
+	wait "$pid_b" || status_b=$?
+	echo "# session $name (two VMs): $((SECONDS - t0)) s, exit status $status_a/$status_b"
+	vm_report "${name}_a" "$tests_a" "$status_a" "$limit"
+	vm_report "${name}_b" "$tests_b" "$status_b" "$limit"
 done
 
 finish

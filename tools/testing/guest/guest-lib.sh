@@ -163,3 +163,22 @@ load_driver() {
 	done
 	[ -e /sys/class/infiniband/gaudi_0 ] || fail "no gaudi_0 after loading the driver"
 }
+
+# Bring up the management NIC (the first Ethernet interface) with the
+# address of gaudi.mgmt, and wait until gaudi.peer answers a ping.
+mgmt_up() {
+	ip=$(kparam mgmt "")
+	peer=$(kparam peer "")
+	[ -n "$ip" ] && [ -n "$peer" ] || fail "gaudi.mgmt and gaudi.peer are needed"
+	ifc=$(ls /sys/class/net | grep -v '^lo$' | head -n 1)
+	[ -n "$ifc" ] || fail "no management NIC"
+	ip link set lo up
+	ip addr add "$ip/24" dev "$ifc"
+	ip link set "$ifc" up
+	i=0
+	until ping -c 1 -W 1 "$peer" >/dev/null 2>&1; do
+		i=$((i + 1))
+		[ $i -lt 120 ] || fail "peer $peer does not answer on $ifc"
+	done
+	echo "management NIC $ifc: $ip, peer $peer answers"
+}

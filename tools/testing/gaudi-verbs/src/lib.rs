@@ -1162,10 +1162,7 @@ impl EmuCtl {
             while let Some(k) = w.next() {
                 let v = w.next();
                 if k == field {
-                    return v
-                        .unwrap_or("")
-                        .parse()
-                        .map_err(io::Error::other);
+                    return v.unwrap_or("").parse().map_err(io::Error::other);
                 }
             }
         }

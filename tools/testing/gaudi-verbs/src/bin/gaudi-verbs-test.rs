@@ -43,13 +43,14 @@ use gaudi_verbs::{
     errno, event_name, find_device, AsyncEvents, Attr, CompChannel, Context, Cq, EmuCtl,
     GaudiModifyQp, ModifyQp, Pd, PortInfo, Qp, QpCaps, SendWr, Sge, Wc, ACCESS_LOCAL_WRITE,
     ACCESS_REMOTE_ATOMIC, ACCESS_REMOTE_READ, ACCESS_REMOTE_WRITE, IB_EVENT_DEVICE_FATAL,
-    IB_EVENT_PORT_ACTIVE, IB_EVENT_PORT_ERR, MODIFY_QP_DEST, MODIFY_QP_LOCAL_RKEY,
-    MODIFY_QP_REMOTE_RKEY, MTU_4096, NS_DRIVER, PORT_LINK_UP, QPS_INIT, QPS_RTR, QPS_RTS, QPT_RC,
-    QPT_UD, QP_ACCESS_FLAGS, QP_DEST_QPN, QP_MAX_DEST_RD_ATOMIC, QP_PATH_MTU, QP_PKEY_INDEX,
-    QP_PORT, QP_RETRY_CNT, QP_RNR_RETRY, QP_RQ_PSN, QP_SQ_PSN, QP_STATE, QP_TIMEOUT, SEND_SIGNALED,
-    WC_RDMA_WRITE, WC_RECV_RDMA_WITH_IMM, WC_SUCCESS, WC_WITH_IMM, WR_ATOMIC_CMP_AND_SWP,
-    WR_ATOMIC_FETCH_AND_ADD, WR_RDMA_READ, WR_RDMA_WRITE, WR_RDMA_WRITE_WITH_IMM, WR_SEND,
-    WR_SEND_WITH_IMM, IB_EVENT_QP_FATAL, QPS_ERR, QPS_RESET, WC_RETRY_EXC_ERR, WC_WR_FLUSH_ERR,
+    IB_EVENT_PORT_ACTIVE, IB_EVENT_PORT_ERR, IB_EVENT_QP_FATAL, MODIFY_QP_DEST,
+    MODIFY_QP_LOCAL_RKEY, MODIFY_QP_REMOTE_RKEY, MTU_4096, NS_DRIVER, PORT_LINK_UP, QPS_ERR,
+    QPS_INIT, QPS_RESET, QPS_RTR, QPS_RTS, QPT_RC, QPT_UD, QP_ACCESS_FLAGS, QP_DEST_QPN,
+    QP_MAX_DEST_RD_ATOMIC, QP_PATH_MTU, QP_PKEY_INDEX, QP_PORT, QP_RETRY_CNT, QP_RNR_RETRY,
+    QP_RQ_PSN, QP_SQ_PSN, QP_STATE, QP_TIMEOUT, SEND_SIGNALED, WC_RDMA_WRITE,
+    WC_RECV_RDMA_WITH_IMM, WC_RETRY_EXC_ERR, WC_SUCCESS, WC_WITH_IMM, WC_WR_FLUSH_ERR,
+    WR_ATOMIC_CMP_AND_SWP, WR_ATOMIC_FETCH_AND_ADD, WR_RDMA_READ, WR_RDMA_WRITE,
+    WR_RDMA_WRITE_WITH_IMM, WR_SEND, WR_SEND_WITH_IMM,
 };
 use std::io::Write;
 use std::process::exit;
@@ -1391,7 +1392,13 @@ fn write_errors(_args: &[String]) {
         .reg_mr(&pd, src.addr(), len as u64, src.addr(), ACCESS_LOCAL_WRITE)
         .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
     let dmr = ctx
-        .reg_mr(&pd, dst.addr(), len as u64, dst.addr(), ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE)
+        .reg_mr(
+            &pd,
+            dst.addr(),
+            len as u64,
+            dst.addr(),
+            ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE,
+        )
         .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
     let (a, b) = loopback_pair(&ctx, &pd, 1, 2, dmr.rkey);
     let mut emu = emu();
@@ -1406,7 +1413,10 @@ fn write_errors(_args: &[String]) {
     let re = port_stat(&mut emu, 0, "retransmits") - re0;
     check(
         wc.status == WC_SUCCESS && re >= 5 && dst.bytes()[..MIB] == src.bytes()[..MIB],
-        format!("5 frames dropped: status {}, {re} packets resent, 1 MiB landed byte-exact", wc.status),
+        format!(
+            "5 frames dropped: status {}, {re} packets resent, 1 MiB landed byte-exact",
+            wc.status
+        ),
     );
     dst.bytes()[..MIB].fill(0);
 
@@ -1418,7 +1428,10 @@ fn write_errors(_args: &[String]) {
     let icrc = port_stat(&mut emu, 1, "icrc_errors") - icrc0;
     check(
         wc.status == WC_SUCCESS && icrc == 3 && dst.bytes()[..MIB] == src.bytes()[..MIB],
-        format!("3 frames corrupted: status {}, {icrc} ICRC errors at the receiver, data landed", wc.status),
+        format!(
+            "3 frames corrupted: status {}, {icrc} ICRC errors at the receiver, data landed",
+            wc.status
+        ),
     );
 
     // Link down in the middle of 64 MiB, with two more requests queued.
@@ -1435,7 +1448,11 @@ fn write_errors(_args: &[String]) {
     let took = t.elapsed();
     let got: Vec<(u64, u32)> = wcs.iter().map(|w| (w.wr_id, w.status)).collect();
     check(
-        got == [(10, WC_RETRY_EXC_ERR), (11, WC_WR_FLUSH_ERR), (12, WC_WR_FLUSH_ERR)],
+        got == [
+            (10, WC_RETRY_EXC_ERR),
+            (11, WC_WR_FLUSH_ERR),
+            (12, WC_WR_FLUSH_ERR),
+        ],
         format!("link down mid-transfer: completions {got:?} after {took:?} (no hang)"),
     );
     let mut fatal = None;
@@ -1445,11 +1462,17 @@ fn write_errors(_args: &[String]) {
             break;
         }
     }
-    check(fatal.is_some(), format!("QP_FATAL on the async event file: {fatal:?}"));
+    check(
+        fatal.is_some(),
+        format!("QP_FATAL on the async event file: {fatal:?}"),
+    );
     let q = ctx
         .query_qp(&a.qp)
         .unwrap_or_else(|e| fail(format!("query_qp: {e}")));
-    check(q.qp_state == QPS_ERR, format!("QP state after the error: {}", q.qp_state));
+    check(
+        q.qp_state == QPS_ERR,
+        format!("QP state after the error: {}", q.qp_state),
+    );
     match ctx.post_send(&a.qp, &[wr(20, 64)]) {
         Ok(()) => fail("post_send in ERR: accepted".into()),
         Err((e, bad)) => check(
@@ -1469,13 +1492,325 @@ fn write_errors(_args: &[String]) {
         wc.status == WC_SUCCESS && dst.bytes()[..4 * MIB] == src.bytes()[..4 * MIB],
         "after RESET and reconnection a WRITE lands again".into(),
     );
-    check(stat(&mut emu, "dma_audit") == 0, "emulator DMA audit 0".into());
+    check(
+        stat(&mut emu, "dma_audit") == 0,
+        "emulator DMA audit 0".into(),
+    );
     for e in [a, b] {
-        ctx.destroy_qp(e.qp).unwrap_or_else(|err| fail(format!("destroy QP: {err}")));
-        ctx.destroy_cq(e.cq).unwrap_or_else(|err| fail(format!("destroy CQ: {err}")));
+        ctx.destroy_qp(e.qp)
+            .unwrap_or_else(|err| fail(format!("destroy QP: {err}")));
+        ctx.destroy_cq(e.cq)
+            .unwrap_or_else(|err| fail(format!("destroy CQ: {err}")));
     }
-    ctx.dereg_mr(smr).unwrap_or_else(|e| fail(format!("dereg_mr: {e}")));
-    ctx.dereg_mr(dmr).unwrap_or_else(|e| fail(format!("dereg_mr: {e}")));
+    ctx.dereg_mr(smr)
+        .unwrap_or_else(|e| fail(format!("dereg_mr: {e}")));
+    ctx.dereg_mr(dmr)
+        .unwrap_or_else(|e| fail(format!("dereg_mr: {e}")));
+    println!("PASS");
+}
+
+/// The first offset where `buf` differs from [`fill`]'s pattern of `seed`.
+fn pattern_mismatch(buf: &[u8], seed: u64) -> Option<usize> {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    for (i, chunk) in buf.chunks(8).enumerate() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let b = x.to_le_bytes();
+        if chunk != &b[..chunk.len()] {
+            let j = chunk
+                .iter()
+                .zip(b.iter())
+                .position(|(p, q)| p != q)
+                .unwrap_or(0);
+            return Some(i * 8 + j);
+        }
+    }
+    None
+}
+
+/// TCP port of the out-of-band exchange between the hosts of a test.
+const EXCHANGE_PORT: u16 = 18515;
+
+fn mac_str(m: [u8; 6]) -> String {
+    m.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+fn parse_mac(s: &str) -> [u8; 6] {
+    let v: Vec<u8> = s
+        .split(':')
+        .filter_map(|h| u8::from_str_radix(h, 16).ok())
+        .collect();
+    v.try_into()
+        .unwrap_or_else(|_| fail(format!("bad MAC {s}")))
+}
+
+fn parse_ip(s: &str) -> [u8; 4] {
+    let a: std::net::Ipv4Addr = s.parse().unwrap_or_else(|_| fail(format!("bad IPv4 {s}")));
+    a.octets()
+}
+
+/// The value of `key=` in a line of the exchange.
+fn kv<'a>(line: &'a str, key: &str) -> &'a str {
+    line.split_whitespace()
+        .find_map(|w| w.strip_prefix(key).and_then(|v| v.strip_prefix('=')))
+        .unwrap_or_else(|| fail(format!("no {key} in {line:?}")))
+}
+
+fn kv_num(line: &str, key: &str) -> u64 {
+    let v = kv(line, key);
+    v.parse()
+        .unwrap_or_else(|_| fail(format!("bad number {key}={v}")))
+}
+
+struct Peer {
+    r: std::io::BufReader<std::net::TcpStream>,
+    w: std::net::TcpStream,
+}
+
+impl Peer {
+    fn new(s: std::net::TcpStream) -> Self {
+        let w = s
+            .try_clone()
+            .unwrap_or_else(|e| fail(format!("socket: {e}")));
+        Self {
+            r: std::io::BufReader::new(s),
+            w,
+        }
+    }
+
+    fn send(&mut self, line: &str) {
+        writeln!(self.w, "{line}").unwrap_or_else(|e| fail(format!("send {line:?}: {e}")));
+    }
+
+    fn recv(&mut self) -> String {
+        use std::io::BufRead;
+        let mut l = String::new();
+        match self.r.read_line(&mut l) {
+            Ok(0) => fail("peer closed the exchange".into()),
+            Ok(_) => l.trim_end().to_string(),
+            Err(e) => fail(format!("exchange: {e}")),
+        }
+    }
+}
+
+/// `write-target`: a region for remote WRITEs and a QP on `--port`, handed
+/// over to a source host on the exchange port; checks each WRITE the source
+/// reports, byte for byte, then clears it.
+fn write_target(args: &[String]) {
+    let port = arg(args, "--port", Some(1)) as u8;
+    let max = arg(args, "--max-mib", Some(1024)) as usize * MIB;
+    let ctx = open_ctx();
+    let pd = ctx
+        .alloc_pd()
+        .unwrap_or_else(|e| fail(format!("alloc_pd: {e}")));
+    let mut dst = Mapping::new(max);
+    let mr = ctx
+        .reg_mr(
+            &pd,
+            dst.addr(),
+            max as u64,
+            dst.addr(),
+            ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE,
+        )
+        .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
+    let e = end(&ctx, &pd, port, None);
+    let l = std::net::TcpListener::bind(("0.0.0.0", EXCHANGE_PORT))
+        .unwrap_or_else(|e| fail(format!("listen: {e}")));
+    println!("listening");
+    let (s, from) = l.accept().unwrap_or_else(|e| fail(format!("accept: {e}")));
+    let mut peer = Peer::new(s);
+    peer.send(&format!(
+        "target qpn={} mac={} ip={} rkey={} addr={} len={}",
+        e.qp.qpn,
+        mac_str(e.info.mac),
+        std::net::Ipv4Addr::from(e.info.ipv4),
+        mr.rkey,
+        mr.resp.mmu_va,
+        max
+    ));
+    let l = peer.recv();
+    connect(
+        &ctx,
+        &e,
+        parse_mac(kv(&l, "mac")),
+        parse_ip(kv(&l, "ip")),
+        kv_num(&l, "qpn") as u32,
+        0,
+        mr.rkey,
+    );
+    peer.send("ready");
+    println!("connected to {from}: {l}");
+    let mut checks = 0;
+    loop {
+        let l = peer.recv();
+        if l == "done" {
+            break;
+        }
+        let w: Vec<u64> = l
+            .split_whitespace()
+            .skip(1)
+            .filter_map(|v| v.parse().ok())
+            .collect();
+        let [off, len, seed] = w[..] else {
+            fail(format!("bad request {l:?}"));
+        };
+        let (off, len) = (off as usize, len as usize);
+        if off + len > max {
+            fail(format!("check beyond the region: {l:?}"));
+        }
+        let region = &mut dst.bytes()[off..off + len];
+        match pattern_mismatch(region, seed) {
+            None => {
+                println!("ok: {len} bytes at offset {off} landed byte-exact");
+                region.fill(0);
+                checks += 1;
+                peer.send("ok");
+            }
+            Some(at) => {
+                peer.send(&format!("bad {at}"));
+                fail(format!(
+                    "{len} bytes at offset {off}: first difference at byte {at}"
+                ));
+            }
+        }
+    }
+    check(checks > 0, format!("{checks} WRITEs checked"));
+    ctx.destroy_qp(e.qp)
+        .unwrap_or_else(|err| fail(format!("destroy QP: {err}")));
+    ctx.destroy_cq(e.cq)
+        .unwrap_or_else(|err| fail(format!("destroy CQ: {err}")));
+    ctx.dereg_mr(mr)
+        .unwrap_or_else(|e| fail(format!("dereg_mr: {e}")));
+    let mut emu = emu();
+    check(
+        stat(&mut emu, "dma_audit") == 0,
+        "emulator DMA audit 0".into(),
+    );
+    println!("PASS");
+}
+
+/// `write-source`: connect to the target host `--peer` on the exchange
+/// port, bring a QP on `--port` to RTS towards its QP, write 1 B to
+/// `--max-mib` MiB into its region, check each completion and have the
+/// target check the bytes.
+fn write_source(args: &[String]) {
+    let peer_ip = args
+        .iter()
+        .position(|a| a == "--peer")
+        .and_then(|i| args.get(i + 1))
+        .unwrap_or_else(|| fail("--peer missing".into()))
+        .clone();
+    let port = arg(args, "--port", Some(1)) as u8;
+    let max = arg(args, "--max-mib", Some(1024)) as usize * MIB;
+    let ctx = open_ctx();
+    let pd = ctx
+        .alloc_pd()
+        .unwrap_or_else(|e| fail(format!("alloc_pd: {e}")));
+    let mut src = Mapping::new(max);
+    let seed = 0x5eed;
+    fill(src.bytes(), seed);
+    let smr = ctx
+        .reg_mr(&pd, src.addr(), max as u64, src.addr(), ACCESS_LOCAL_WRITE)
+        .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
+    let e = end(&ctx, &pd, port, None);
+    let start = std::time::Instant::now();
+    let s = loop {
+        match std::net::TcpStream::connect((peer_ip.as_str(), EXCHANGE_PORT)) {
+            Ok(s) => break s,
+            Err(_) if start.elapsed() < Duration::from_secs(120) => {
+                std::thread::sleep(Duration::from_millis(200))
+            }
+            Err(err) => fail(format!("connect to {peer_ip}: {err}")),
+        }
+    };
+    let mut peer = Peer::new(s);
+    let t = peer.recv();
+    println!("target: {t}");
+    peer.send(&format!(
+        "source qpn={} mac={} ip={}",
+        e.qp.qpn,
+        mac_str(e.info.mac),
+        std::net::Ipv4Addr::from(e.info.ipv4)
+    ));
+    let (rkey, raddr, rlen) = (
+        kv_num(&t, "rkey") as u32,
+        kv_num(&t, "addr"),
+        kv_num(&t, "len") as usize,
+    );
+    connect(
+        &ctx,
+        &e,
+        parse_mac(kv(&t, "mac")),
+        parse_ip(kv(&t, "ip")),
+        kv_num(&t, "qpn") as u32,
+        rkey,
+        0,
+    );
+    let r = peer.recv();
+    check(r == "ready", format!("target ready ({r})"));
+    let max = max.min(rlen);
+    let mut sizes = vec![
+        1usize,
+        7,
+        4095,
+        4096,
+        4097,
+        65537,
+        MIB,
+        16 * MIB,
+        64 * MIB,
+        256 * MIB,
+    ];
+    sizes.push(max);
+    sizes.retain(|s| *s <= max);
+    sizes.dedup();
+    for (i, &len) in sizes.iter().enumerate() {
+        // Small writes at an odd offset of the target's region.
+        let off = if len < MIB { 4096 + 5 } else { 0 };
+        let t = std::time::Instant::now();
+        let wc = write_once(
+            &ctx,
+            &e,
+            write_wr(
+                500 + i as u64,
+                src.addr(),
+                len as u32,
+                smr.lkey,
+                raddr + off as u64,
+                rkey,
+            ),
+            &format!("WRITE of {len} bytes"),
+        );
+        let took = t.elapsed();
+        if wc.status != WC_SUCCESS {
+            fail(format!("WRITE of {len} bytes: status {}", wc.status));
+        }
+        peer.send(&format!("check {off} {len} {seed}"));
+        let r = peer.recv();
+        check(
+            r == "ok",
+            format!(
+                "WRITE of {len} bytes to the other host: wr_id {}, status {}, {:?}; target: {r}",
+                wc.wr_id, wc.status, took
+            ),
+        );
+    }
+    peer.send("done");
+    ctx.destroy_qp(e.qp)
+        .unwrap_or_else(|err| fail(format!("destroy QP: {err}")));
+    ctx.destroy_cq(e.cq)
+        .unwrap_or_else(|err| fail(format!("destroy CQ: {err}")));
+    ctx.dereg_mr(smr)
+        .unwrap_or_else(|e| fail(format!("dereg_mr: {e}")));
+    let mut emu = emu();
+    check(
+        stat(&mut emu, "dma_audit") == 0,
+        "emulator DMA audit 0".into(),
+    );
     println!("PASS");
 }
 
@@ -1493,6 +1828,8 @@ fn main() {
         Some("write-loopback") => write_loopback(&args[1..]),
         Some("mr-out-of-bounds") => mr_out_of_bounds(&args[1..]),
         Some("write-errors") => write_errors(&args[1..]),
+        Some("write-target") => write_target(&args[1..]),
+        Some("write-source") => write_source(&args[1..]),
         _ => fail(
             "usage: gaudi-verbs-test uverbs --ports N [--instance I] | hold | \
              context --expect-errno E | pd-single | events --expect NAME:PORT,... \
