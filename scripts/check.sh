@@ -26,12 +26,20 @@ SESSIONS=(
 )
 # Sessions of two VMs, each with its own emulated Gaudi2, started together:
 # name | emulator arguments A | tests A | kernel parameters A | emulator
-# arguments B | tests B | kernel parameters B | guest RAM in MiB of each.
+# arguments B | tests B | kernel parameters B | guest RAM in MiB of each |
+# more QEMU arguments of B.
 # @P0@/@P1@ are the UDP ports of the Gaudi link between them; each VM also
 # has a management NIC (virtio-net) on a link of its own to the other, for
 # the tests' out-of-band exchange: 10.99.0.1 (A) and 10.99.0.2 (B).
+# A tenth field gives B more QEMU arguments; emulator arguments "none": B
+# has no Gaudi2. In "rxe", B runs the kernel's soft-RoCE on a virtio-net NIC
+# on the link of A's port 1.
+RXE_NIC="-netdev dgram,id=data,local.type=inet,local.host=127.0.0.1,local.port=@P1@,\
+remote.type=inet,remote.host=127.0.0.1,remote.port=@P0@ \
+-device virtio-net-pci,netdev=data,mac=02:00:00:00:00:02,romfile="
 PAIRS=(
-	"two_hosts|--ports 2 --link 0=@P0@:@P1@|write_two_hosts|gaudi.ports=2 gaudi.mgmt=10.99.0.1 gaudi.peer=10.99.0.2|--instance 1 --ports 2 --link 0=@P1@:@P0@|write_two_hosts_target|gaudi.ports=2 gaudi.mgmt=10.99.0.2 gaudi.peer=10.99.0.1|2048"
+	"two_hosts|--ports 2 --link 0=@P0@:@P1@|write_two_hosts|gaudi.ports=2 gaudi.mgmt=10.99.0.1 gaudi.peer=10.99.0.2|--instance 1 --ports 2 --link 0=@P1@:@P0@|write_two_hosts_target|gaudi.ports=2 gaudi.mgmt=10.99.0.2 gaudi.peer=10.99.0.1|2048|"
+	"rxe|--ports 2 --link 0=@P0@:@P1@|write_to_rxe|gaudi.ports=2 gaudi.mgmt=10.99.0.1 gaudi.peer=10.99.0.2|none|write_to_rxe_target|gaudi.mgmt=10.99.0.2 gaudi.peer=10.99.0.1|1024|$RXE_NIC"
 )
 VM_TIMEOUT=${VM_TIMEOUT:-180}
 # Kernel messages that mean a test kernel found a bug.
@@ -219,7 +227,7 @@ MGMT="-netdev dgram,id=mgmt,local.type=inet,local.host=127.0.0.1,local.port=@M0@
 remote.type=inet,remote.host=127.0.0.1,remote.port=@M1@ \
 -device virtio-net-pci,netdev=mgmt,mac=02:00:00:99:00:@ID@,romfile="
 for s in "${PAIRS[@]}"; do
-	IFS='|' read -r name emu_a tests_a kargs_a emu_b tests_b kargs_b mem <<<"$s"
+	IFS='|' read -r name emu_a tests_a kargs_a emu_b tests_b kargs_b mem qemu_b <<<"$s"
 	wanted "$name" || continue
 	p0=$((30000 + ($$ * 7 + n * 4) % 20000))
 	t0=$SECONDS
@@ -228,7 +236,7 @@ for s in "${PAIRS[@]}"; do
 	mgmt_b=$(ports "$(echo "$MGMT" | sed 's/@M0@/@MX@/; s/@M1@/@M0@/; s/@MX@/@M1@/; s/@ID@/02/')")
 	vm_start "${name}_a" "$(ports "$emu_a")" "$tests_a" "$mgmt_a" "$kargs_a" "$mem" "$limit"
 	pid_a=$vm_pid
-	vm_start "${name}_b" "$(ports "$emu_b")" "$tests_b" "$mgmt_b" "$kargs_b" "$mem" "$limit"
+	vm_start "${name}_b" "$(ports "$emu_b")" "$tests_b" "$mgmt_b $(ports "$qemu_b")" "$kargs_b" "$mem" "$limit"
 	pid_b=$vm_pid
 	status_a=0 status_b=0
 	wait "$pid_a" || status_a=$?

@@ -15,12 +15,23 @@ BUSYBOX=$ENVROOT/usr/bin/busybox
 VERBS=$CACHE/cargo-target/release/gaudi-verbs-test
 RDMA_TOOL=$ENVROOT/usr/bin/rdma
 
+# The software RoCE peer of write_to_rxe: the kernel's rxe and a libibverbs
+# program (Debian's rdma-core) built in the environment.
+RXE_MODS="net/ipv4/udp_tunnel.ko net/ipv6/ip6_udp_tunnel.ko drivers/infiniband/sw/rxe/rdma_rxe.ko"
+RXE_PEER_SRC=$TOP/tools/testing/rxe-peer/rxe-peer.c
+RXE_PEER=$CACHE/rxe-peer
+RXE_PROVIDER=/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so
+
 [ -f "$MOD" ] || die "$MOD missing: build the kernel first"
+if [ ! -x "$RXE_PEER" ] || [ "$RXE_PEER_SRC" -nt "$RXE_PEER" ]; then
+	in_env gcc -O2 -Wall -Werror -o "$RXE_PEER" "$RXE_PEER_SRC" -libverbs ||
+		die "building rxe-peer failed"
+fi
 [ -x "$BUSYBOX" ] || die "busybox missing from the build environment"
 [ -x "$VERBS" ] || die "$VERBS missing: build the test programs first"
 [ -x "$RDMA_TOOL" ] || die "rdma (iproute2) missing from the build environment"
 
-inputs=("$MOD" "$BUSYBOX" "$VERBS" "$RDMA_TOOL" "$KOUT/include/config/kernel.release" "$TOP/tools/testing/vm/init"
+inputs=("$MOD" "$BUSYBOX" "$VERBS" "$RDMA_TOOL" "$RXE_PEER" "$KOUT/include/config/kernel.release" "$TOP/tools/testing/vm/init"
 	"$TOP/tools/testing/guest" "$0")
 if [ -f "$OUT" ] && [ -z "$(find "${inputs[@]}" -newer "$OUT" -print -quit)" ]; then
 	exit 0
@@ -56,6 +67,13 @@ add_program() { # PATH DEST
 }
 add_program /usr/bin/rdma /usr/bin/rdma
 add_program "$VERBS" /usr/bin/gaudi-verbs-test
+add_program "$RXE_PEER" /usr/bin/rxe-peer
+add_program "$RXE_PROVIDER" "$RXE_PROVIDER"
+mkdir -p "$root/etc/libibverbs.d"
+cp "$ENVROOT/etc/libibverbs.d/rxe.driver" "$root/etc/libibverbs.d/"
+for m in $RXE_MODS; do
+	cp "$KOUT/$m" "$root/lib/modules/"
+done
 
 # cpio comes from the build environment (Debian 12 does not ship it by default).
 in_env sh -c "cd '$root' && find . | LC_ALL=C sort | cpio -o -H newc --quiet -R 0:0" >"$OUT.tmp"

@@ -16,7 +16,7 @@ SUITE=trixie
 
 ENV_PKGS="make gcc libc6-dev flex bison bc libelf-dev libssl-dev cpio kmod python3
 xz-utils zstd rsync clang lld llvm libclang-dev bindgen busybox-static patch ca-certificates tshark
-iproute2"
+iproute2 libibverbs-dev ibverbs-providers"
 ENV_BPO_PKGS="rustc cargo rust-src rustfmt rust-clippy qemu-system-x86 $KPKG=$KVER_PIN"
 
 log() { printf '==> %s\n' "$*" >&2; }

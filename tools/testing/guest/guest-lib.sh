@@ -170,7 +170,7 @@ mgmt_up() {
 	ip=$(kparam mgmt "")
 	peer=$(kparam peer "")
 	[ -n "$ip" ] && [ -n "$peer" ] || fail "gaudi.mgmt and gaudi.peer are needed"
-	ifc=$(ls /sys/class/net | grep -v '^lo$' | head -n 1)
+	ifc=$(nic_with_mac '02:00:00:99:00:')
 	[ -n "$ifc" ] || fail "no management NIC"
 	ip link set lo up
 	ip addr add "$ip/24" dev "$ifc"
@@ -181,4 +181,11 @@ mgmt_up() {
 		[ $i -lt 120 ] || fail "peer $peer does not answer on $ifc"
 	done
 	echo "management NIC $ifc: $ip, peer $peer answers"
+}
+
+# The network interface whose MAC address starts with $1.
+nic_with_mac() {
+	for i in /sys/class/net/*; do
+		case "$(cat "$i/address")" in "$1"*) basename "$i" && return 0 ;; esac
+	done
 }

@@ -5,7 +5,7 @@
 # over vfio-user, wait for the guest to power off (or kill it after a
 # timeout). Runs inside the build environment (QEMU >= 10.1).
 #
-# usage: session.sh OUTDIR MODE TESTS TIMEOUT -- EMULATOR-ARGS...
+# usage: session.sh OUTDIR MODE TESTS TIMEOUT -- EMULATOR-ARGS...|none
 # env:   KERNEL INITRD EMU ACCEL (tcg|kvm) MEM (MiB) CONSOLE (1: console to stdout)
 #        QEMU_EXTRA (more QEMU arguments, e.g. a NIC on a port's link)
 # Writes OUTDIR/console.log, OUTDIR/results.log, OUTDIR/emu.log.
@@ -23,16 +23,23 @@ mkdir -p "$OUT"
 rm -f "$OUT/dev.sock" "$OUT/ctrl.sock" "$OUT/console.log" "$OUT/results.log" "$OUT/emu.log"
 : >"$OUT/results.log"
 
-"$EMU" --socket "$OUT/dev.sock" --control "$OUT/ctrl.sock" "$@" >"$OUT/emu.log" 2>&1 &
-emu=$!
-cleanup() { kill "$emu" 2>/dev/null || true; wait "$emu" 2>/dev/null || true; }
-trap cleanup EXIT
-for _ in $(seq 100); do
-	[ -S "$OUT/dev.sock" ] && [ -S "$OUT/ctrl.sock" ] && break
-	kill -0 "$emu" 2>/dev/null || { cat "$OUT/emu.log" >&2; echo "emulator exited" >&2; exit 1; }
-	sleep 0.05
-done
-[ -S "$OUT/dev.sock" ] || { echo "emulator did not create its socket" >&2; exit 1; }
+# EMULATOR-ARGS "none": a VM without a Gaudi2 (a software RoCE peer).
+if [ "${1:-}" = none ]; then
+	gaudi=() ctrl=(-serial null)
+else
+	"$EMU" --socket "$OUT/dev.sock" --control "$OUT/ctrl.sock" "$@" >"$OUT/emu.log" 2>&1 &
+	emu=$!
+	cleanup() { kill "$emu" 2>/dev/null || true; wait "$emu" 2>/dev/null || true; }
+	trap cleanup EXIT
+	for _ in $(seq 100); do
+		[ -S "$OUT/dev.sock" ] && [ -S "$OUT/ctrl.sock" ] && break
+		kill -0 "$emu" 2>/dev/null || { cat "$OUT/emu.log" >&2; echo "emulator exited" >&2; exit 1; }
+		sleep 0.05
+	done
+	[ -S "$OUT/dev.sock" ] || { echo "emulator did not create its socket" >&2; exit 1; }
+	gaudi=(-device "{\"driver\":\"vfio-user-pci\",\"socket\":{\"path\":\"$OUT/dev.sock\",\"type\":\"unix\"}}")
+	ctrl=(-serial "unix:$OUT/ctrl.sock")
+fi
 
 case "$ACCEL" in
 kvm) accel=(-accel kvm -cpu host) ;;
@@ -56,8 +63,7 @@ timeout --kill-after=5 "$TIMEOUT" qemu-system-x86_64 \
 	-object "memory-backend-memfd,id=mem,size=${MEM}M,share=on" \
 	-machine pc,memory-backend=mem \
 	-display none -monitor none -no-reboot -nic none \
-	"${console[@]}" -serial "file:$OUT/results.log" -serial "unix:$OUT/ctrl.sock" \
+	"${console[@]}" -serial "file:$OUT/results.log" "${ctrl[@]}" \
 	-kernel "$KERNEL" -initrd "$INITRD" -append "$append" \
-	-device "{\"driver\":\"vfio-user-pci\",\"socket\":{\"path\":\"$OUT/dev.sock\",\"type\":\"unix\"}}" \
-	${QEMU_EXTRA:-} </dev/null || status=$?
+	"${gaudi[@]}" ${QEMU_EXTRA:-} </dev/null || status=$?
 exit "$status"

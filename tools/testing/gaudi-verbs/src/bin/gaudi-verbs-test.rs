@@ -44,8 +44,8 @@ use gaudi_verbs::{
     GaudiModifyQp, ModifyQp, Pd, PortInfo, Qp, QpCaps, SendWr, Sge, Wc, ACCESS_LOCAL_WRITE,
     ACCESS_REMOTE_ATOMIC, ACCESS_REMOTE_READ, ACCESS_REMOTE_WRITE, IB_EVENT_DEVICE_FATAL,
     IB_EVENT_PORT_ACTIVE, IB_EVENT_PORT_ERR, IB_EVENT_QP_FATAL, MODIFY_QP_DEST,
-    MODIFY_QP_LOCAL_RKEY, MODIFY_QP_REMOTE_RKEY, MTU_4096, NS_DRIVER, PORT_LINK_UP, QPS_ERR,
-    QPS_INIT, QPS_RESET, QPS_RTR, QPS_RTS, QPT_RC, QPT_UD, QP_ACCESS_FLAGS, QP_DEST_QPN,
+    MODIFY_QP_LOCAL_RKEY, MODIFY_QP_REMOTE_RKEY, MTU_1024, MTU_4096, NS_DRIVER, PORT_LINK_UP,
+    QPS_ERR, QPS_INIT, QPS_RESET, QPS_RTR, QPS_RTS, QPT_RC, QPT_UD, QP_ACCESS_FLAGS, QP_DEST_QPN,
     QP_MAX_DEST_RD_ATOMIC, QP_PATH_MTU, QP_PKEY_INDEX, QP_PORT, QP_RETRY_CNT, QP_RNR_RETRY,
     QP_RQ_PSN, QP_SQ_PSN, QP_STATE, QP_TIMEOUT, SEND_SIGNALED, WC_RDMA_WRITE,
     WC_RECV_RDMA_WITH_IMM, WC_RETRY_EXC_ERR, WC_SUCCESS, WC_WITH_IMM, WC_WR_FLUSH_ERR,
@@ -859,6 +859,31 @@ fn connect(
     remote_rkey: u32,
     local_rkey: u32,
 ) {
+    connect_mtu(
+        ctx,
+        e,
+        mac,
+        ipv4,
+        dest_qpn,
+        remote_rkey,
+        local_rkey,
+        (MTU_4096, 14),
+    );
+}
+
+/// As [`connect`], with path MTU `mtu.0` (`enum ib_mtu`) and local ACK
+/// timeout `mtu.1` (4.096 us * 2^n).
+#[allow(clippy::too_many_arguments)]
+fn connect_mtu(
+    ctx: &Context,
+    e: &End,
+    mac: [u8; 6],
+    ipv4: [u8; 4],
+    dest_qpn: u32,
+    remote_rkey: u32,
+    local_rkey: u32,
+    mtu: (u8, u8),
+) {
     let init = ModifyQp {
         attr_mask: QP_STATE | QP_PORT | QP_PKEY_INDEX | QP_ACCESS_FLAGS,
         qp_state: QPS_INIT,
@@ -871,7 +896,7 @@ fn connect(
     let rtr = ModifyQp {
         attr_mask: QP_STATE | QP_PATH_MTU | QP_DEST_QPN | QP_RQ_PSN | QP_MAX_DEST_RD_ATOMIC,
         qp_state: QPS_RTR,
-        path_mtu: MTU_4096,
+        path_mtu: mtu.0,
         dest_qp_num: dest_qpn,
         rq_psn: 0x100,
         driver: Some(GaudiModifyQp {
@@ -890,7 +915,7 @@ fn connect(
         attr_mask: QP_STATE | QP_SQ_PSN | QP_TIMEOUT | QP_RETRY_CNT | QP_RNR_RETRY,
         qp_state: QPS_RTS,
         sq_psn: 0x100,
-        timeout: 14,
+        timeout: mtu.1,
         retry_cnt: 7,
         rnr_retry: 7,
         ..Default::default()
@@ -1741,7 +1766,18 @@ fn write_source(args: &[String]) {
         kv_num(&t, "addr"),
         kv_num(&t, "len") as usize,
     );
-    connect(
+    // A software RoCE target on a 1500-byte Ethernet says mtu=1024.
+    let mtu = match t.split_whitespace().find_map(|w| w.strip_prefix("mtu=")) {
+        None | Some("4096") => MTU_4096,
+        Some("1024") => MTU_1024,
+        Some(m) => fail(format!("path MTU {m} not used here")),
+    };
+    // A slower peer asks for a longer ACK timeout.
+    let timeout = t
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("timeout="))
+        .map_or(14, |v| v.parse().unwrap_or(14));
+    connect_mtu(
         &ctx,
         &e,
         parse_mac(kv(&t, "mac")),
@@ -1749,6 +1785,7 @@ fn write_source(args: &[String]) {
         kv_num(&t, "qpn") as u32,
         rkey,
         0,
+        (mtu, timeout),
     );
     let r = peer.recv();
     check(r == "ready", format!("target ready ({r})"));

@@ -1,0 +1,12 @@
+# SPDX-License-Identifier: GPL-2.0
+# Against a RoCEv2 implementation nobody here wrote: the other VM runs the
+# kernel's soft-RoCE (rxe) on a virtio-net NIC on the link of port 1, and a
+# libibverbs program there (write_to_rxe_target) registers a region and
+# hands over its address, rkey, QP number and addresses; this host writes
+# 1 B to 16 MiB into it at the 1024-byte path MTU rxe uses on Ethernet, and
+# the rxe side checks every byte.
+. /lib/gaudi/guest-lib.sh
+load_driver
+mgmt_up
+gaudi-verbs-test write-source --peer "$(kparam peer "")" --port 1 --max-mib 16 ||
+	fail "WRITEs to the rxe host failed"

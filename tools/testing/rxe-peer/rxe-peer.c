@@ -1,0 +1,250 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The target of write_to_rxe: an RDMA WRITE target on a soft-RoCE (rxe)
+ * device, written against libibverbs only, that a Gaudi2 host writes into.
+ *
+ * It registers a region for remote writes, creates an RC QP and hands its
+ * address, rkey, QP number, MAC and IPv4 address to the source host over TCP
+ * (the exchange of gaudi-verbs-test write-source: one line each way, then
+ * "ready"); then, for each "check OFF LEN SEED" line, it compares the LEN
+ * bytes at OFF with the source's pattern of SEED, answers "ok" (and clears
+ * them) or "bad N", until "done".
+ *
+ * usage: rxe-peer IBDEV NETDEV MAX_MIB
+ */
+#include <arpa/inet.h>
+#include <infiniband/verbs.h>
+#include <netinet/in.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define EXCHANGE_PORT 18515
+#define PSN 0x100
+
+static void die(const char *what)
+{
+	printf("FAIL: %s\n", what);
+	exit(1);
+}
+
+/* The first offset where buf differs from the source's pattern of seed. */
+static long mismatch(const uint8_t *buf, size_t len, uint64_t seed)
+{
+	uint64_t x = (seed * 0x9e3779b97f4a7c15ULL) | 1;
+	size_t i, j;
+
+	for (i = 0; i < len; i += 8) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		for (j = 0; j < 8 && i + j < len; j++)
+			if (buf[i + j] != (uint8_t)(x >> (8 * j)))
+				return (long)(i + j);
+	}
+	return -1;
+}
+
+static void read_sys(const char *path, char *out, size_t n)
+{
+	FILE *f = fopen(path, "r");
+
+	if (!f || !fgets(out, (int)n, f))
+		die(path);
+	out[strcspn(out, "\n")] = 0;
+	fclose(f);
+}
+
+/* The index of the port's RoCE v2 GID that maps an IPv4 address. */
+static int ipv4_gid(struct ibv_context *ctx, union ibv_gid *gid, char *ip)
+{
+	struct ibv_gid_entry e;
+	int i;
+
+	for (i = 0; i < 16; i++) {
+		if (ibv_query_gid_ex(ctx, 1, i, &e, 0))
+			continue;
+		if (e.gid_type != IBV_GID_TYPE_ROCE_V2)
+			continue;
+		if (memcmp(e.gid.raw, "\0\0\0\0\0\0\0\0\0\0\xff\xff", 12))
+			continue;
+		*gid = e.gid;
+		inet_ntop(AF_INET, e.gid.raw + 12, ip, INET_ADDRSTRLEN);
+		return i;
+	}
+	die("no IPv4 RoCE v2 GID on port 1");
+	return -1;
+}
+
+static int getline_fd(FILE *f, char *buf, size_t n)
+{
+	if (!fgets(buf, (int)n, f))
+		return -1;
+	buf[strcspn(buf, "\r\n")] = 0;
+	return 0;
+}
+
+static const char *kv(const char *line, const char *key)
+{
+	char pat[32];
+	const char *p;
+
+	snprintf(pat, sizeof(pat), "%s=", key);
+	p = strstr(line, pat);
+	if (!p)
+		die(key);
+	return p + strlen(pat);
+}
+
+int main(int argc, char **argv)
+{
+	struct ibv_device **list;
+	struct ibv_context *ctx = NULL;
+	struct ibv_pd *pd;
+	struct ibv_mr *mr;
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+	struct ibv_qp_init_attr init = { 0 };
+	struct ibv_qp_attr a;
+	union ibv_gid gid;
+	char path[128], mac[32], ip[INET_ADDRSTRLEN], line[256];
+	struct sockaddr_in sa = { 0 };
+	unsigned int peer_qpn, peer_ip[4];
+	size_t len;
+	uint8_t *buf;
+	int i, n, gidx, ls, s, one = 1, checks = 0;
+	FILE *in, *out;
+
+	if (argc != 4)
+		die("usage: rxe-peer IBDEV NETDEV MAX_MIB");
+	len = (size_t)atoi(argv[3]) << 20;
+
+	list = ibv_get_device_list(&n);
+	for (i = 0; list && i < n; i++)
+		if (!strcmp(ibv_get_device_name(list[i]), argv[1]))
+			ctx = ibv_open_device(list[i]);
+	if (!ctx)
+		die("open the rxe device");
+	pd = ibv_alloc_pd(ctx);
+	buf = mmap(NULL, len, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (!pd || buf == MAP_FAILED)
+		die("PD or memory");
+	mr = ibv_reg_mr(pd, buf, len,
+			IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+	if (!mr || !cq)
+		die("MR or CQ");
+	init.send_cq = cq;
+	init.recv_cq = cq;
+	init.qp_type = IBV_QPT_RC;
+	init.cap.max_send_wr = 1;
+	init.cap.max_recv_wr = 1;
+	init.cap.max_send_sge = 1;
+	init.cap.max_recv_sge = 1;
+	qp = ibv_create_qp(pd, &init);
+	if (!qp)
+		die("create QP");
+	gidx = ipv4_gid(ctx, &gid, ip);
+	snprintf(path, sizeof(path), "/sys/class/net/%s/address", argv[2]);
+	read_sys(path, mac, sizeof(mac));
+
+	ls = socket(AF_INET, SOCK_STREAM, 0);
+	setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	sa.sin_family = AF_INET;
+	sa.sin_port = htons(EXCHANGE_PORT);
+	if (bind(ls, (struct sockaddr *)&sa, sizeof(sa)) || listen(ls, 1))
+		die("listen");
+	printf("listening: QP %u, GID index %d (%s), MAC %s\n", qp->qp_num,
+	       gidx, ip, mac);
+	fflush(stdout);
+	s = accept(ls, NULL, NULL);
+	if (s < 0)
+		die("accept");
+	in = fdopen(s, "r");
+	out = fdopen(dup(s), "w");
+	/*
+	 * Ethernet's 1500 bytes carry a 1024-byte path MTU; rxe in a small
+	 * VM acknowledges slowly: ask for a 1 s ACK timeout (4.096 us * 2^18).
+	 */
+	fprintf(out, "target qpn=%u mac=%s ip=%s rkey=%u addr=%llu len=%zu mtu=1024 timeout=18\n",
+		qp->qp_num, mac, ip, mr->rkey,
+		(unsigned long long)(uintptr_t)buf, len);
+	fflush(out);
+	if (getline_fd(in, line, sizeof(line)))
+		die("no source line");
+	printf("source: %s\n", line);
+	peer_qpn = (unsigned int)strtoul(kv(line, "qpn"), NULL, 10);
+	if (sscanf(kv(line, "ip"), "%u.%u.%u.%u", &peer_ip[0], &peer_ip[1],
+		   &peer_ip[2], &peer_ip[3]) != 4)
+		die("source IPv4 address");
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_INIT;
+	a.port_num = 1;
+	a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE;
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+				  IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+		die("QP to INIT");
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = IBV_MTU_1024;
+	a.dest_qp_num = peer_qpn;
+	a.rq_psn = PSN;
+	a.max_dest_rd_atomic = 1;
+	a.min_rnr_timer = 12;
+	a.ah_attr.is_global = 1;
+	a.ah_attr.port_num = 1;
+	a.ah_attr.grh.sgid_index = (uint8_t)gidx;
+	a.ah_attr.grh.hop_limit = 64;
+	memset(a.ah_attr.grh.dgid.raw, 0, 10);
+	a.ah_attr.grh.dgid.raw[10] = 0xff;
+	a.ah_attr.grh.dgid.raw[11] = 0xff;
+	for (i = 0; i < 4; i++)
+		a.ah_attr.grh.dgid.raw[12 + i] = (uint8_t)peer_ip[i];
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+				  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+				  IBV_QP_MAX_DEST_RD_ATOMIC |
+				  IBV_QP_MIN_RNR_TIMER))
+		die("QP to RTR");
+	fprintf(out, "ready\n");
+	fflush(out);
+
+	while (!getline_fd(in, line, sizeof(line))) {
+		unsigned long long off, l, seed;
+		long at;
+
+		if (!strcmp(line, "done"))
+			break;
+		if (sscanf(line, "check %llu %llu %llu", &off, &l, &seed) != 3 ||
+		    off + l > len)
+			die(line);
+		at = mismatch(buf + off, l, seed);
+		if (at >= 0) {
+			fprintf(out, "bad %ld\n", at);
+			fflush(out);
+			printf("FAIL: %llu bytes at offset %llu differ at byte %ld\n",
+			       l, off, at);
+			return 1;
+		}
+		memset(buf + off, 0, l);
+		printf("ok: %llu bytes at offset %llu landed byte-exact\n", l, off);
+		fprintf(out, "ok\n");
+		fflush(out);
+		checks++;
+	}
+	if (!checks)
+		die("no WRITE checked");
+	ibv_destroy_qp(qp);
+	ibv_destroy_cq(cq);
+	ibv_dereg_mr(mr);
+	ibv_dealloc_pd(pd);
+	ibv_close_device(ctx);
+	ibv_free_device_list(list);
+	printf("PASS: %d WRITEs checked\n", checks);
+	return 0;
+}
