@@ -388,6 +388,20 @@ mod tests {
     }
 
     #[test]
+    fn gid_to_ipv4() {
+        assert_eq!(Gid::from_ipv4([10, 1, 2, 3]).to_ipv4(), Some([10, 1, 2, 3]));
+        // Link-local and other IPv6 GIDs have no IPv4 address.
+        let ll = Gid::from_mac([0x02, 0x1d, 0xa3, 0x00, 0x00, 0x07]);
+        assert_eq!(ll.to_ipv4(), None);
+        let mut g = Gid::from_ipv4([10, 1, 2, 3]);
+        g.0[10] = 0xfe;
+        assert_eq!(g.to_ipv4(), None);
+        g = Gid::from_ipv4([10, 1, 2, 3]);
+        g.0[0] = 0x20;
+        assert_eq!(g.to_ipv4(), None);
+    }
+
+    #[test]
     fn gid_from_mac() {
         let gid = Gid::from_mac([0x02, 0x1d, 0xa3, 0x00, 0x00, 0x07]);
         assert_eq!(
