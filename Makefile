@@ -10,11 +10,12 @@
 #   make rustfmt   format the Rust sources of the overlay and tools
 #   make clippy    build the kernel Rust code with CLIPPY=1
 #   make bench-emu emulator-to-emulator RDMA WRITE bandwidth
+#   make bench     driver benchmark: MR registration, post_send, two-VM WRITE bandwidth vs rxe
 #
 # Variables: GAUDI_CACHE (default ~/.cache/gaudi-rdma), FLAVOR=debug|release,
 # ACCEL=tcg|kvm, VM_TIMEOUT (seconds per VM session).
 
-.PHONY: run check kernel setup rustfmt rustfmtcheck clippy bench-emu
+.PHONY: run check kernel setup rustfmt rustfmtcheck clippy bench-emu bench
 
 run:
 	@scripts/run.sh
@@ -41,3 +42,8 @@ clippy: setup
 
 bench-emu:
 	@scripts/bench-emu.sh
+
+# The benchmark (not a test): registration against bare pinning,
+# post_send per WQE, two-VM WRITE bandwidth of Gaudi2 against rxe.
+bench:
+	@BENCH=1 scripts/check.sh

@@ -27,7 +27,7 @@ SESSIONS=(
 # Sessions of two VMs, each with its own emulated Gaudi2, started together:
 # name | emulator arguments A | tests A | kernel parameters A | emulator
 # arguments B | tests B | kernel parameters B | guest RAM in MiB of each |
-# more QEMU arguments of B.
+# more QEMU arguments of B | of A.
 # @P0@/@P1@ are the UDP ports of the Gaudi link between them; each VM also
 # has a management NIC (virtio-net) on a link of its own to the other, for
 # the tests' out-of-band exchange: 10.99.0.1 (A) and 10.99.0.2 (B).
@@ -41,6 +41,20 @@ PAIRS=(
 	"two_hosts|--ports 2 --link 0=@P0@:@P1@|write_two_hosts|gaudi.ports=2 gaudi.mgmt=10.99.0.1 gaudi.peer=10.99.0.2|--instance 1 --ports 2 --link 0=@P1@:@P0@|write_two_hosts_target|gaudi.ports=2 gaudi.mgmt=10.99.0.2 gaudi.peer=10.99.0.1|2048|"
 	"rxe|--ports 2 --link 0=@P0@:@P1@|write_to_rxe|gaudi.ports=2 gaudi.mgmt=10.99.0.1 gaudi.peer=10.99.0.2|none|write_to_rxe_target|gaudi.mgmt=10.99.0.2 gaudi.peer=10.99.0.1|1024|$RXE_NIC"
 )
+# The benchmark (BENCH=1, "make bench"): these sessions instead; their
+# "bench:" lines are printed at the end. bench_two_hosts: both VMs have a
+# Gaudi2 (port 1 linked) and rxe on a virtio-net NIC (linked too).
+if [ "${BENCH:-0}" = 1 ]; then
+	DATA_NIC="-netdev dgram,id=data,local.type=inet,local.host=127.0.0.1,local.port=@D0@,\
+remote.type=inet,remote.host=127.0.0.1,remote.port=@D1@ \
+-device virtio-net-pci,netdev=data,mac=02:00:00:00:09:@ID@,romfile="
+	SESSIONS=(
+		"bench_local|--ports 2 --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|bench_local||gaudi.ports=2|3072"
+	)
+	PAIRS=(
+		"bench_two_hosts|--ports 2 --link 0=@P0@:@P1@|bench_two_hosts|gaudi.ports=2 gaudi.mgmt=10.99.0.1 gaudi.peer=10.99.0.2 gaudi.data=10.0.9.1|--instance 1 --ports 2 --link 0=@P1@:@P0@|bench_two_hosts_target|gaudi.ports=2 gaudi.mgmt=10.99.0.2 gaudi.peer=10.99.0.1 gaudi.data=10.0.9.2|2048|$(echo "$DATA_NIC" | sed 's/@D0@/@DX@/; s/@D1@/@D0@/; s/@DX@/@D1@/; s/@ID@/02/')|${DATA_NIC//@ID@/01}"
+	)
+fi
 VM_TIMEOUT=${VM_TIMEOUT:-180}
 # Kernel messages that mean a test kernel found a bug.
 SPLAT='BUG:|WARNING:|Oops|KASAN|UBSAN|kernel BUG|Call Trace|circular locking|unreferenced object|Kernel panic'
@@ -200,7 +214,8 @@ vm_report() { # NAME TESTS STATUS LIMIT
 }
 
 ports() { # TEXT: the placeholders replaced
-	echo "$1" | sed "s/@P0@/$p0/g; s/@P1@/$((p0 + 1))/g; s/@M0@/$((p0 + 2))/g; s/@M1@/$((p0 + 3))/g"
+	echo "$1" | sed "s/@P0@/$p0/g; s/@P1@/$((p0 + 1))/g; s/@M0@/$((p0 + 2))/g; s/@M1@/$((p0 + 3))/g;
+		s/@D0@/$((p0 + 4))/g; s/@D1@/$((p0 + 5))/g"
 }
 
 # ONLY=name,name runs just those sessions (while working on them).
@@ -209,7 +224,7 @@ wanted() { [ -z "${ONLY:-}" ] || [[ ",$ONLY," == *",$1,"* ]]; }
 for s in "${SESSIONS[@]}"; do
 	IFS='|' read -r name emu_args tests qemu_args kernel_args mem <<<"$s"
 	wanted "$name" || continue
-	p0=$((30000 + ($$ * 7 + n * 4) % 20000))
+	p0=$((30000 + ($$ * 7 + n * 8) % 20000))
 	t0=$SECONDS
 	status=0
 	limit=$VM_TIMEOUT
@@ -227,14 +242,14 @@ MGMT="-netdev dgram,id=mgmt,local.type=inet,local.host=127.0.0.1,local.port=@M0@
 remote.type=inet,remote.host=127.0.0.1,remote.port=@M1@ \
 -device virtio-net-pci,netdev=mgmt,mac=02:00:00:99:00:@ID@,romfile="
 for s in "${PAIRS[@]}"; do
-	IFS='|' read -r name emu_a tests_a kargs_a emu_b tests_b kargs_b mem qemu_b <<<"$s"
+	IFS='|' read -r name emu_a tests_a kargs_a emu_b tests_b kargs_b mem qemu_b qemu_a <<<"$s"
 	wanted "$name" || continue
-	p0=$((30000 + ($$ * 7 + n * 4) % 20000))
+	p0=$((30000 + ($$ * 7 + n * 8) % 20000))
 	t0=$SECONDS
 	limit=$VM_TIMEOUT
 	mgmt_a=$(ports "${MGMT//@ID@/01}")
 	mgmt_b=$(ports "$(echo "$MGMT" | sed 's/@M0@/@MX@/; s/@M1@/@M0@/; s/@MX@/@M1@/; s/@ID@/02/')")
-	vm_start "${name}_a" "$(ports "$emu_a")" "$tests_a" "$mgmt_a" "$kargs_a" "$mem" "$limit"
+	vm_start "${name}_a" "$(ports "$emu_a")" "$tests_a" "$mgmt_a $(ports "$qemu_a")" "$kargs_a" "$mem" "$limit"
 	pid_a=$vm_pid
 	vm_start "${name}_b" "$(ports "$emu_b")" "$tests_b" "$mgmt_b $(ports "$qemu_b")" "$kargs_b" "$mem" "$limit"
 	pid_b=$vm_pid
@@ -246,4 +261,8 @@ for s in "${PAIRS[@]}"; do
 	vm_report "${name}_b" "$tests_b" "$status_b" "$limit"
 done
 
+if [ "${BENCH:-0}" = 1 ]; then
+	echo "# benchmark figures:"
+	cat "$CACHE"/vm/bench_*/console.log 2>/dev/null | tr -d '\r' | grep '^bench:' | sed 's/^/# /'
+fi
 finish

@@ -189,3 +189,18 @@ nic_with_mac() {
 		case "$(cat "$i/address")" in "$1"*) basename "$i" && return 0 ;; esac
 	done
 }
+
+# Soft-RoCE (rxe0) on the NIC whose MAC starts with $1, with address $2/24;
+# prints the NIC's name.
+rxe_up() {
+	for m in udp_tunnel ip6_udp_tunnel rdma_rxe; do
+		grep -q "^$m " /proc/modules || insmod "/lib/modules/$m.ko" ||
+			fail "insmod $m failed"
+	done
+	nic=$(nic_with_mac "$1")
+	[ -n "$nic" ] || fail "no NIC with MAC $1*"
+	ip addr add "$2/24" dev "$nic"
+	ip link set "$nic" up
+	rdma link add rxe0 type rxe netdev "$nic" || fail "rdma link add rxe0 failed"
+	echo "$nic"
+}

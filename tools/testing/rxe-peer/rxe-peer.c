@@ -10,7 +10,12 @@
  * bytes at OFF with the source's pattern of SEED, answers "ok" (and clears
  * them) or "bad N", until "done".
  *
- * usage: rxe-peer IBDEV NETDEV MAX_MIB
+ * With --source PEER, it is the other end instead, for the benchmark: it
+ * connects to a target host PEER (an rxe-peer target), writes MIB MiB of
+ * the pattern in one RDMA WRITE, prints the bandwidth, and has the target
+ * check the bytes.
+ *
+ * usage: rxe-peer [--source PEER] IBDEV NETDEV MIB
  */
 #include <arpa/inet.h>
 #include <infiniband/verbs.h>
@@ -21,6 +26,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #define EXCHANGE_PORT 18515
@@ -100,6 +106,169 @@ static const char *kv(const char *line, const char *key)
 	return p + strlen(pat);
 }
 
+static void fill(uint8_t *buf, size_t len, uint64_t seed)
+{
+	uint64_t x = (seed * 0x9e3779b97f4a7c15ULL) | 1;
+	size_t i, j;
+
+	for (i = 0; i < len; i += 8) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		for (j = 0; j < 8 && i + j < len; j++)
+			buf[i + j] = (uint8_t)(x >> (8 * j));
+	}
+}
+
+static void parse_ip(const char *s, uint8_t *raw)
+{
+	unsigned int a[4];
+	int i;
+
+	if (sscanf(s, "%u.%u.%u.%u", &a[0], &a[1], &a[2], &a[3]) != 4)
+		die("IPv4 address");
+	for (i = 0; i < 4; i++)
+		raw[i] = (uint8_t)a[i];
+}
+
+/* Bring qp to RTR towards dest_qpn at IPv4 address ip (and RTS if rts). */
+static void connect_qp(struct ibv_qp *qp, int gidx, const char *ip,
+		       unsigned int dest_qpn, int rts)
+{
+	struct ibv_qp_attr a;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_INIT;
+	a.port_num = 1;
+	a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE;
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+				  IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+		die("QP to INIT");
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = IBV_MTU_1024;
+	a.dest_qp_num = dest_qpn;
+	a.rq_psn = PSN;
+	a.max_dest_rd_atomic = 1;
+	a.min_rnr_timer = 12;
+	a.ah_attr.is_global = 1;
+	a.ah_attr.port_num = 1;
+	a.ah_attr.grh.sgid_index = (uint8_t)gidx;
+	a.ah_attr.grh.hop_limit = 64;
+	a.ah_attr.grh.dgid.raw[10] = 0xff;
+	a.ah_attr.grh.dgid.raw[11] = 0xff;
+	parse_ip(ip, a.ah_attr.grh.dgid.raw + 12);
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+				  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+				  IBV_QP_MAX_DEST_RD_ATOMIC |
+				  IBV_QP_MIN_RNR_TIMER))
+		die("QP to RTR");
+	if (!rts)
+		return;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTS;
+	a.sq_psn = PSN;
+	a.timeout = 18;
+	a.retry_cnt = 7;
+	a.rnr_retry = 7;
+	a.max_rd_atomic = 1;
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT |
+				  IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+				  IBV_QP_MAX_QP_RD_ATOMIC))
+		die("QP to RTS");
+}
+
+static double now(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec + t.tv_nsec / 1e9;
+}
+
+/* The source side: one WRITE of the whole region to the target at peer. */
+static int source(const char *peer, struct ibv_qp *qp, struct ibv_cq *cq,
+		  struct ibv_mr *mr, uint8_t *buf, size_t len, int gidx,
+		  const char *mac, const char *ip)
+{
+	struct sockaddr_in sa = { 0 };
+	struct ibv_send_wr wr = { 0 }, *bad;
+	struct ibv_sge sge;
+	struct ibv_wc wc;
+	char line[256], tip[INET_ADDRSTRLEN];
+	unsigned long long raddr;
+	unsigned int rkey, tqpn;
+	double t0, t;
+	int s, i, n;
+	FILE *in, *out;
+
+	fill(buf, len, 0x5eed);
+	sa.sin_family = AF_INET;
+	sa.sin_port = htons(EXCHANGE_PORT);
+	if (inet_pton(AF_INET, peer, &sa.sin_addr) != 1)
+		die("peer address");
+	for (i = 0;; i++) {
+		s = socket(AF_INET, SOCK_STREAM, 0);
+		if (!connect(s, (struct sockaddr *)&sa, sizeof(sa)))
+			break;
+		close(s);
+		if (i == 600)
+			die("connect to the target");
+		usleep(200000);
+	}
+	in = fdopen(s, "r");
+	out = fdopen(dup(s), "w");
+	if (getline_fd(in, line, sizeof(line)))
+		die("no target line");
+	printf("target: %s\n", line);
+	tqpn = (unsigned int)strtoul(kv(line, "qpn"), NULL, 10);
+	rkey = (unsigned int)strtoul(kv(line, "rkey"), NULL, 10);
+	raddr = strtoull(kv(line, "addr"), NULL, 10);
+	if (strtoull(kv(line, "len"), NULL, 10) < len)
+		die("target region too small");
+	snprintf(tip, sizeof(tip), "%s", kv(line, "ip"));
+	tip[strcspn(tip, " ")] = 0;
+	fprintf(out, "source qpn=%u mac=%s ip=%s\n", qp->qp_num, mac, ip);
+	fflush(out);
+	connect_qp(qp, gidx, tip, tqpn, 1);
+	if (getline_fd(in, line, sizeof(line)) || strcmp(line, "ready"))
+		die("target not ready");
+
+	sge.addr = (uintptr_t)buf;
+	sge.length = (uint32_t)len;
+	sge.lkey = mr->lkey;
+	wr.wr_id = 1;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = IBV_WR_RDMA_WRITE;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.wr.rdma.remote_addr = raddr;
+	wr.wr.rdma.rkey = rkey;
+	t0 = now();
+	if (ibv_post_send(qp, &wr, &bad))
+		die("post_send");
+	do {
+		n = ibv_poll_cq(cq, 1, &wc);
+		if (now() - t0 > 600)
+			die("no completion in 600 s");
+	} while (n == 0);
+	t = now() - t0;
+	if (n < 0 || wc.status != IBV_WC_SUCCESS) {
+		printf("FAIL: completion status %d\n", n < 0 ? -1 : wc.status);
+		return 1;
+	}
+	printf("bench: rxe to rxe: one WRITE of %zu MiB in %.3f s: %.1f MB/s\n",
+	       len >> 20, t, len / t / 1e6);
+	fprintf(out, "check 0 %zu %u\n", len, 0x5eed);
+	fflush(out);
+	if (getline_fd(in, line, sizeof(line)) || strcmp(line, "ok"))
+		die("the target found the bytes wrong");
+	printf("ok: the target checked every byte\n");
+	fprintf(out, "done\n");
+	fflush(out);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct ibv_device **list;
@@ -109,18 +278,23 @@ int main(int argc, char **argv)
 	struct ibv_cq *cq;
 	struct ibv_qp *qp;
 	struct ibv_qp_init_attr init = { 0 };
-	struct ibv_qp_attr a;
 	union ibv_gid gid;
 	char path[128], mac[32], ip[INET_ADDRSTRLEN], line[256];
 	struct sockaddr_in sa = { 0 };
-	unsigned int peer_qpn, peer_ip[4];
+	const char *peer = NULL;
+	unsigned int peer_qpn;
 	size_t len;
 	uint8_t *buf;
 	int i, n, gidx, ls, s, one = 1, checks = 0;
 	FILE *in, *out;
 
+	if (argc == 6 && !strcmp(argv[1], "--source")) {
+		peer = argv[2];
+		argv += 2;
+		argc -= 2;
+	}
 	if (argc != 4)
-		die("usage: rxe-peer IBDEV NETDEV MAX_MIB");
+		die("usage: rxe-peer [--source PEER] IBDEV NETDEV MIB");
 	len = (size_t)atoi(argv[3]) << 20;
 
 	list = ibv_get_device_list(&n);
@@ -142,7 +316,7 @@ int main(int argc, char **argv)
 	init.send_cq = cq;
 	init.recv_cq = cq;
 	init.qp_type = IBV_QPT_RC;
-	init.cap.max_send_wr = 1;
+	init.cap.max_send_wr = 4;
 	init.cap.max_recv_wr = 1;
 	init.cap.max_send_sge = 1;
 	init.cap.max_recv_sge = 1;
@@ -152,6 +326,8 @@ int main(int argc, char **argv)
 	gidx = ipv4_gid(ctx, &gid, ip);
 	snprintf(path, sizeof(path), "/sys/class/net/%s/address", argv[2]);
 	read_sys(path, mac, sizeof(mac));
+	if (peer)
+		return source(peer, qp, cq, mr, buf, len, gidx, mac, ip);
 
 	ls = socket(AF_INET, SOCK_STREAM, 0);
 	setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
@@ -179,38 +355,9 @@ int main(int argc, char **argv)
 		die("no source line");
 	printf("source: %s\n", line);
 	peer_qpn = (unsigned int)strtoul(kv(line, "qpn"), NULL, 10);
-	if (sscanf(kv(line, "ip"), "%u.%u.%u.%u", &peer_ip[0], &peer_ip[1],
-		   &peer_ip[2], &peer_ip[3]) != 4)
-		die("source IPv4 address");
-
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_INIT;
-	a.port_num = 1;
-	a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE;
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-				  IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-		die("QP to INIT");
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = IBV_MTU_1024;
-	a.dest_qp_num = peer_qpn;
-	a.rq_psn = PSN;
-	a.max_dest_rd_atomic = 1;
-	a.min_rnr_timer = 12;
-	a.ah_attr.is_global = 1;
-	a.ah_attr.port_num = 1;
-	a.ah_attr.grh.sgid_index = (uint8_t)gidx;
-	a.ah_attr.grh.hop_limit = 64;
-	memset(a.ah_attr.grh.dgid.raw, 0, 10);
-	a.ah_attr.grh.dgid.raw[10] = 0xff;
-	a.ah_attr.grh.dgid.raw[11] = 0xff;
-	for (i = 0; i < 4; i++)
-		a.ah_attr.grh.dgid.raw[12 + i] = (uint8_t)peer_ip[i];
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-				  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-				  IBV_QP_MAX_DEST_RD_ATOMIC |
-				  IBV_QP_MIN_RNR_TIMER))
-		die("QP to RTR");
+	snprintf(path, sizeof(path), "%s", kv(line, "ip"));
+	path[strcspn(path, " ")] = 0;
+	connect_qp(qp, gidx, path, peer_qpn, 0);
 	fprintf(out, "ready\n");
 	fflush(out);
 

@@ -753,11 +753,20 @@ pub(crate) fn poll<T: kernel::rdma::Driver<Qp = QpData>>(
             match taken {
                 Some(Ok(())) => {}
                 Some(Err(e)) if e == ENOSPC => break,
-                _ => pr_debug!(
-                    "CQ {}: CQE for QP {} (index {}, status {}) dropped\n",
+                // Left over from a QP destroyed or reset since.
+                None | Some(Err(ESTALE)) => pr_debug!(
+                    "CQ {}: stale CQE of QP {} (index {}) dropped\n",
                     cq.id,
                     cqe.qpn,
+                    cqe.wqe_index
+                ),
+                Some(Err(_)) => pr_warn!(
+                    "CQ {} port {}: invalid CQE dropped: QP {}, index {}, opcode {:#x}, status {}\n",
+                    cq.id,
+                    port + 1,
+                    cqe.qpn,
                     cqe.wqe_index,
+                    cqe.opcode,
                     cqe.status
                 ),
             }
@@ -775,9 +784,10 @@ pub(crate) fn poll<T: kernel::rdma::Driver<Qp = QpData>>(
     Ok(())
 }
 
-/// Turn `cqe` of QP `qp` into a work completion in `out`. An error drops the CQE: it names
-/// a WQE the QP does not have outstanding (a stale entry of a QP destroyed or reset), or
-/// carries an opcode the model does not define.
+/// Turn `cqe` of QP `qp` into a work completion in `out`. An error drops the CQE: `ESTALE`
+/// if it names a WQE the QP does not have outstanding (an entry left over from before a
+/// reset), `EPROTO` if the device wrote what it must not (another CQ's QP, another port, an
+/// opcode or status the model does not define).
 fn complete<T: kernel::rdma::Driver<Qp = QpData>>(
     qp: &kernel::rdma::Qp<T>,
     cq: u32,
@@ -787,9 +797,9 @@ fn complete<T: kernel::rdma::Driver<Qp = QpData>>(
 ) -> Result {
     let q = qp.data();
     if q.cq.id != cq {
-        return Err(EINVAL);
+        return Err(EPROTO);
     }
-    let status = wc_status(cqe.status).unwrap_or(WcStatus::GeneralErr);
+    let status = wc_status(cqe.status).ok_or(EPROTO)?;
     let mut wc = Wc {
         wr_id: 0,
         status,
@@ -808,8 +818,11 @@ fn complete<T: kernel::rdma::Driver<Qp = QpData>>(
             let mut sq = q.sq.lock();
             // The CQE completes its WQE and every unsignalled one before it.
             let outstanding = sq.pi.wrapping_sub(sq.ci);
-            if sq.port != port || cqe.wqe_index.wrapping_sub(sq.ci) >= outstanding {
-                return Err(EINVAL);
+            if sq.port != port {
+                return Err(EPROTO);
+            }
+            if cqe.wqe_index.wrapping_sub(sq.ci) >= outstanding {
+                return Err(ESTALE);
             }
             let mask = (1u16 << q.log_sq) - 1;
             wc.wr_id = sq.wr_ids[usize::from(cqe.wqe_index & mask)];
@@ -819,7 +832,7 @@ fn complete<T: kernel::rdma::Driver<Qp = QpData>>(
             wc.opcode = WcOpcode::RecvRdmaWithImm;
             wc.imm = Some(cqe.imm);
         }
-        _ => return Err(EINVAL),
+        _ => return Err(EPROTO),
     }
     out.push(qp, &wc)
 }

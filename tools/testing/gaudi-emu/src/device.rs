@@ -281,7 +281,7 @@ impl Device {
     pub fn write32(&mut self, off: u64, val: u32, now: Instant) {
         if (DB_BASE..DB_BASE + DB_STRIDE * self.ports.len() as u64).contains(&off) {
             let p = ((off - DB_BASE) / DB_STRIDE) as usize;
-            self.doorbell(p, (off - DB_BASE) % DB_STRIDE, val, now);
+            self.doorbell(p, (off - DB_BASE) % DB_STRIDE, val);
             return;
         }
         if (CMD_DATA..CMD_DATA + CMD_DATA_LEN as u64).contains(&off) {
@@ -607,7 +607,7 @@ impl Device {
 
     // ---- Doorbells -----------------------------------------------------
 
-    fn doorbell(&mut self, port: usize, reg: u64, val: u32, now: Instant) {
+    fn doorbell(&mut self, port: usize, reg: u64, val: u32) {
         if self.fatal {
             return;
         }
@@ -630,8 +630,10 @@ impl Device {
                     self.qp_error(port, index, ST_LOC_QP_OP_ERR, None);
                     return;
                 }
+                // The engine thread fetches and sends (the BAR write wakes
+                // it): the doorbell write itself returns at once, as a
+                // posted write does on hardware.
                 q.sq_pi = v;
-                self.pump(port, index, now);
             }
             DB_CQ | DB_CQ_ARM => {
                 let Some(cq) = self.ports[port].cqs.get_mut(&index) else {

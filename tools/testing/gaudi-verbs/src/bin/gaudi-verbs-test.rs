@@ -1826,6 +1826,14 @@ fn write_source(args: &[String]) {
         if wc.status != WC_SUCCESS {
             fail(format!("WRITE of {len} bytes: status {}", wc.status));
         }
+        if i + 1 == sizes.len() {
+            println!(
+                "bench: Gaudi to the other host: one WRITE of {} MiB in {:.3} s: {:.1} MB/s",
+                len / MIB,
+                took.as_secs_f64(),
+                len as f64 / took.as_secs_f64() / 1e6
+            );
+        }
         peer.send(&format!("check {off} {len} {seed}"));
         let r = peer.recv();
         check(
@@ -1851,6 +1859,189 @@ fn write_source(args: &[String]) {
     println!("PASS");
 }
 
+/// Pin `len` bytes at `addr` as a fixed io_uring buffer (the kernel's
+/// `pin_user_pages(FOLL_LONGTERM)`, as `ib_umem_get` does, with nothing
+/// else) and release them; the two durations.
+fn pin_bare(addr: u64, len: usize) -> (Duration, Duration) {
+    let mut params = [0u8; 120];
+    // SAFETY: io_uring_setup writes at most a `struct io_uring_params`
+    // (120 bytes) into `params`.
+    let fd = unsafe { libc::syscall(libc::SYS_io_uring_setup, 1, params.as_mut_ptr()) };
+    if fd < 0 {
+        fail(format!(
+            "io_uring_setup: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    let iov = libc::iovec {
+        iov_base: addr as *mut libc::c_void,
+        iov_len: len,
+    };
+    let t = std::time::Instant::now();
+    // SAFETY: one valid iovec of our own memory.
+    let r = unsafe { libc::syscall(libc::SYS_io_uring_register, fd, 0, &iov, 1) };
+    let pin = t.elapsed();
+    if r < 0 {
+        fail(format!(
+            "IORING_REGISTER_BUFFERS: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    let t = std::time::Instant::now();
+    // SAFETY: IORING_UNREGISTER_BUFFERS takes no argument.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_io_uring_register,
+            fd,
+            1,
+            std::ptr::null::<u8>(),
+            0,
+        )
+    };
+    let unpin = t.elapsed();
+    if r < 0 {
+        fail(format!(
+            "IORING_UNREGISTER_BUFFERS: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    // SAFETY: our descriptor.
+    unsafe { libc::close(fd as i32) };
+    (pin, unpin)
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// `bench-local` (a benchmark, not a test): registration of `--mib` MiB
+/// against bare pinning of the same memory, and the cost of `post_send`
+/// per WQE against a minimal uverbs ioctl, in one run. Prints "bench:"
+/// lines.
+fn bench_local(args: &[String]) {
+    let len = arg(args, "--mib", Some(1024)) as usize * MIB;
+    let rounds = 3;
+    let ctx = open_ctx();
+    let pd = ctx
+        .alloc_pd()
+        .unwrap_or_else(|e| fail(format!("alloc_pd: {e}")));
+    let mut map = Mapping::new(len);
+    // Touched first: both measure pinning present pages.
+    fill(map.bytes(), 3);
+    let (mut pin, mut unpin, mut reg, mut dereg) = (vec![], vec![], vec![], vec![]);
+    for _ in 0..rounds {
+        let (p, u) = pin_bare(map.addr(), len);
+        pin.push(p);
+        unpin.push(u);
+        let t = std::time::Instant::now();
+        let mr = ctx
+            .reg_mr(
+                &pd,
+                map.addr(),
+                len as u64,
+                map.addr(),
+                ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE,
+            )
+            .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
+        reg.push(t.elapsed());
+        let t = std::time::Instant::now();
+        ctx.dereg_mr(mr)
+            .unwrap_or_else(|e| fail(format!("dereg_mr: {e}")));
+        dereg.push(t.elapsed());
+    }
+    let best = |v: &[Duration]| v.iter().min().copied().unwrap_or_default();
+    println!(
+        "bench: register {} MiB (best of {rounds}): reg_mr {:.1} ms, dereg_mr {:.1} ms; bare pinning (io_uring fixed buffer, FOLL_LONGTERM) {:.1} ms, unpin {:.1} ms; reg_mr/pinning {:.2}x, dereg/unpin {:.2}x",
+        len / MIB,
+        ms(best(&reg)),
+        ms(best(&dereg)),
+        ms(best(&pin)),
+        ms(best(&unpin)),
+        best(&reg).as_secs_f64() / best(&pin).as_secs_f64(),
+        best(&dereg).as_secs_f64() / best(&unpin).as_secs_f64(),
+    );
+    drop(map);
+
+    // post_send: 64-byte WRITEs, every 32nd signalled and waited for.
+    let mut src = Mapping::new(MIB);
+    let mut dst = Mapping::new(MIB);
+    fill(src.bytes(), 4);
+    dst.bytes()[0] = 0;
+    let smr = ctx
+        .reg_mr(&pd, src.addr(), MIB as u64, src.addr(), ACCESS_LOCAL_WRITE)
+        .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
+    let dmr = ctx
+        .reg_mr(
+            &pd,
+            dst.addr(),
+            MIB as u64,
+            dst.addr(),
+            ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE,
+        )
+        .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
+    let (a, b) = loopback_pair(&ctx, &pd, 1, 2, dmr.rkey);
+    let total = 4096usize;
+    for batch in [1usize, 32] {
+        let mut in_post = Duration::ZERO;
+        let mut posted = 0usize;
+        while posted < total {
+            let list: Vec<SendWr> = (0..batch)
+                .map(|k| {
+                    let n = posted + k;
+                    let mut w = write_wr(
+                        n as u64,
+                        src.addr() + (n % 1024) as u64 * 64,
+                        64,
+                        smr.lkey,
+                        dmr.resp.mmu_va,
+                        dmr.rkey,
+                    );
+                    if n % 32 != 31 {
+                        w.send_flags = 0;
+                    }
+                    w
+                })
+                .collect();
+            let t = std::time::Instant::now();
+            if let Err((e, bad)) = ctx.post_send(&a.qp, &list) {
+                fail(format!("post_send: {e} (bad_wr {bad})"));
+            }
+            in_post += t.elapsed();
+            posted += batch;
+            if posted % 32 == 0 {
+                let w = ctx
+                    .wait_cq(&a.cq, 1, 10_000)
+                    .unwrap_or_else(|e| fail(format!("poll: {e}")));
+                if w.len() != 1 || w[0].status != WC_SUCCESS {
+                    fail(format!("completion {w:?}"));
+                }
+            }
+        }
+        let t = std::time::Instant::now();
+        for _ in 0..total / batch {
+            let _ = ctx.query_port(1);
+        }
+        let ioctl = t.elapsed();
+        println!(
+            "bench: post_send, {batch} WQE(s) per call: {:.0} ns per WQE; a minimal uverbs ioctl (the driver's QUERY_PORT) {:.0} ns per call; per WQE / per ioctl {:.2}x",
+            in_post.as_nanos() as f64 / total as f64,
+            ioctl.as_nanos() as f64 / (total / batch) as f64,
+            (in_post.as_nanos() as f64 / total as f64) / (ioctl.as_nanos() as f64 / (total / batch) as f64),
+        );
+    }
+    for e in [a, b] {
+        ctx.destroy_qp(e.qp)
+            .unwrap_or_else(|err| fail(format!("destroy QP: {err}")));
+        ctx.destroy_cq(e.cq)
+            .unwrap_or_else(|err| fail(format!("destroy CQ: {err}")));
+    }
+    ctx.dereg_mr(smr)
+        .unwrap_or_else(|e| fail(format!("dereg: {e}")));
+    ctx.dereg_mr(dmr)
+        .unwrap_or_else(|e| fail(format!("dereg: {e}")));
+    println!("PASS");
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
@@ -1866,6 +2057,7 @@ fn main() {
         Some("mr-out-of-bounds") => mr_out_of_bounds(&args[1..]),
         Some("write-errors") => write_errors(&args[1..]),
         Some("write-target") => write_target(&args[1..]),
+        Some("bench-local") => bench_local(&args[1..]),
         Some("write-source") => write_source(&args[1..]),
         _ => fail(
             "usage: gaudi-verbs-test uverbs --ports N [--instance I] | hold | \
