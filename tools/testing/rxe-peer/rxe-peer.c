@@ -38,18 +38,30 @@ static void die(const char *what)
 	exit(1);
 }
 
+/* The next 8 bytes of the source's pattern (xorshift64). */
+static uint64_t pattern_next(uint64_t *x)
+{
+	*x ^= *x << 13;
+	*x ^= *x >> 7;
+	*x ^= *x << 17;
+	return *x;
+}
+
+static uint64_t pattern_start(uint64_t seed)
+{
+	return (seed * 0x9e3779b97f4a7c15ULL) | 1;
+}
+
 /* The first offset where buf differs from the source's pattern of seed. */
 static long mismatch(const uint8_t *buf, size_t len, uint64_t seed)
 {
-	uint64_t x = (seed * 0x9e3779b97f4a7c15ULL) | 1;
+	uint64_t x = pattern_start(seed), v;
 	size_t i, j;
 
 	for (i = 0; i < len; i += 8) {
-		x ^= x << 13;
-		x ^= x >> 7;
-		x ^= x << 17;
+		v = pattern_next(&x);
 		for (j = 0; j < 8 && i + j < len; j++)
-			if (buf[i + j] != (uint8_t)(x >> (8 * j)))
+			if (buf[i + j] != (uint8_t)(v >> (8 * j)))
 				return (long)(i + j);
 	}
 	return -1;
@@ -108,15 +120,13 @@ static const char *kv(const char *line, const char *key)
 
 static void fill(uint8_t *buf, size_t len, uint64_t seed)
 {
-	uint64_t x = (seed * 0x9e3779b97f4a7c15ULL) | 1;
+	uint64_t x = pattern_start(seed), v;
 	size_t i, j;
 
 	for (i = 0; i < len; i += 8) {
-		x ^= x << 13;
-		x ^= x >> 7;
-		x ^= x << 17;
+		v = pattern_next(&x);
 		for (j = 0; j < 8 && i + j < len; j++)
-			buf[i + j] = (uint8_t)(x >> (8 * j));
+			buf[i + j] = (uint8_t)(v >> (8 * j));
 	}
 }
 
