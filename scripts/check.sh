@@ -12,9 +12,14 @@
 # empty). @P0@ and @P1@ are free UDP ports
 # on loopback. KUnit runs at boot only in the kunit session; its results are
 # taken from the console (KTAP).
-PEER_NIC="-netdev dgram,id=peer,local.type=inet,local.host=127.0.0.1,local.port=@P1@,\
-remote.type=inet,remote.host=127.0.0.1,remote.port=@P0@ \
--device virtio-net-pci,netdev=peer,mac=02:00:00:00:00:02,romfile="
+# A virtio-net NIC on a QEMU "-netdev dgram" link: ID, local and remote UDP
+# port (placeholders allowed), MAC address.
+nic() {
+	echo "-netdev dgram,id=$1,local.type=inet,local.host=127.0.0.1,local.port=$2,\
+remote.type=inet,remote.host=127.0.0.1,remote.port=$3 \
+-device virtio-net-pci,netdev=$1,mac=$4,romfile="
+}
+PEER_NIC=$(nic peer @P1@ @P0@ 02:00:00:00:00:02)
 SESSIONS=(
 	"main||boot,probe,msix,ibdev_single_device_all_ports,uverbs_ioctl,ucontext_exclusive,pd_single,mr_register,unsupported_opcodes,port_events,device_fatal,unbind_rebind,kmemleak_clean||gaudi.ports=24|2048"
 	"bad_id|--id 0xdeadbeef|probe_bad_id||"
@@ -34,9 +39,7 @@ SESSIONS=(
 # A tenth field gives B more QEMU arguments; emulator arguments "none": B
 # has no Gaudi2. In "rxe", B runs the kernel's soft-RoCE on a virtio-net NIC
 # on the link of A's port 1.
-RXE_NIC="-netdev dgram,id=data,local.type=inet,local.host=127.0.0.1,local.port=@P1@,\
-remote.type=inet,remote.host=127.0.0.1,remote.port=@P0@ \
--device virtio-net-pci,netdev=data,mac=02:00:00:00:00:02,romfile="
+RXE_NIC=$(nic data @P1@ @P0@ 02:00:00:00:00:02)
 PAIRS=(
 	"two_hosts|--ports 2 --link 0=@P0@:@P1@|write_two_hosts|gaudi.ports=2 gaudi.mgmt=10.99.0.1 gaudi.peer=10.99.0.2|--instance 1 --ports 2 --link 0=@P1@:@P0@|write_two_hosts_target|gaudi.ports=2 gaudi.mgmt=10.99.0.2 gaudi.peer=10.99.0.1|2048|"
 	"rxe|--ports 2 --link 0=@P0@:@P1@|write_to_rxe|gaudi.ports=2 gaudi.mgmt=10.99.0.1 gaudi.peer=10.99.0.2|none|write_to_rxe_target|gaudi.mgmt=10.99.0.2 gaudi.peer=10.99.0.1|1024|$RXE_NIC"
@@ -45,14 +48,11 @@ PAIRS=(
 # "bench:" lines are printed at the end. bench_two_hosts: both VMs have a
 # Gaudi2 (port 1 linked) and rxe on a virtio-net NIC (linked too).
 if [ "${BENCH:-0}" = 1 ]; then
-	DATA_NIC="-netdev dgram,id=data,local.type=inet,local.host=127.0.0.1,local.port=@D0@,\
-remote.type=inet,remote.host=127.0.0.1,remote.port=@D1@ \
--device virtio-net-pci,netdev=data,mac=02:00:00:00:09:@ID@,romfile="
 	SESSIONS=(
 		"bench_local|--ports 2 --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|bench_local||gaudi.ports=2|3072"
 	)
 	PAIRS=(
-		"bench_two_hosts|--ports 2 --link 0=@P0@:@P1@|bench_two_hosts|gaudi.ports=2 gaudi.mgmt=10.99.0.1 gaudi.peer=10.99.0.2 gaudi.data=10.0.9.1|--instance 1 --ports 2 --link 0=@P1@:@P0@|bench_two_hosts_target|gaudi.ports=2 gaudi.mgmt=10.99.0.2 gaudi.peer=10.99.0.1 gaudi.data=10.0.9.2|2048|$(echo "$DATA_NIC" | sed 's/@D0@/@DX@/; s/@D1@/@D0@/; s/@DX@/@D1@/; s/@ID@/02/')|${DATA_NIC//@ID@/01}"
+		"bench_two_hosts|--ports 2 --link 0=@P0@:@P1@|bench_two_hosts|gaudi.ports=2 gaudi.mgmt=10.99.0.1 gaudi.peer=10.99.0.2 gaudi.data=10.0.9.1|--instance 1 --ports 2 --link 0=@P1@:@P0@|bench_two_hosts_target|gaudi.ports=2 gaudi.mgmt=10.99.0.2 gaudi.peer=10.99.0.1 gaudi.data=10.0.9.2|2048|$(nic data @D1@ @D0@ 02:00:00:00:09:02)|$(nic data @D0@ @D1@ 02:00:00:00:09:01)"
 	)
 fi
 VM_TIMEOUT=${VM_TIMEOUT:-180}
@@ -238,10 +238,7 @@ for s in "${SESSIONS[@]}"; do
 	vm_report "$name" "$tests" "$status" "$limit"
 done
 
-# The management NIC of VM A (B swaps the ports).
-MGMT="-netdev dgram,id=mgmt,local.type=inet,local.host=127.0.0.1,local.port=@M0@,\
-remote.type=inet,remote.host=127.0.0.1,remote.port=@M1@ \
--device virtio-net-pci,netdev=mgmt,mac=02:00:00:99:00:@ID@,romfile="
+# Each VM of a pair gets a management NIC linked to the other's.
 for s in "${PAIRS[@]}"; do
 	IFS='|' read -r name emu_a tests_a kargs_a emu_b tests_b kargs_b mem qemu_b qemu_a <<<"$s"
 	wanted "$name" || continue
@@ -249,8 +246,8 @@ for s in "${PAIRS[@]}"; do
 	t0=$SECONDS
 	# Two VMs share the CPUs: 1 GiB written and checked takes about 150 s.
 	limit=$((VM_TIMEOUT * 2))
-	mgmt_a=$(ports "${MGMT//@ID@/01}")
-	mgmt_b=$(ports "$(echo "$MGMT" | sed 's/@M0@/@MX@/; s/@M1@/@M0@/; s/@MX@/@M1@/; s/@ID@/02/')")
+	mgmt_a=$(ports "$(nic mgmt @M0@ @M1@ 02:00:00:99:00:01)")
+	mgmt_b=$(ports "$(nic mgmt @M1@ @M0@ 02:00:00:99:00:02)")
 	vm_start "${name}_a" "$(ports "$emu_a")" "$tests_a" "$mgmt_a $(ports "$qemu_a")" "$kargs_a" "$mem" "$limit"
 	pid_a=$vm_pid
 	vm_start "${name}_b" "$(ports "$emu_b")" "$tests_b" "$mgmt_b $(ports "$qemu_b")" "$kargs_b" "$mem" "$limit"

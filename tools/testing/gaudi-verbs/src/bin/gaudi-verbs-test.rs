@@ -41,7 +41,7 @@
 
 use gaudi_verbs::{
     errno, event_name, find_device, AsyncEvents, Attr, CompChannel, Context, Cq, EmuCtl,
-    GaudiModifyQp, ModifyQp, Pd, PortInfo, Qp, QpCaps, SendWr, Sge, Wc, ACCESS_LOCAL_WRITE,
+    GaudiModifyQp, ModifyQp, Mr, Pd, PortInfo, Qp, QpCaps, SendWr, Sge, Wc, ACCESS_LOCAL_WRITE,
     ACCESS_REMOTE_ATOMIC, ACCESS_REMOTE_READ, ACCESS_REMOTE_WRITE, IB_EVENT_DEVICE_FATAL,
     IB_EVENT_PORT_ACTIVE, IB_EVENT_PORT_ERR, IB_EVENT_QP_FATAL, MODIFY_QP_DEST,
     MODIFY_QP_LOCAL_RKEY, MODIFY_QP_REMOTE_RKEY, MTU_1024, MTU_4096, NS_DRIVER, PORT_LINK_UP,
@@ -824,6 +824,26 @@ struct End {
     info: PortInfo,
 }
 
+/// Destroy `ends` and deregister `mrs` (each must succeed), check that the
+/// emulator's DMA audit is still 0, and report the pass.
+fn teardown<const N: usize, const M: usize>(ctx: &Context, ends: [End; N], mrs: [Mr; M]) {
+    for e in ends {
+        ctx.destroy_qp(e.qp)
+            .unwrap_or_else(|err| fail(format!("destroy QP: {err}")));
+        ctx.destroy_cq(e.cq)
+            .unwrap_or_else(|err| fail(format!("destroy CQ: {err}")));
+    }
+    for mr in mrs {
+        ctx.dereg_mr(mr)
+            .unwrap_or_else(|e| fail(format!("dereg_mr: {e}")));
+    }
+    check(
+        stat(&mut emu(), "dma_audit") == 0,
+        "emulator DMA audit 0".into(),
+    );
+    println!("PASS");
+}
+
 fn open_ctx() -> Context {
     let path = find_device().unwrap_or_else(|e| fail(format!("find device: {e}")));
     Context::open(&path).unwrap_or_else(|e| fail(format!("open {}: {e}", path.display())))
@@ -1179,22 +1199,7 @@ fn write_loopback(args: &[String]) {
         format!("the completion after the event: {:?}", wcs.first()),
     );
 
-    for e in [a, b, c, d] {
-        ctx.destroy_qp(e.qp)
-            .unwrap_or_else(|err| fail(format!("destroy QP: {err}")));
-        ctx.destroy_cq(e.cq)
-            .unwrap_or_else(|err| fail(format!("destroy CQ: {err}")));
-    }
-    ctx.dereg_mr(smr)
-        .unwrap_or_else(|e| fail(format!("dereg: {e}")));
-    ctx.dereg_mr(dmr)
-        .unwrap_or_else(|e| fail(format!("dereg: {e}")));
-    let mut emu = emu();
-    check(
-        stat(&mut emu, "dma_audit") == 0,
-        "emulator DMA audit 0".into(),
-    );
-    println!("PASS");
+    teardown(&ctx, [a, b, c, d], [smr, dmr]);
 }
 
 /// `mr-out-of-bounds`: SGEs outside their region, unknown, stale and
@@ -1361,19 +1366,7 @@ fn mr_out_of_bounds(_args: &[String]) {
         faults == faults0,
         format!("device MMU faults unchanged ({faults0} -> {faults})"),
     );
-    check(
-        stat(&mut emu, "dma_audit") == 0,
-        "emulator DMA audit 0".into(),
-    );
-    for e in [a, b] {
-        ctx.destroy_qp(e.qp)
-            .unwrap_or_else(|err| fail(format!("destroy QP: {err}")));
-        ctx.destroy_cq(e.cq)
-            .unwrap_or_else(|err| fail(format!("destroy CQ: {err}")));
-    }
-    ctx.dereg_mr(dmr)
-        .unwrap_or_else(|e| fail(format!("dereg_mr: {e}")));
-    println!("PASS");
+    teardown(&ctx, [a, b], [dmr]);
 }
 
 fn port_stat(emu: &mut EmuCtl, port: u32, field: &str) -> u64 {
@@ -1517,21 +1510,7 @@ fn write_errors(_args: &[String]) {
         wc.status == WC_SUCCESS && dst.bytes()[..4 * MIB] == src.bytes()[..4 * MIB],
         "after RESET and reconnection a WRITE lands again".into(),
     );
-    check(
-        stat(&mut emu, "dma_audit") == 0,
-        "emulator DMA audit 0".into(),
-    );
-    for e in [a, b] {
-        ctx.destroy_qp(e.qp)
-            .unwrap_or_else(|err| fail(format!("destroy QP: {err}")));
-        ctx.destroy_cq(e.cq)
-            .unwrap_or_else(|err| fail(format!("destroy CQ: {err}")));
-    }
-    ctx.dereg_mr(smr)
-        .unwrap_or_else(|e| fail(format!("dereg_mr: {e}")));
-    ctx.dereg_mr(dmr)
-        .unwrap_or_else(|e| fail(format!("dereg_mr: {e}")));
-    println!("PASS");
+    teardown(&ctx, [a, b], [smr, dmr]);
 }
 
 /// The first offset where `buf` differs from [`fill`]'s pattern of `seed`.
@@ -1704,18 +1683,7 @@ fn write_target(args: &[String]) {
         }
     }
     check(checks > 0, format!("{checks} WRITEs checked"));
-    ctx.destroy_qp(e.qp)
-        .unwrap_or_else(|err| fail(format!("destroy QP: {err}")));
-    ctx.destroy_cq(e.cq)
-        .unwrap_or_else(|err| fail(format!("destroy CQ: {err}")));
-    ctx.dereg_mr(mr)
-        .unwrap_or_else(|e| fail(format!("dereg_mr: {e}")));
-    let mut emu = emu();
-    check(
-        stat(&mut emu, "dma_audit") == 0,
-        "emulator DMA audit 0".into(),
-    );
-    println!("PASS");
+    teardown(&ctx, [e], [mr]);
 }
 
 /// `write-source`: connect to the target host `--peer` on the exchange
@@ -1845,18 +1813,7 @@ fn write_source(args: &[String]) {
         );
     }
     peer.send("done");
-    ctx.destroy_qp(e.qp)
-        .unwrap_or_else(|err| fail(format!("destroy QP: {err}")));
-    ctx.destroy_cq(e.cq)
-        .unwrap_or_else(|err| fail(format!("destroy CQ: {err}")));
-    ctx.dereg_mr(smr)
-        .unwrap_or_else(|e| fail(format!("dereg_mr: {e}")));
-    let mut emu = emu();
-    check(
-        stat(&mut emu, "dma_audit") == 0,
-        "emulator DMA audit 0".into(),
-    );
-    println!("PASS");
+    teardown(&ctx, [e], [smr]);
 }
 
 /// Pin `len` bytes at `addr` as a fixed io_uring buffer (the kernel's
@@ -2029,17 +1986,7 @@ fn bench_local(args: &[String]) {
             (in_post.as_nanos() as f64 / total as f64) / (ioctl.as_nanos() as f64 / (total / batch) as f64),
         );
     }
-    for e in [a, b] {
-        ctx.destroy_qp(e.qp)
-            .unwrap_or_else(|err| fail(format!("destroy QP: {err}")));
-        ctx.destroy_cq(e.cq)
-            .unwrap_or_else(|err| fail(format!("destroy CQ: {err}")));
-    }
-    ctx.dereg_mr(smr)
-        .unwrap_or_else(|e| fail(format!("dereg: {e}")));
-    ctx.dereg_mr(dmr)
-        .unwrap_or_else(|e| fail(format!("dereg: {e}")));
-    println!("PASS");
+    teardown(&ctx, [a, b], [smr, dmr]);
 }
 
 fn main() {
