@@ -26,6 +26,7 @@ SESSIONS=(
 	"not_ready|--reset-hangs|probe_not_ready||"
 	"link|--ports 2 --addr 0=02:1d:a3:00:00:00,10.0.0.1 --link 0=@P0@:@P1@|link_arp,ibdev_single_device_all_ports,port_events|$PEER_NIC|gaudi.ports=2"
 	"write|--ports 2 --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|mr_out_of_bounds,write_loopback,write_errors,kmemleak_clean||gaudi.ports=2|3072"
+	"dv|--link 0=@P0@:@P1@ --link 1=@P1@:@P0@|dv_write,dv_foreign_address,qp_set_same_index,uapi_bad_attrs,kmemleak_clean||gaudi.ports=24|3072"
 	"rebind||probe,rebind||gaudi.ports=24"
 	"kunit||||kunit.filter_glob=rust_* loglevel=7"
 )
@@ -41,7 +42,7 @@ SESSIONS=(
 # on the link of A's port 1.
 RXE_NIC=$(nic data @P1@ @P0@ 02:00:00:00:00:02)
 PAIRS=(
-	"two_hosts|--ports 2 --link 0=@P0@:@P1@|write_two_hosts|gaudi.ports=2 gaudi.mgmt=10.99.0.1 gaudi.peer=10.99.0.2|--instance 1 --ports 2 --link 0=@P1@:@P0@|write_two_hosts_target|gaudi.ports=2 gaudi.mgmt=10.99.0.2 gaudi.peer=10.99.0.1|2048|"
+	"two_hosts|--ports 2 --link 0=@P0@:@P1@|write_two_hosts,dv_write_two_hosts|gaudi.ports=2 gaudi.mgmt=10.99.0.1 gaudi.peer=10.99.0.2|--instance 1 --ports 2 --link 0=@P1@:@P0@|write_two_hosts_target,dv_write_two_hosts_target|gaudi.ports=2 gaudi.mgmt=10.99.0.2 gaudi.peer=10.99.0.1|2048|"
 	"rxe|--ports 2 --link 0=@P0@:@P1@|write_to_rxe|gaudi.ports=2 gaudi.mgmt=10.99.0.1 gaudi.peer=10.99.0.2|none|write_to_rxe_target|gaudi.mgmt=10.99.0.2 gaudi.peer=10.99.0.1|1024|$RXE_NIC"
 )
 # The benchmark (BENCH=1, "make bench"): these sessions instead; their
@@ -231,7 +232,7 @@ for s in "${SESSIONS[@]}"; do
 	# Under TCG with KASAN, 100 bind cycles take about 140 s of guest time,
 	# the main session (1 GiB registrations, 1000 cycles) about 170 s, and
 	# the write session (1 GiB WRITEs, error recovery) 160 to 200 s.
-	case "$name" in rebind | main | write) limit=$((VM_TIMEOUT * 2)) ;; esac
+	case "$name" in rebind | main | write | dv) limit=$((VM_TIMEOUT * 2)) ;; esac
 	vm_start "$name" "$(ports "$emu_args")" "$tests" "$(ports "$qemu_args")" "$kernel_args" "$mem" "$limit"
 	wait "$vm_pid" || status=$?
 	echo "# session $name (accelerator ${ACCEL:-tcg}): $((SECONDS - t0)) s, exit status $status"

@@ -30,4 +30,123 @@ struct gaudi_ib_port_info {
 	__u32 reserved1;
 };
 
+/*
+ * Reply of GAUDI_IB_METHOD_QUERY_MR: where a memory region sits in the
+ * device's translation domain. A work address A of the region is the
+ * device VA (A - iova) + mmu_va; WQEs of QP sets carry device VAs.
+ */
+struct gaudi_ib_mr_info {
+	__u32 comp_mask;
+	/* log2 of the device pages mapping the region */
+	__u32 page_shift;
+	/* device VA of iova */
+	__aligned_u64 mmu_va;
+	__aligned_u64 iova;
+	__aligned_u64 length;
+	/* the region's key (lkey and rkey are one) */
+	__u32 key;
+	/* enum ib_access_flags the region was registered with */
+	__u32 access;
+};
+
+enum gaudi_ib_qp_set_create_flags {
+	/* index is given: the set takes that index or fails with EBUSY */
+	GAUDI_IB_QP_SET_CREATE_INDEX = 1 << 0,
+};
+
+/* Request of GAUDI_IB_METHOD_QP_SET_CREATE. */
+struct gaudi_ib_qp_set_create {
+	__u32 comp_mask;
+	/* enum gaudi_ib_qp_set_create_flags */
+	__u32 flags;
+	/* ports of the set: bit n is port n + 1 */
+	__aligned_u64 ports;
+	/* log2 of the WQEs of each send queue, 1 to log2(max_sqe) */
+	__u32 log_sq_entries;
+	/* log2 of the CQEs of each CQ, 1 to log2(max_cqe) */
+	__u32 log_cq_entries;
+	/* with GAUDI_IB_QP_SET_CREATE_INDEX: the QP index, 2 to max_qps - 1 */
+	__u32 index;
+	__u32 reserved;
+};
+
+/* Reply of GAUDI_IB_METHOD_QP_SET_CREATE. */
+struct gaudi_ib_qp_set_create_resp {
+	__u32 comp_mask;
+	/* the QP index (QP number) of the set on every one of its ports */
+	__u32 index;
+	/* ports of the set, as asked */
+	__aligned_u64 ports;
+	/* length in bytes of each send queue and each CQ mapping */
+	__u32 sq_bytes;
+	__u32 cq_bytes;
+};
+
+/*
+ * One port of a QP set (GAUDI_IB_ATTR_QP_SET_CREATE_PORTS). The queues and
+ * the port's doorbell page are mapped with mmap() on the device file at the
+ * offsets given; see Documentation/infiniband/gaudi/uapi.rst for the WQE,
+ * CQE and doorbell formats.
+ */
+struct gaudi_ib_qp_set_port {
+	/* port number, 1 to num_ports */
+	__u32 port_num;
+	/* the number of the QP's CQ on this port */
+	__u32 cqn;
+	/* mmap() offsets: send queue, CQ, doorbell page (4 KiB) */
+	__aligned_u64 sq_offset;
+	__aligned_u64 cq_offset;
+	__aligned_u64 db_offset;
+	/* device VAs of the queues (no WQE can name them) */
+	__aligned_u64 sq_va;
+	__aligned_u64 cq_va;
+};
+
+/* Request of GAUDI_IB_METHOD_QP_SET_MODIFY: one QP of the set. */
+struct gaudi_ib_qp_set_modify {
+	__u32 comp_mask;
+	/*
+	 * the state to move to, enum ib_qp_state: RESET, INIT, RTR, RTS or
+	 * ERR; RESET->INIT->RTR->RTS, and any state to RESET or ERR
+	 */
+	__u32 state;
+	/* RTR: the peer's QP number (24 bits) */
+	__u32 dest_qpn;
+	/* RTR: first PSN expected (24 bits) */
+	__u32 rq_psn;
+	/* RTS: first PSN sent (24 bits) */
+	__u32 sq_psn;
+	/* RTR: the rkey every RDMA WRITE of the QP carries */
+	__u32 remote_rkey;
+	/*
+	 * RTR: the rkey incoming RDMA WRITEs must carry, a region of the
+	 * context registered with IB_ACCESS_REMOTE_WRITE; 0 accepts none
+	 */
+	__u32 local_rkey;
+	/* RTR: enum ib_mtu, IB_MTU_256 to IB_MTU_4096 */
+	__u8 path_mtu;
+	/* RTS: local ACK timeout, 4.096 us * 2^timeout, 0 to 31 */
+	__u8 timeout;
+	/* RTS: retries, 0 to 7 */
+	__u8 retry_cnt;
+	__u8 reserved0;
+	/* RTR: destination MAC (unicast) */
+	__u8 dmac[6];
+	/* RTR: UDP source port, low 14 bits; 0: derived from the QP numbers */
+	__u16 udp_sport;
+	/* RTR: destination IPv4 address, first octet first */
+	__u8 dest_ipv4[4];
+	__u32 reserved1;
+};
+
+/* Reply of GAUDI_IB_METHOD_QP_SET_QUERY: one QP of the set, as the device has it. */
+struct gaudi_ib_qp_set_qp_info {
+	__u32 comp_mask;
+	/* enum ib_qp_state; IB_QPS_ERR after a fault */
+	__u32 state;
+	/* next PSN to send, next PSN expected */
+	__u32 sq_psn;
+	__u32 rq_psn;
+};
+
 #endif /* GAUDI_USER_IOCTL_VERBS_H */

@@ -80,7 +80,7 @@ use crate::{
         uverbs::UapiDef,
         wr::SendWrs,
     },
-    sync::{new_spinlock_irq, Mutex, SpinLockIrq},
+    sync::{new_spinlock_irq, Arc, Mutex, SpinLockIrq},
     types::Opaque,
     ThisModule,
 };
@@ -714,9 +714,30 @@ impl<T: Driver> Ucontext<T> {
         length: usize,
         data: impl PinInit<T::MmapEntry, Error>,
     ) -> Result<u64> {
+        self.mmap_insert_entry(length, None, data)
+    }
+
+    /// Offer host memory `mem`, allocated for the device's parent, described by `data`, to
+    /// `mmap()` by this context ([`Vma::map_coherent`]); its size must be a multiple of
+    /// `PAGE_SIZE`. Returns the offset user space passes to `mmap()`. The entry holds `mem`
+    /// until no VMA maps it any more.
+    pub fn mmap_insert_coherent(
+        &self,
+        mem: Arc<crate::dma::Coherent<[u8]>>,
+        data: impl PinInit<T::MmapEntry, Error>,
+    ) -> Result<u64> {
+        self.mmap_insert_entry(mem.size(), Some(mem), data)
+    }
+
+    fn mmap_insert_entry(
+        &self,
+        length: usize,
+        mem: Option<Arc<crate::dma::Coherent<[u8]>>>,
+        data: impl PinInit<T::MmapEntry, Error>,
+    ) -> Result<u64> {
         let mut entries = self.mmap.lock();
         entries.reserve(1, GFP_KERNEL)?;
-        let entry = MmapEntry::<T>::insert(self, length, data)?;
+        let entry = MmapEntry::<T>::insert(self, length, mem, data)?;
         // SAFETY: `entry` was just inserted; its offset never changes.
         let offset = unsafe { MmapEntry::<T>::from_raw(entry) }.offset();
         if entries.push_within_capacity(entry as usize).is_err() {

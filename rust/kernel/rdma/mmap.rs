@@ -13,6 +13,11 @@
 //! [`Driver::mmap_free`]. The driver keeps offsets, never references to entries, so nothing
 //! it holds can outlive the context.
 //!
+//! Queues in host memory that user space writes and the device reads (or the reverse) are
+//! offered with [`Ucontext::mmap_insert_coherent`]: the entry owns a reference to the
+//! DMA-coherent memory, and [`Vma::map_coherent`] maps exactly that memory, so the memory
+//! outlives every mapping of it, even when the driver has long let go of it.
+//!
 //! # Examples
 //!
 //! ```
@@ -29,9 +34,11 @@
 
 use crate::{
     bindings,
+    dma::Coherent,
     error::to_result,
     prelude::*,
     rdma::{Driver, Ucontext},
+    sync::Arc,
     types::Opaque,
 };
 use core::marker::PhantomData;
@@ -47,6 +54,9 @@ use core::marker::PhantomData;
 #[pin_data]
 pub struct MmapEntry<T: Driver> {
     raw: Opaque<bindings::rdma_user_mmap_entry>,
+    /// Host memory of the device's parent that the entry maps, if any: held until the entry
+    /// is freed, that is after its last VMA is gone.
+    mem: Option<Arc<Coherent<[u8]>>>,
     #[pin]
     data: T::MmapEntry,
 }
@@ -62,6 +72,7 @@ impl<T: Driver> MmapEntry<T> {
     pub(crate) fn insert(
         ctx: &Ucontext<T>,
         length: usize,
+        mem: Option<Arc<Coherent<[u8]>>>,
         data: impl PinInit<T::MmapEntry, Error>,
     ) -> Result<*mut bindings::rdma_user_mmap_entry> {
         if length == 0 || length % bindings::PAGE_SIZE != 0 {
@@ -70,6 +81,7 @@ impl<T: Driver> MmapEntry<T> {
         let entry = KBox::pin_init(
             try_pin_init!(Self {
                 raw: Opaque::zeroed(),
+                mem,
                 data <- data,
             }? Error),
             GFP_KERNEL,
@@ -173,6 +185,32 @@ impl<'a> Vma<'a> {
     /// Whether the VMA is empty (never for a real `mmap()`).
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Map the host memory of `entry` (inserted by [`Ucontext::mmap_insert_coherent`]), cached,
+    /// into the VMA, which must be shared and exactly as long (`EINVAL` otherwise). The entry,
+    /// and with it the memory, lives as long as the mapping; the core zaps the mapping when
+    /// the context is disassociated.
+    pub fn map_coherent<T: Driver>(&mut self, entry: &MmapEntry<T>) -> Result {
+        let mem = entry.mem.as_ref().ok_or(EINVAL)?;
+        let size = entry.len();
+        if size != self.len() || mem.size() < size {
+            return Err(EINVAL);
+        }
+        // SAFETY: `vma` belongs to a running `mmap()` on `ctx`, and `entry` is an entry of it.
+        // `mem` is a live coherent allocation of at least `size` bytes for the device's parent,
+        // its DMA device (`Ucontext::mmap_insert_coherent`), owned by the entry, which the
+        // mapping references until it is closed.
+        to_result(unsafe {
+            bindings::rdma_user_mmap_coherent(
+                self.ctx,
+                self.vma,
+                mem.as_ptr().cast::<c_void>().cast_mut(),
+                mem.dma_address(),
+                size,
+                entry.as_raw(),
+            )
+        })
     }
 
     /// Map `size` bytes of device memory at physical frame `pfn` for `entry`; `size` must be

@@ -102,6 +102,9 @@ use core::marker::PhantomData;
 /// The first id of the driver namespace (`1 << UVERBS_ID_NS_SHIFT`).
 pub const NS_DRIVER: u16 = 1 << bindings::UVERBS_ID_NS_SHIFT;
 
+/// The core's memory region object type (`UVERBS_OBJECT_MR`), for [`AttrDef::idr`].
+pub const OBJECT_MR: u16 = bindings::uverbs_default_objects_UVERBS_OBJECT_MR as u16;
+
 /// An all-zero C value.
 ///
 /// # Safety
@@ -224,6 +227,19 @@ impl AttrDef {
             bindings::uverbs_attr_type_UVERBS_ATTR_TYPE_PTR_OUT,
             min_len,
             size,
+            0,
+            p,
+        )
+    }
+
+    /// An output array of `S`, written with [`Call::write_slice`]: user space gives room for at
+    /// least one element (`UVERBS_ATTR_MIN_SIZE`).
+    pub const fn array_out<S: AsBytes>(id: u16, p: Presence) -> Self {
+        Self::ptr(
+            id,
+            bindings::uverbs_attr_type_UVERBS_ATTR_TYPE_PTR_OUT,
+            Self::size_of::<S>(),
+            u16::MAX,
             0,
             p,
         )
@@ -415,17 +431,44 @@ pub trait Object: Send + Sync + Sized + 'static {
     /// The driver of the object.
     type Driver: Driver;
 
-    /// Release what the object holds on the device. Only for [`RemoveReason::Destroy`] may
-    /// this fail (the handle then stays); otherwise errors are ignored.
-    fn destroy(&self, _why: RemoveReason) -> Result {
+    /// Release what the object holds on the device; `handle` is the handle going away. Only
+    /// for [`RemoveReason::Destroy`] may this fail (the handle then stays); otherwise errors
+    /// are ignored.
+    fn destroy(&self, _handle: &Handle<'_, Self::Driver>, _why: RemoveReason) -> Result {
         Ok(())
+    }
+}
+
+/// The handle of a driver object being destroyed (`struct ib_uobject`).
+///
+/// # Invariants
+///
+/// `raw` is a uobject of a context of driver `T` being destroyed, valid for `'a`; its context
+/// is null or alive for `'a`.
+pub struct Handle<'a, T: Driver> {
+    raw: *mut bindings::ib_uobject,
+    _p: PhantomData<(&'a bindings::ib_uobject, T)>,
+}
+
+impl<'a, T: Driver> Handle<'a, T> {
+    /// The user context the handle belongs to. The core destroys a context's objects before
+    /// the context itself, for every reason.
+    pub fn ucontext(&self) -> Option<&'a Ucontext<T>> {
+        // SAFETY: `raw` is valid (type invariants).
+        let ctx = unsafe { (*self.raw).context };
+        if ctx.is_null() {
+            return None;
+        }
+        // SAFETY: A non-null context of the uobject is a live context of driver `T` for `'a`
+        // (type invariants).
+        Some(unsafe { Ucontext::from_raw(ctx) })
     }
 }
 
 #[repr(C)]
 struct BoxHeader {
     tag: core::any::TypeId,
-    destroy: unsafe fn(*mut BoxHeader, RemoveReason) -> Result,
+    destroy: unsafe fn(*mut BoxHeader, *mut bindings::ib_uobject, RemoveReason) -> Result,
 }
 
 #[repr(C)]
@@ -437,11 +480,20 @@ struct Boxed<O> {
 /// # Safety
 ///
 /// `hdr` must be the header of a live `Boxed<O>` made by [`Call::new_object`], owned by the
-/// caller.
-unsafe fn destroy_boxed<O: Object>(hdr: *mut BoxHeader, why: RemoveReason) -> Result {
+/// caller; `uobj` the uobject holding it, being destroyed, whose context is null or alive.
+unsafe fn destroy_boxed<O: Object>(
+    hdr: *mut BoxHeader,
+    uobj: *mut bindings::ib_uobject,
+    why: RemoveReason,
+) -> Result {
     let ptr = hdr.cast::<Boxed<O>>();
+    // INVARIANT: The core destroys `uobj`, of a context of `O::Driver`, before its context.
+    let handle = Handle::<O::Driver> {
+        raw: uobj,
+        _p: PhantomData,
+    };
     // SAFETY: `ptr` is a live `Boxed<O>` by the safety requirements.
-    let res = unsafe { (*ptr).obj.destroy(why) };
+    let res = unsafe { (*ptr).obj.destroy(&handle, why) };
     if why == RemoveReason::Destroy {
         res?;
     }
@@ -465,7 +517,7 @@ unsafe extern "C" fn idr_destroy(
         if hdr.is_null() {
             return 0;
         }
-        match ((*hdr).destroy)(hdr, RemoveReason::from_raw(why)) {
+        match ((*hdr).destroy)(hdr, uobj, RemoveReason::from_raw(why)) {
             Ok(()) => {
                 (*uobj).object = core::ptr::null_mut();
                 0
@@ -741,6 +793,36 @@ impl<'a, T: Driver> Call<'a, T> {
         Ok(unsafe { &(*hdr.cast::<Boxed<O>>()).obj })
     }
 
+    /// The memory region of handle attribute `id` (an [`AttrDef::idr`] of `UVERBS_OBJECT_MR`).
+    pub fn mr(&self, id: u16) -> Result<&'a crate::rdma::Mr<T>> {
+        // SAFETY: `raw` is a valid bundle.
+        let uobj =
+            crate::error::from_err_ptr(unsafe { bindings::uverbs_attr_get_uobject(self.raw, id) })?;
+        // SAFETY: `uobj` is the locked uobject of attribute `id`, alive for the call.
+        let mr = unsafe { (*uobj).object }.cast::<bindings::ib_mr>();
+        if mr.is_null() {
+            return Err(EINVAL);
+        }
+        // SAFETY: The attribute's specification names `UVERBS_OBJECT_MR`, so the core checked
+        // the handle is an MR of the calling context, a device of driver `T`; it stays locked,
+        // and alive, for the call.
+        Ok(unsafe { crate::rdma::Mr::from_raw(mr) })
+    }
+
+    /// Write `values` to output array attribute `id` ([`AttrDef::array_out`]): `ENOSPC` if
+    /// user space gave room for fewer, `ENOENT` if it did not give the attribute.
+    pub fn write_slice<S: AsBytes>(&mut self, id: u16, values: &[S]) -> Result {
+        let bytes = core::mem::size_of_val(values);
+        if self.len(id)? < bytes {
+            return Err(ENOSPC);
+        }
+        // SAFETY: `raw` is a valid bundle; `values` is valid for reads of `bytes` bytes, all
+        // initialised (`S: AsBytes`).
+        crate::error::to_result(unsafe {
+            bindings::uverbs_copy_to(self.raw, id.into(), values.as_ptr().cast(), bytes)
+        })
+    }
+
     /// Write `value` to output attribute `id`, truncated to the room user space gave.
     /// `ENOENT` if user space did not give it.
     pub fn write<S: AsBytes>(&mut self, id: u16, value: &S) -> Result {
@@ -923,7 +1005,7 @@ mod tests {
     impl Object for TestObj {
         type Driver = TestDriver;
 
-        fn destroy(&self, _why: RemoveReason) -> Result {
+        fn destroy(&self, _handle: &Handle<'_, TestDriver>, _why: RemoveReason) -> Result {
             if self.refuse {
                 Err(EBUSY)
             } else {

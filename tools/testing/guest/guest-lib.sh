@@ -173,7 +173,7 @@ mgmt_up() {
 	ifc=$(nic_with_mac '02:00:00:99:00:')
 	[ -n "$ifc" ] || fail "no management NIC"
 	ip link set lo up
-	ip addr add "$ip/24" dev "$ifc"
+	ip addr replace "$ip/24" dev "$ifc"
 	ip link set "$ifc" up
 	i=0
 	until ping -c 1 -W 1 "$peer" >/dev/null 2>&1; do

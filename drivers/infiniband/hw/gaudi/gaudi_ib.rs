@@ -42,8 +42,10 @@ use kernel::{
     time::Delta,
 };
 
+mod dv;
 mod eq;
 mod ib;
+mod ids;
 mod mmu;
 mod queue;
 mod regs;
@@ -97,18 +99,14 @@ impl Shared {
         pages: impl Iterator<Item = u64>,
         count: u64,
         shift: u32,
-        writable: bool,
+        flags: mmu::Flags,
     ) -> Result<mmu::VaRange> {
         let mut m = self.mmu.lock();
         let range = m.space.alloc(count << shift, 1 << shift)?;
         let mut mapped = 0u64;
         let mut res = Ok(());
         for addr in pages.take(count as usize) {
-            let page = mmu::Page {
-                addr,
-                devmem: false,
-                writable,
-            };
+            let page = mmu::Page { addr, flags };
             res = m
                 .tables
                 .map(dev, range.start + (mapped << shift), shift, page);
@@ -313,14 +311,24 @@ impl VectorHandler {
                         }
                     })
                 });
-                if let Some(Some(true)) = reported {
-                    dev_info!(
+                match reported {
+                    Some(Some(true)) => dev_info!(
                         dev,
                         "QP {} (port {}): error, status {}\n",
                         e.data0,
                         port + 1,
                         e.data1
-                    );
+                    ),
+                    // Not a QP of the standard verbs: a QP set's, whose owner sees the error
+                    // CQE on its own ring.
+                    Some(None) => dev_info!(
+                        dev,
+                        "QP set {} (port {}): error, status {}\n",
+                        e.data0,
+                        port + 1,
+                        e.data1
+                    ),
+                    _ => {}
                 }
             }
             eq::CQ_OVERFLOW => {
@@ -408,12 +416,14 @@ impl GaudiIb<'_> {
         }
         let version = bar.read32(regs::VERSION);
         let (major, minor) = (version >> 16, version & 0xffff);
-        if major != regs::MODEL_MAJOR {
+        if major != regs::MODEL_MAJOR || minor < regs::MODEL_MINOR_MIN {
             dev_err!(
                 pdev,
-                "unsupported programming model {}.{} (driver implements {}.x)\n",
+                "unsupported programming model {}.{} (driver implements {}.{} and later {}.x)\n",
                 major,
                 minor,
+                regs::MODEL_MAJOR,
+                regs::MODEL_MINOR_MIN,
                 regs::MODEL_MAJOR
             );
             return Err(ENODEV);
@@ -675,7 +685,12 @@ impl pci::Driver for GaudiIbDriver {
                 // The node GUID is the EUI-64 of the first port's MAC address.
                 node_guid: ib::eui64(ib::port_mac(shared.bar.access(pdev.as_ref())?, 0)?),
             },
-            ib::IbDev::new(shared.clone(), caps, pdev.device_id().into()),
+            ib::IbDev::new(
+                shared.clone(),
+                caps,
+                pdev.device_id().into(),
+                pdev.resource_start(0)?,
+            ),
         )
         .inspect_err(|e| dev_err!(pdev, "cannot register the InfiniBand device: {:?}\n", e))?;
         {

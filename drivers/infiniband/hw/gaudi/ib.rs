@@ -65,6 +65,8 @@ use kernel::{
 };
 
 use crate::{
+    dv,
+    ids::Ids,
     mmu::{
         self,
         VaRange, //
@@ -105,12 +107,26 @@ pub(crate) struct MrInfo {
     access: Access,
 }
 
+impl MrInfo {
+    /// The id of the region's protection domain.
+    pub(crate) fn pd(&self) -> u32 {
+        self.view.pd
+    }
+
+    /// The access rights the region was registered with.
+    pub(crate) fn access(&self) -> Access {
+        self.access
+    }
+}
+
 /// The driver's data of the InfiniBand device.
 #[pin_data]
 pub(crate) struct IbDev {
     shared: Arc<Shared>,
     caps: Caps,
     vendor_part_id: u32,
+    /// Bus address of BAR0, whose doorbell pages user space maps.
+    db_base: u64,
     /// A user context exists (the NIC has one owner at a time).
     owned: Atomic<bool>,
     /// Page sizes both the device MMU and the driver's tables support (bit n: 2^n bytes).
@@ -121,14 +137,8 @@ pub(crate) struct IbDev {
     mrs: XArray<KBox<MrInfo>>,
     next_key: Atomic<u32>,
     next_pd: Atomic<u32>,
-    /// QP numbers in use. A QP of the standard verbs holds its number on every port.
-    #[pin]
-    qpns: XArray<KBox<u32>>,
-    next_qpn: Atomic<u32>,
-    /// CQ numbers in use: the same number on every port a CQ has a ring on.
-    #[pin]
-    cqns: XArray<KBox<u32>>,
-    next_cqn: Atomic<u32>,
+    /// QP and CQ numbers in use.
+    pub(crate) ids: Arc<Ids>,
 }
 
 impl IbDev {
@@ -136,11 +146,13 @@ impl IbDev {
         shared: Arc<Shared>,
         caps: Caps,
         vendor_part_id: u32,
+        db_base: u64,
     ) -> impl PinInit<Self, Error> {
         try_pin_init!(Self {
             shared,
             caps,
             vendor_part_id,
+            db_base,
             owned: Atomic::new(false),
             mr_page_sizes: mmu::PAGE_SHIFTS
                 .iter()
@@ -150,39 +162,33 @@ impl IbDev {
             mrs <- XArray::new(AllocKind::Alloc),
             next_key: Atomic::new(1),
             next_pd: Atomic::new(1),
-            qpns <- XArray::new(AllocKind::Alloc),
-            next_qpn: Atomic::new(FIRST_QPN),
-            cqns <- XArray::new(AllocKind::Alloc),
-            next_cqn: Atomic::new(FIRST_CQN),
+            ids: Arc::pin_init(Ids::new(caps.ports, caps.max_qps, caps.max_cqs), GFP_KERNEL)?,
         })
     }
 
-    /// Take a free number of `ids`, in `[first, end)`, counting up from `next` so that a
-    /// number freed is not reused soon.
-    fn alloc_id(ids: &XArray<KBox<u32>>, next: &Atomic<u32>, first: u32, end: u32) -> Result<u32> {
-        let entry = KBox::new(0u32, GFP_KERNEL)?;
-        let span = end.saturating_sub(first);
-        let mut ids = ids.lock();
-        for _ in 0..span {
-            let n = next.fetch_add(1, Relaxed);
-            let id = first + n.wrapping_sub(first) % span;
-            if ids.get(id as usize).is_none() {
-                ids.store(id as usize, entry, GFP_KERNEL)
-                    .map_err(|e| e.error)?;
-                return Ok(id);
-            }
-        }
-        Err(ENOSPC)
-    }
-
-    /// Take a free QP number.
+    /// Take a QP index on every port, for a QP of the standard verbs.
     fn alloc_qpn(&self) -> Result<u32> {
-        Self::alloc_id(&self.qpns, &self.next_qpn, FIRST_QPN, self.caps.max_qps)
+        self.ids.alloc_qp_index(self.ids.all_ports(), None)
     }
 
     /// The memory region of key `key`, as the send path checks it.
     fn mr(&self, key: u32) -> Option<MrInfo> {
         self.mrs.lock().get(key as usize).copied()
+    }
+
+    /// The memory region of key `key`.
+    pub(crate) fn mr_info(&self, key: u32) -> Option<MrInfo> {
+        self.mr(key)
+    }
+
+    /// What the device can do.
+    pub(crate) fn caps(&self) -> &Caps {
+        &self.caps
+    }
+
+    /// The state shared with the interrupt handlers.
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
     }
 
     /// Enter `info` under a fresh key.
@@ -256,6 +262,15 @@ pub(crate) fn eui64(mac: [u8; 6]) -> u64 {
 pub(crate) struct Context {
     /// The protection domain of the context exists.
     has_pd: Atomic<bool>,
+    /// Its id (as [`Pd::id`]) while it exists; 0 otherwise.
+    pd_id: Atomic<u32>,
+}
+
+impl Context {
+    /// The id of the context's protection domain; 0 (no PD has it) without one.
+    pub(crate) fn pd_id(&self) -> u32 {
+        self.pd_id.load(kernel::sync::atomic::Acquire)
+    }
 }
 
 /// The driver's data of a protection domain.
@@ -265,12 +280,6 @@ pub(crate) struct Pd {
     /// Identifies the PD in [`MrInfo`].
     id: u32,
 }
-
-/// QP numbers 0 and 1 are special in InfiniBand (SMI, GSI); the NIC has neither.
-const FIRST_QPN: u32 = 2;
-
-/// CQ number 0 is left unused, so that a zeroed CQE names no CQ.
-const FIRST_CQN: u32 = 1;
 
 /// The driver's data of a memory region.
 pub(crate) struct MrData {
@@ -368,12 +377,20 @@ impl rdma::Driver for GaudiRdma {
     type Cq = Arc<queue::Cq>;
     type Qp = QpData;
     type Mr = MrData;
-    type MmapEntry = ();
+    type MmapEntry = dv::Map;
 
     const NAME: &'static CStr = c"gaudi_%d";
     const DRIVER_ID: u32 = rdma::driver_id::GAUDI;
     const UVERBS_ABI_VERSION: u32 = ABI_VERSION;
     const UAPI: Option<&'static [UapiDef<Self>]> = Some(&UAPI);
+
+    fn mmap(
+        ctx: &rdma::Ucontext<Self>,
+        entry: &rdma::mmap::MmapEntry<Self>,
+        vma: &mut rdma::mmap::Vma<'_>,
+    ) -> Result {
+        dv::mmap(ctx.device().data().db_base, entry, vma)
+    }
 
     fn query_device(dev: &rdma::Device<Self>) -> Result<DeviceAttr> {
         let d = dev.data();
@@ -485,6 +502,7 @@ impl rdma::Driver for GaudiRdma {
         }
         Ok(Context {
             has_pd: Atomic::new(false),
+            pd_id: Atomic::new(0),
         })
     }
 
@@ -514,15 +532,16 @@ impl rdma::Driver for GaudiRdma {
             ctx.has_pd.store(false, Relaxed);
             return Err(e);
         }
+        ctx.pd_id.store(id, kernel::sync::atomic::Release);
         Ok(Pd { user: true, id })
     }
 
     fn dealloc_pd(pd: &rdma::Pd<Self>) -> Result {
         if pd.data().user {
             if let Some(ctx) = pd.ucontext() {
-                ctx.data()
-                    .has_pd
-                    .store(false, kernel::sync::atomic::Release);
+                let c = ctx.data();
+                c.pd_id.store(0, Relaxed);
+                c.has_pd.store(false, kernel::sync::atomic::Release);
             }
         }
         Ok(())
@@ -543,7 +562,7 @@ impl rdma::Driver for GaudiRdma {
         if entries > d.caps.max_cqe {
             return Err(EINVAL);
         }
-        let id = IbDev::alloc_id(&d.cqns, &d.next_cqn, FIRST_CQN, d.caps.max_cqs)?;
+        let id = d.ids.alloc_cqn()?;
         let cq = queue::Cq::new(d.shared.clone(), id, entries.ilog2(), d.caps.ports)
             .and_then(|init| Arc::pin_init(init, GFP_KERNEL));
         match cq {
@@ -553,7 +572,7 @@ impl rdma::Driver for GaudiRdma {
                 Ok(cq)
             }
             Err(e) => {
-                d.cqns.lock().remove(id as usize);
+                d.ids.free_cqn(id);
                 Err(e)
             }
         }
@@ -562,7 +581,7 @@ impl rdma::Driver for GaudiRdma {
     fn destroy_cq(cq: &rdma::Cq<Self>) -> Result {
         let c = cq.data();
         c.destroy()?;
-        cq.device().data().cqns.lock().remove(c.id() as usize);
+        cq.device().data().ids.free_cqn(c.id());
         Ok(())
     }
 
@@ -630,7 +649,7 @@ impl rdma::Driver for GaudiRdma {
                 },
             );
             if data.is_err() {
-                d.qpns.lock().remove(qpn as usize);
+                d.ids.free_qp_index(qpn, d.ids.all_ports());
             }
             init.set_qp_num(qpn);
             init.grant(QpCap {
@@ -691,7 +710,8 @@ impl rdma::Driver for GaudiRdma {
 
     fn destroy_qp(qp: &rdma::Qp<Self>) -> Result {
         qp.data().destroy()?;
-        qp.device().data().qpns.lock().remove(qp.qp_num() as usize);
+        let d = qp.device().data();
+        d.ids.free_qp_index(qp.qp_num(), d.ids.all_ports());
         Ok(())
     }
 
@@ -741,11 +761,13 @@ impl rdma::Driver for GaudiRdma {
         let shift = bs.shift();
         let blocks = umem.num_dma_blocks(bs) as u64;
         // The device writes to registered memory only for incoming RDMA WRITEs.
-        let writable = req.access.contains(Access::REMOTE_WRITE);
+        let flags = mmu::Flags {
+            writable: req.access.contains(Access::REMOTE_WRITE),
+            ..Default::default()
+        };
 
         let shared = &d.shared;
-        let range =
-            shared.map_region(dev.parent(), umem.dma_blocks(bs), blocks, shift, writable)?;
+        let range = shared.map_region(dev.parent(), umem.dma_blocks(bs), blocks, shift, flags)?;
         let mmu_va = range.start + (req.iova & (bs.bytes() - 1));
         let info = MrInfo {
             view: MrView {
@@ -987,6 +1009,9 @@ const GAUDI_IB_OBJECT_DEVICE: u16 = NS;
 const GAUDI_IB_METHOD_QUERY_PORT: u16 = NS;
 const GAUDI_IB_ATTR_QUERY_PORT_NUM: u16 = NS;
 const GAUDI_IB_ATTR_QUERY_PORT_RESP: u16 = NS + 1;
+const GAUDI_IB_METHOD_QUERY_MR: u16 = NS + 1;
+const GAUDI_IB_ATTR_QUERY_MR_HANDLE: u16 = NS;
+const GAUDI_IB_ATTR_QUERY_MR_RESP: u16 = NS + 1;
 
 /// `GAUDI_IB_METHOD_QUERY_PORT`: addresses and state of one port.
 struct QueryPort;
@@ -1020,7 +1045,60 @@ impl Method for QueryPort {
     }
 }
 
+kernel::rdma::uapi_struct! {
+    /// `struct gaudi_ib_mr_info`.
+    struct MrInfoResp {
+        comp_mask: u32,
+        page_shift: u32,
+        mmu_va: u64,
+        iova: u64,
+        length: u64,
+        key: u32,
+        access: u32,
+    }
+}
+
+/// `GAUDI_IB_METHOD_QUERY_MR`: where a memory region sits in the device's translation domain.
+struct QueryMr;
+
+impl Method for QueryMr {
+    type Driver = GaudiRdma;
+    const ID: u16 = GAUDI_IB_METHOD_QUERY_MR;
+    const ATTRS: &'static [&'static AttrDef] = &[
+        &AttrDef::idr(
+            GAUDI_IB_ATTR_QUERY_MR_HANDLE,
+            rdma::uverbs::OBJECT_MR,
+            rdma::uverbs::Access::Read,
+            Presence::Mandatory,
+        ),
+        &AttrDef::ptr_out::<MrInfoResp>(GAUDI_IB_ATTR_QUERY_MR_RESP, Presence::Mandatory),
+    ];
+
+    fn handle(call: &mut Call<'_, GaudiRdma>) -> Result {
+        let mr = call.mr(GAUDI_IB_ATTR_QUERY_MR_HANDLE)?;
+        let m = mr.data();
+        let info = mr.device().data().mr(m.key).ok_or(EINVAL)?;
+        call.write(
+            GAUDI_IB_ATTR_QUERY_MR_RESP,
+            &MrInfoResp {
+                page_shift: m.shift,
+                mmu_va: info.view.mmu_va,
+                iova: info.view.iova,
+                length: info.view.length,
+                key: m.key,
+                access: info.access.bits(),
+                ..Default::default()
+            },
+        )
+    }
+}
+
 static QUERY_PORT: MethodDef<GaudiRdma> = MethodDef::new::<QueryPort>();
+static QUERY_MR: MethodDef<GaudiRdma> = MethodDef::new::<QueryMr>();
 static DEVICE_OBJECT: ObjectDef<GaudiRdma> =
-    ObjectDef::global(GAUDI_IB_OBJECT_DEVICE, &[&QUERY_PORT]);
-static UAPI: [UapiDef<GaudiRdma>; 2] = [UapiDef::object(&DEVICE_OBJECT), UapiDef::END];
+    ObjectDef::global(GAUDI_IB_OBJECT_DEVICE, &[&QUERY_PORT, &QUERY_MR]);
+static UAPI: [UapiDef<GaudiRdma>; 3] = [
+    UapiDef::object(&DEVICE_OBJECT),
+    UapiDef::object(&dv::QP_SET_OBJECT),
+    UapiDef::END,
+];

@@ -31,6 +31,8 @@ const PTE_WRITE: u64 = 1 << 1;
 const PTE_LEAF: u64 = 1 << 2;
 /// The address is an offset into device memory rather than a bus address.
 const PTE_DEVMEM: u64 = 1 << 3;
+/// The page holds queues (model 1.1): only WQE fetches and CQE writes may use it.
+const PTE_RING: u64 = 1 << 4;
 /// Bits 51:12.
 const PTE_ADDR_MASK: u64 = ((1 << 52) - 1) & !0xfff;
 
@@ -45,13 +47,24 @@ pub(crate) const MR_VA_END: u64 = 1 << VA_BITS;
 /// Page sizes the tables can hold, as shifts: 4 KiB, 2 MiB, 1 GiB.
 pub(crate) const PAGE_SHIFTS: [u32; 3] = [12, 21, 30];
 
-/// What a page is and what the device may do with it.
+/// What pages are and what the device may do with them.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Flags {
+    /// The address is an offset in device memory, not a bus address.
+    pub(crate) devmem: bool,
+    /// The device may write the page (CQEs, incoming WRITEs).
+    pub(crate) writable: bool,
+    /// The page holds a queue: the device fetches WQEs from it or writes CQEs to it, and
+    /// nothing else. Work requests and incoming WRITEs can never name it.
+    pub(crate) ring: bool,
+}
+
+/// One page of the device's translation domain.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Page {
-    /// Bus address, or offset in device memory when `devmem`.
+    /// Bus address, or offset in device memory with `flags.devmem`.
     pub(crate) addr: u64,
-    pub(crate) devmem: bool,
-    pub(crate) writable: bool,
+    pub(crate) flags: Flags,
 }
 
 /// One table and the tables below it.
@@ -152,11 +165,14 @@ impl PageTables {
             return Err(EEXIST);
         }
         let mut pte = (page.addr & PTE_ADDR_MASK) | PTE_VALID;
-        if page.writable {
+        if page.flags.writable {
             pte |= PTE_WRITE;
         }
-        if page.devmem {
+        if page.flags.devmem {
             pte |= PTE_DEVMEM;
+        }
+        if page.flags.ring {
+            pte |= PTE_RING;
         }
         if level < 2 {
             pte |= PTE_LEAF;

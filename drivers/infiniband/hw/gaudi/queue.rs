@@ -46,7 +46,10 @@ use kernel::{
 };
 
 use crate::{
-    mmu::VaRange,
+    mmu::{
+        self,
+        VaRange, //
+    },
     regs,
     Shared, //
 };
@@ -62,17 +65,18 @@ const WQE_WORDS: usize = WQE_SIZE / 4;
 const CQE_WORDS: usize = CQE_SIZE / 4;
 
 // Command opcodes (`CMD` bits 31:24).
-const CMD_CQ_CREATE: u32 = 0x01;
-const CMD_CQ_DESTROY: u32 = 0x02;
-const CMD_QP_WRITE: u32 = 0x03;
-const CMD_QP_READ: u32 = 0x04;
-const CMD_QP_DESTROY: u32 = 0x05;
+pub(crate) const CMD_CQ_CREATE: u32 = 0x01;
+pub(crate) const CMD_CQ_DESTROY: u32 = 0x02;
+pub(crate) const CMD_QP_WRITE: u32 = 0x03;
+pub(crate) const CMD_QP_READ: u32 = 0x04;
+pub(crate) const CMD_QP_DESTROY: u32 = 0x05;
 
-// Device QP states (QP context byte 0; RESET is 0: the driver destroys instead).
-const DEV_INIT: u32 = 1;
-const DEV_RTR: u32 = 2;
-const DEV_RTS: u32 = 3;
-const DEV_ERR: u32 = 4;
+// Device QP states (QP context byte 0).
+pub(crate) const DEV_RESET: u32 = 0;
+pub(crate) const DEV_INIT: u32 = 1;
+pub(crate) const DEV_RTR: u32 = 2;
+pub(crate) const DEV_RTS: u32 = 3;
+pub(crate) const DEV_ERR: u32 = 4;
 
 /// QP context flag: incoming RDMA WRITEs allowed.
 const QPF_REMOTE_WRITE: u32 = 1 << 0;
@@ -189,7 +193,11 @@ impl Ring {
             (0..pages).map(|i| base + i * PAGE_SIZE as u64),
             pages,
             PAGE_SHIFT,
-            writable,
+            mmu::Flags {
+                writable,
+                ring: true,
+                devmem: false,
+            },
         )?;
         Ok(Self {
             shared: shared.clone(),
@@ -491,30 +499,7 @@ impl QpData {
 
     /// The device QP context of `state` with attributes `a`.
     fn context(&self, state: u32, a: &QpAttrs) -> [u32; 16] {
-        let va = self.ring.va();
-        let mtu_log = 7 + a.mtu as u32;
-        let p = &a.path;
-        let mut c = [0u32; 16];
-        c[0] = state | mtu_log << 8 | u32::from(a.retry_cnt) << 16 | u32::from(a.timeout) << 24;
-        c[1] = self.cq.id;
-        c[2] = va as u32;
-        c[3] = (va >> 32) as u32;
-        c[4] = self.log_sq;
-        c[5] = a.dest_qpn;
-        c[6] = a.sq_psn;
-        c[7] = a.rq_psn;
-        c[8] = p.remote_rkey;
-        c[9] = p.local_rkey;
-        c[10] = u32::from_le_bytes([p.dmac[0], p.dmac[1], p.dmac[2], p.dmac[3]]);
-        c[11] = u32::from_le_bytes([p.dmac[4], p.dmac[5], 0, 0]);
-        c[12] = u32::from_le_bytes(p.dest_ipv4);
-        c[13] = u32::from(p.udp_sport);
-        c[14] = if a.access & kernel::rdma::umem::Access::REMOTE_WRITE.bits() != 0 {
-            QPF_REMOTE_WRITE
-        } else {
-            0
-        };
-        c
+        qp_context(state, self.cq.id, self.ring.va(), self.log_sq, a)
     }
 
     /// Move the QP to `next` with attributes `a` on the device (the caller holds `attrs` and
@@ -621,6 +606,34 @@ impl QpData {
         sq.state = QpState::Err;
         true
     }
+}
+
+/// The device QP context (`QP_WRITE`) of `state` for a QP with CQ `cqn` and a send queue of
+/// `1 << log_sq` WQEs at device VA `sq_va`, with attributes `a`.
+pub(crate) fn qp_context(state: u32, cqn: u32, sq_va: u64, log_sq: u32, a: &QpAttrs) -> [u32; 16] {
+    let mtu_log = 7 + a.mtu as u32;
+    let p = &a.path;
+    let mut c = [0u32; 16];
+    c[0] = state | mtu_log << 8 | u32::from(a.retry_cnt) << 16 | u32::from(a.timeout) << 24;
+    c[1] = cqn;
+    c[2] = sq_va as u32;
+    c[3] = (sq_va >> 32) as u32;
+    c[4] = log_sq;
+    c[5] = a.dest_qpn;
+    c[6] = a.sq_psn;
+    c[7] = a.rq_psn;
+    c[8] = p.remote_rkey;
+    c[9] = p.local_rkey;
+    c[10] = u32::from_le_bytes([p.dmac[0], p.dmac[1], p.dmac[2], p.dmac[3]]);
+    c[11] = u32::from_le_bytes([p.dmac[4], p.dmac[5], 0, 0]);
+    c[12] = u32::from_le_bytes(p.dest_ipv4);
+    c[13] = u32::from(p.udp_sport);
+    c[14] = if a.access & kernel::rdma::umem::Access::REMOTE_WRITE.bits() != 0 {
+        QPF_REMOTE_WRITE
+    } else {
+        0
+    };
+    c
 }
 
 /// A memory region as the send path checks it.

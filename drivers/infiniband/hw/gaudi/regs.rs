@@ -100,6 +100,9 @@ pub(crate) const DMA_TEST_DONE: u32 = 1;
 pub(crate) const ID_MAGIC: u32 = 0x4741_5532;
 /// The programming-model major version this driver implements.
 pub(crate) const MODEL_MAJOR: u32 = 1;
+/// The oldest minor version the driver drives: 1.1 added the page-table bit that keeps queues
+/// out of reach of work requests.
+pub(crate) const MODEL_MINOR_MIN: u32 = 1;
 /// Interrupt cause: test interrupt.
 pub(crate) const CAUSE_TEST: u32 = 1 << 0;
 /// Interrupt cause: new event queue entries.

@@ -14,6 +14,7 @@
 //! peek VA LEN              read LEN (up to 4096) bytes at device VA VA through
 //!                          the MMU: "data HEX", or err naming the fault
 //! poke VA HEX              write bytes at device VA VA through the MMU
+//! qps PORT                 "qps I J ...": the QP indexes that exist on the port
 //! stat                     "dma_audit N", "mmu_faults N", "eq_dropped N",
 //!                          "port P tx N rx N rx_drops N retransmits N
 //!                          naks N icrc_errors N injected N link up|down"
@@ -150,6 +151,15 @@ fn command(line: &str, device: &Mutex<Device>, captures: &Captures) -> Result<Ve
                 return Err("poke VA HEX".into());
             }
             d.mmu_write(va, &data).map_err(|f| format!("fault {f:?}"))?;
+        }
+        "qps" => {
+            let p = port(&mut w)?;
+            let mut qps: Vec<u32> = d.ports[p].qps.keys().copied().collect();
+            qps.sort_unstable();
+            let list: Vec<String> = qps.iter().map(|q| q.to_string()).collect();
+            return Ok(vec![format!("qps {}", list.join(" "))
+                .trim_end()
+                .to_string()]);
         }
         "stat" => {
             let mut out = vec![

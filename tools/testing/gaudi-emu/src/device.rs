@@ -8,7 +8,7 @@
 
 use crate::irq::Vectors;
 use crate::mem::{Mem, Target};
-use crate::mmu::{Fault, Mmu};
+use crate::mmu::{Fault, Mmu, Use};
 use crate::qp::{Cq, Cqe, Pending, Qp, QpCtx, RecvWrite, Wqe};
 use crate::regs::*;
 use crate::roce::{aeth, op, psn_lt, Endpoint, Packet, Reth, PSN_MASK};
@@ -67,7 +67,7 @@ impl Default for Options {
 
 pub const MAX_MTU_LOG: u8 = 13;
 pub const MAX_MSG_LEN: u32 = 1 << 31;
-pub const FW_VERSION_STR: &str = "gaudi-emu 1.0";
+pub const FW_VERSION_STR: &str = "gaudi-emu 1.1";
 pub const MSIX_VECTORS: u32 = 8;
 
 /// Per-port packet counters.
@@ -421,12 +421,14 @@ impl Device {
 
     /// Read through the device MMU, as a DMA of the device would (tests).
     pub fn mmu_read(&mut self, va: u64, buf: &mut [u8]) -> Result<(), crate::mmu::Fault> {
-        self.mmu.read(&mut self.mem, va, buf)
+        self.mmu
+            .read_for(&mut self.mem, va, buf, crate::mmu::Use::Debug)
     }
 
     /// Write through the device MMU, as an incoming WRITE would (tests).
     pub fn mmu_write(&mut self, va: u64, buf: &[u8]) -> Result<(), crate::mmu::Fault> {
-        self.mmu.write(&mut self.mem, va, buf)
+        self.mmu
+            .write_for(&mut self.mem, va, buf, crate::mmu::Use::Debug)
     }
 
     pub fn set_link(&mut self, port: usize, up: bool) -> bool {
@@ -682,7 +684,7 @@ impl Device {
         let owner = (cq.pi >> cq.log_size) & 1 == 0;
         let va = cq.va + u64::from(cq.pi & (size - 1)) * CQE_SIZE as u64;
         let bytes = cqe.encode(owner);
-        if let Err(f) = self.mmu.write(&mut self.mem, va, &bytes) {
+        if let Err(f) = self.mmu.write_for(&mut self.mem, va, &bytes, Use::Ring) {
             let cq = self.ports[port].cqs.get_mut(&cqn).unwrap();
             cq.broken = true;
             log::warn!("CQ {port}/{cqn}: ring write fault {f:?}");
@@ -803,7 +805,7 @@ impl Device {
                 let index = q.sq_fetch;
                 let va = q.ctx.sq_base + u64::from(index & (q.sq_size() - 1)) * WQE_SIZE as u64;
                 let mut raw = [0u8; WQE_SIZE];
-                if let Err(f) = self.mmu.read(&mut self.mem, va, &mut raw) {
+                if let Err(f) = self.mmu.read_for(&mut self.mem, va, &mut raw, Use::Ring) {
                     self.local_fault(port, qpn, index, f);
                     return;
                 }

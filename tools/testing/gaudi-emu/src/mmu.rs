@@ -4,7 +4,7 @@
 //! translation cache that only MMU_INVALIDATE empties.
 
 use crate::mem::{Mem, Target};
-use crate::regs::{PTE_ADDR_MASK, PTE_DEVMEM, PTE_LEAF, PTE_VALID, PTE_WRITE};
+use crate::regs::{PTE_ADDR_MASK, PTE_DEVMEM, PTE_LEAF, PTE_RING, PTE_VALID, PTE_WRITE};
 use std::collections::HashMap;
 
 /// Device VAs are 39 bits wide.
@@ -18,6 +18,9 @@ pub enum Fault {
     Unmapped(u64),
     /// A write to a page mapped read-only.
     ReadOnly(u64),
+    /// A data access (WQE source, incoming WRITE) to a queue page, or a
+    /// queue access (WQE fetch, CQE write) to a data page.
+    Kind(u64),
     /// The page table or the target page was outside reachable memory
     /// (the access was refused and audited).
     Unreachable(u64),
@@ -26,7 +29,7 @@ pub enum Fault {
 impl Fault {
     pub fn va(self) -> u64 {
         match self {
-            Fault::Unmapped(v) | Fault::ReadOnly(v) | Fault::Unreachable(v) => v,
+            Fault::Unmapped(v) | Fault::ReadOnly(v) | Fault::Kind(v) | Fault::Unreachable(v) => v,
         }
     }
 }
@@ -36,6 +39,19 @@ struct Entry {
     /// Target of the 4 KiB page.
     page: Target,
     writable: bool,
+    ring: bool,
+}
+
+/// What an access is for: pages with `RING` serve queue accesses only,
+/// other pages data accesses only.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Use {
+    /// Reading a WQE's source, executing an incoming WRITE.
+    Data,
+    /// Fetching a WQE, writing a CQE.
+    Ring,
+    /// The control interface (tests): any page.
+    Debug,
 }
 
 #[derive(Default)]
@@ -89,6 +105,7 @@ impl Mmu {
                 return Ok(Entry {
                     page,
                     writable: pte & PTE_WRITE != 0,
+                    ring: pte & PTE_RING != 0,
                 });
             }
             table = addr;
@@ -96,7 +113,7 @@ impl Mmu {
         unreachable!()
     }
 
-    fn lookup(&mut self, mem: &mut Mem, va: u64, write: bool) -> Result<Target, Fault> {
+    fn lookup(&mut self, mem: &mut Mem, va: u64, write: bool, u: Use) -> Result<Target, Fault> {
         let vpn = va >> PAGE_SHIFT;
         let e = match self.cache.get(&vpn) {
             Some(e) => *e,
@@ -109,11 +126,15 @@ impl Mmu {
         if write && !e.writable {
             return Err(Fault::ReadOnly(va));
         }
+        match (u, e.ring) {
+            (Use::Data, true) | (Use::Ring, false) => return Err(Fault::Kind(va)),
+            _ => {}
+        }
         Ok(e.page.add(va & ((1 << PAGE_SHIFT) - 1)))
     }
 
-    /// Translate `[va, va + len)` into physically contiguous pieces.
-    /// Nothing is accessed when any page faults.
+    /// Translate `[va, va + len)` for a data access into physically
+    /// contiguous pieces. Nothing is accessed when any page faults.
     pub fn translate(
         &mut self,
         mem: &mut Mem,
@@ -121,7 +142,19 @@ impl Mmu {
         len: usize,
         write: bool,
     ) -> Result<Vec<(Target, usize)>, Fault> {
-        let r = self.translate_inner(mem, va, len, write);
+        self.translate_for(mem, va, len, write, Use::Data)
+    }
+
+    /// Translate `[va, va + len)` for an access of kind `u`.
+    pub fn translate_for(
+        &mut self,
+        mem: &mut Mem,
+        va: u64,
+        len: usize,
+        write: bool,
+        u: Use,
+    ) -> Result<Vec<(Target, usize)>, Fault> {
+        let r = self.translate_inner(mem, va, len, write, u);
         if let Err(f) = r {
             self.faults = self.faults.wrapping_add(1);
             self.last_fault_va = f.va();
@@ -135,6 +168,7 @@ impl Mmu {
         va: u64,
         len: usize,
         write: bool,
+        u: Use,
     ) -> Result<Vec<(Target, usize)>, Fault> {
         let mut out: Vec<(Target, usize)> = Vec::new();
         if va.checked_add(len as u64).is_none() {
@@ -143,7 +177,7 @@ impl Mmu {
         let mut cur = va;
         let end = va + len as u64;
         while cur < end {
-            let t = self.lookup(mem, cur, write)?;
+            let t = self.lookup(mem, cur, write, u)?;
             let page_end = (cur | ((1 << PAGE_SHIFT) - 1)) + 1;
             let n = (page_end.min(end) - cur) as usize;
             match out.last_mut() {
@@ -155,9 +189,20 @@ impl Mmu {
         Ok(out)
     }
 
-    /// Read `buf.len()` bytes at device VA `va`.
+    /// Read `buf.len()` bytes of data at device VA `va`.
     pub fn read(&mut self, mem: &mut Mem, va: u64, buf: &mut [u8]) -> Result<(), Fault> {
-        let segs = self.translate(mem, va, buf.len(), false)?;
+        self.read_for(mem, va, buf, Use::Data)
+    }
+
+    /// Read `buf.len()` bytes at device VA `va` for an access of kind `u`.
+    pub fn read_for(
+        &mut self,
+        mem: &mut Mem,
+        va: u64,
+        buf: &mut [u8],
+        u: Use,
+    ) -> Result<(), Fault> {
+        let segs = self.translate_for(mem, va, buf.len(), false, u)?;
         let mut off = 0;
         for (t, n) in segs {
             if !mem.read(t, &mut buf[off..off + n]) {
@@ -168,9 +213,14 @@ impl Mmu {
         Ok(())
     }
 
-    /// Write `buf` at device VA `va`.
+    /// Write data `buf` at device VA `va`.
     pub fn write(&mut self, mem: &mut Mem, va: u64, buf: &[u8]) -> Result<(), Fault> {
-        let segs = self.translate(mem, va, buf.len(), true)?;
+        self.write_for(mem, va, buf, Use::Data)
+    }
+
+    /// Write `buf` at device VA `va` for an access of kind `u`.
+    pub fn write_for(&mut self, mem: &mut Mem, va: u64, buf: &[u8], u: Use) -> Result<(), Fault> {
+        let segs = self.translate_for(mem, va, buf.len(), true, u)?;
         let mut off = 0;
         for (t, n) in segs {
             if !mem.write(t, &buf[off..off + n]) {
@@ -267,6 +317,45 @@ mod tests {
             u.translate(&mut m, u64::MAX, 2, false),
             Err(Fault::Unmapped(u64::MAX))
         );
+        assert_eq!(m.audit, 0);
+    }
+
+    #[test]
+    fn ring_pages_serve_queue_accesses_only() {
+        let mut m = mem();
+        let mut u = tables(&mut m);
+        // Page 2: a queue page.
+        put(
+            &mut m,
+            RAM + 0x2010,
+            (RAM + 0x30_0000) | PTE_VALID | PTE_WRITE | PTE_RING,
+        );
+        let mut b = [0u8; 8];
+        assert_eq!(
+            u.read(&mut m, 0x4000_2000, &mut b),
+            Err(Fault::Kind(0x4000_2000)),
+            "a WQE source on a queue page"
+        );
+        assert_eq!(
+            u.write(&mut m, 0x4000_2ff8, &[1; 8]),
+            Err(Fault::Kind(0x4000_2ff8)),
+            "an incoming WRITE to a queue page"
+        );
+        assert_eq!(
+            u.translate(&mut m, 0x4000_1ff8, 16, false),
+            Err(Fault::Kind(0x4000_2000)),
+            "a source running into a queue page"
+        );
+        assert!(u.write_for(&mut m, 0x4000_2000, &[7; 8], Use::Ring).is_ok());
+        assert!(u.read_for(&mut m, 0x4000_2000, &mut b, Use::Ring).is_ok());
+        assert_eq!(b, [7; 8]);
+        assert_eq!(
+            u.read_for(&mut m, 0x4000_0000, &mut b, Use::Ring),
+            Err(Fault::Kind(0x4000_0000)),
+            "a WQE fetch from a data page"
+        );
+        assert!(u.read_for(&mut m, 0x4000_2000, &mut b, Use::Debug).is_ok());
+        assert_eq!(u.faults, 4);
         assert_eq!(m.audit, 0);
     }
 

@@ -141,8 +141,8 @@ pub const DB_CQ_ARM: u64 = 0x0c;
 
 /// "GAU2".
 pub const ID_MAGIC: u32 = 0x4741_5532;
-/// Programming model 1.0.
-pub const MODEL_VERSION: u32 = 0x0001_0000;
+/// Programming model 1.1 (1.1 added the RING page-table bit).
+pub const MODEL_VERSION: u32 = 0x0001_0001;
 pub const STATUS_READY: u32 = 1 << 0;
 pub const STATUS_FATAL: u32 = 1 << 1;
 pub const RESET_MAGIC: u32 = 0x5245_5345;
@@ -211,4 +211,6 @@ pub const PTE_VALID: u64 = 1 << 0;
 pub const PTE_WRITE: u64 = 1 << 1;
 pub const PTE_LEAF: u64 = 1 << 2;
 pub const PTE_DEVMEM: u64 = 1 << 3;
+/// The page holds queues (model 1.1): only WQE fetches and CQE writes may use it.
+pub const PTE_RING: u64 = 1 << 4;
 pub const PTE_ADDR_MASK: u64 = 0x000f_ffff_ffff_f000;

@@ -353,7 +353,7 @@ impl Emu {
     pub fn cq(&mut self, port: u32, cqn: u32, va: u64, log: u32) -> TestCq {
         let bytes = CQE_SIZE << log;
         let bus = self.ram.alloc(bytes, 4096);
-        self.map(va, bus, bytes.div_ceil(4096) as u64, PTE_WRITE);
+        self.map(va, bus, bytes.div_ceil(4096) as u64, PTE_WRITE | PTE_RING);
         let mut d = [0u8; 16];
         d[0..8].copy_from_slice(&va.to_le_bytes());
         d[8..12].copy_from_slice(&log.to_le_bytes());
@@ -405,7 +405,7 @@ impl Emu {
         let sq_log = 6;
         let bytes = WQE_SIZE << sq_log;
         let sq_bus = self.ram.alloc(bytes, 4096);
-        self.map(sq_va, sq_bus, bytes.div_ceil(4096) as u64, 0);
+        self.map(sq_va, sq_bus, bytes.div_ceil(4096) as u64, PTE_RING);
         let mut ctx = QpCtx {
             state: QPS_INIT,
             log_mtu: 12,

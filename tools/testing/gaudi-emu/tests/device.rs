@@ -159,7 +159,7 @@ fn registers_and_capabilities() {
     let fw: Vec<u8> = (0..FW_VERSION_LEN as u64 / 4)
         .flat_map(|i| e.rd(FW_VERSION + 4 * i).to_le_bytes())
         .collect();
-    assert!(fw.starts_with(b"gaudi-emu 1.0\0"));
+    assert!(fw.starts_with(b"gaudi-emu 1.1\0"));
     // Read-only registers ignore writes; scratch holds until reset.
     e.wr(ID, 0);
     e.wr(NUM_PORTS, 99);

@@ -13,6 +13,8 @@ use std::io::{self, Read};
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::path::Path;
 
+pub mod dv;
+
 /// `UVERBS_ID_NS_SHIFT`: driver ids start at `1 << 12`.
 pub const NS_DRIVER: u16 = 1 << 12;
 

@@ -54,6 +54,9 @@ use gaudi_verbs::{
 };
 use std::io::Write;
 use std::process::exit;
+
+mod dv;
+mod uapi;
 use std::time::Duration;
 
 const MIB: usize = 1 << 20;
@@ -1576,6 +1579,21 @@ struct Peer {
 }
 
 impl Peer {
+    /// Connect to the target host `ip` on the exchange port, waiting up to
+    /// two minutes for it to listen.
+    fn dial(ip: &str) -> Self {
+        let start = std::time::Instant::now();
+        loop {
+            match std::net::TcpStream::connect((ip, EXCHANGE_PORT)) {
+                Ok(s) => return Self::new(s),
+                Err(_) if start.elapsed() < Duration::from_secs(120) => {
+                    std::thread::sleep(Duration::from_millis(200))
+                }
+                Err(err) => fail(format!("connect to {ip}: {err}")),
+            }
+        }
+    }
+
     fn new(s: std::net::TcpStream) -> Self {
         let w = s
             .try_clone()
@@ -1710,17 +1728,7 @@ fn write_source(args: &[String]) {
         .reg_mr(&pd, src.addr(), max as u64, src.addr(), ACCESS_LOCAL_WRITE)
         .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
     let e = end(&ctx, &pd, port, None);
-    let start = std::time::Instant::now();
-    let s = loop {
-        match std::net::TcpStream::connect((peer_ip.as_str(), EXCHANGE_PORT)) {
-            Ok(s) => break s,
-            Err(_) if start.elapsed() < Duration::from_secs(120) => {
-                std::thread::sleep(Duration::from_millis(200))
-            }
-            Err(err) => fail(format!("connect to {peer_ip}: {err}")),
-        }
-    };
-    let mut peer = Peer::new(s);
+    let mut peer = Peer::dial(&peer_ip);
     let t = peer.recv();
     println!("target: {t}");
     peer.send(&format!(
@@ -1938,6 +1946,7 @@ fn bench_local(args: &[String]) {
         .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
     let (a, b) = loopback_pair(&ctx, &pd, 1, 2, dmr.rkey);
     let total = 4096usize;
+    let mut standard = Vec::new();
     for batch in [1usize, 32] {
         let mut in_post = Duration::ZERO;
         let mut posted = 0usize;
@@ -1979,6 +1988,7 @@ fn bench_local(args: &[String]) {
             let _ = ctx.query_port(1);
         }
         let ioctl = t.elapsed();
+        standard.push((batch, in_post));
         println!(
             "bench: post_send, {batch} WQE(s) per call: {:.0} ns per WQE; a minimal uverbs ioctl (the driver's QUERY_PORT) {:.0} ns per call; per WQE / per ioctl {:.2}x",
             in_post.as_nanos() as f64 / total as f64,
@@ -1986,6 +1996,7 @@ fn bench_local(args: &[String]) {
             (in_post.as_nanos() as f64 / total as f64) / (ioctl.as_nanos() as f64 / (total / batch) as f64),
         );
     }
+    dv::bench_dv_post(&ctx, &smr, &dmr, total, &standard);
     teardown(&ctx, [a, b], [smr, dmr]);
 }
 
@@ -2006,6 +2017,11 @@ fn main() {
         Some("write-target") => write_target(&args[1..]),
         Some("bench-local") => bench_local(&args[1..]),
         Some("write-source") => write_source(&args[1..]),
+        Some("dv-write") => dv::dv_write(&args[1..]),
+        Some("dv-foreign-address") => dv::dv_foreign_address(&args[1..]),
+        Some("qp-set-same-index") => dv::qp_set_same_index(&args[1..]),
+        Some("dv-write-source") => dv::dv_write_source(&args[1..]),
+        Some("uapi-bad-attrs") => uapi::uapi_bad_attrs(&args[1..]),
         _ => fail(
             "usage: gaudi-verbs-test uverbs --ports N [--instance I] | hold | \
              context --expect-errno E | pd-single | events --expect NAME:PORT,... \

@@ -1,0 +1,770 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The device-specific fast path: QP sets, whose queues user space drives itself.
+//!
+//! A QP set is one QP per port of a set of ports, all with the same QP index (as the
+//! collective engine needs), each with a CQ of its own. User space maps each QP's send queue,
+//! its CQ and the port's doorbell page, writes WQEs with device VAs itself and rings the
+//! doorbell: no system call per work request. The device MMU is then the security boundary:
+//! the translation domain holds only the memory the owning context registered (one context
+//! owns the NIC) and queues, which carry the MMU's `RING` bit, so that no WQE and no incoming
+//! WRITE can name them. See Documentation/infiniband/gaudi/design.rst.
+
+use kernel::{
+    device::{
+        Bound,
+        Device, //
+    },
+    dma::Coherent,
+    prelude::*,
+    rdma::{
+        self,
+        mmap::{
+            Caching,
+            MmapEntry,
+            Vma, //
+        },
+        umem::Access,
+        uverbs::{
+            self,
+            AttrDef,
+            Call,
+            Method,
+            MethodDef,
+            Object,
+            ObjectDef,
+            Presence,
+            RemoveReason, //
+        },
+        Mtu,
+    },
+    sync::{
+        new_mutex,
+        Arc,
+        Mutex, //
+    },
+};
+
+use crate::{
+    ib::GaudiRdma,
+    ids::Ids,
+    mmu::{
+        self,
+        VaRange, //
+    },
+    queue::{
+        self,
+        Path,
+        QpAttrs,
+        CMD_CQ_CREATE,
+        CMD_CQ_DESTROY,
+        CMD_QP_DESTROY,
+        CMD_QP_READ,
+        CMD_QP_WRITE,
+        CQE_SIZE,
+        DEV_ERR,
+        DEV_INIT,
+        DEV_RESET,
+        DEV_RTR,
+        DEV_RTS,
+        WQE_SIZE, //
+    },
+    regs,
+    Shared, //
+};
+
+/// Queues are mapped with 4 KiB pages, for the device and for user space.
+const PAGE_SHIFT: u32 = 12;
+const PAGE_SIZE: usize = 1 << PAGE_SHIFT;
+
+/// What an mmap entry of a user context maps.
+pub(crate) enum Map {
+    /// The doorbell page of port index `port`.
+    Doorbell { port: u32 },
+    /// A queue of a QP set: the entry's memory.
+    Queue,
+}
+
+/// Map `entry` into `vma`; `db_base` is the bus address of BAR0.
+pub(crate) fn mmap(db_base: u64, entry: &MmapEntry<GaudiRdma>, vma: &mut Vma<'_>) -> Result {
+    match entry.data() {
+        Map::Doorbell { port } => {
+            let addr = db_base + regs::doorbell(*port) as u64;
+            vma.io_map(entry, addr >> PAGE_SHIFT, PAGE_SIZE, Caching::Uncached)
+        }
+        Map::Queue => vma.map_coherent(entry),
+    }
+}
+
+/// A queue in host memory that user space maps and the device reaches as a ring.
+struct UserRing {
+    shared: Arc<Shared>,
+    mem: Arc<Coherent<[u8]>>,
+    range: VaRange,
+    pages: u64,
+}
+
+impl UserRing {
+    fn new(
+        shared: &Arc<Shared>,
+        dev: &Device<Bound>,
+        bytes: usize,
+        writable: bool,
+    ) -> Result<Self> {
+        let bytes = bytes.next_multiple_of(PAGE_SIZE);
+        let mem = Arc::new(
+            Coherent::<u8>::zeroed_slice(dev, bytes, GFP_KERNEL)?,
+            GFP_KERNEL,
+        )?;
+        let base = mem.dma_address();
+        let pages = (bytes / PAGE_SIZE) as u64;
+        let range = shared.map_region(
+            dev,
+            (0..pages).map(|i| base + (i << PAGE_SHIFT)),
+            pages,
+            PAGE_SHIFT,
+            mmu::Flags {
+                writable,
+                ring: true,
+                devmem: false,
+            },
+        )?;
+        Ok(Self {
+            shared: shared.clone(),
+            mem,
+            range,
+            pages,
+        })
+    }
+}
+
+impl Drop for UserRing {
+    fn drop(&mut self) {
+        // The device forgets the queue now; the memory goes with the last of the set and
+        // the mmap entries (that is, after the last user mapping).
+        self.shared.unmap_region(self.range, PAGE_SHIFT, self.pages);
+    }
+}
+
+/// The QP and CQ of a QP set on one port.
+struct SetPort {
+    shared: Arc<Shared>,
+    ids: Arc<Ids>,
+    /// Port index, from 0.
+    port: u32,
+    index: u32,
+    cqn: u32,
+    cq_created: bool,
+    qp_created: bool,
+    sq: UserRing,
+    cq: UserRing,
+}
+
+impl SetPort {
+    fn new(set: &SetParams<'_>, port: u32) -> Result<Self> {
+        let cqn = set.ids.alloc_cqn()?;
+        let rings =
+            UserRing::new(set.shared, set.dev, WQE_SIZE << set.log_sq, false).and_then(|sq| {
+                Ok((
+                    sq,
+                    UserRing::new(set.shared, set.dev, CQE_SIZE << set.log_cq, true)?,
+                ))
+            });
+        let (sq, cq) = match rings {
+            Ok(r) => r,
+            Err(e) => {
+                set.ids.free_cqn(cqn);
+                return Err(e);
+            }
+        };
+        let mut p = Self {
+            shared: set.shared.clone(),
+            ids: set.ids.clone(),
+            port,
+            index: set.index,
+            cqn,
+            cq_created: false,
+            qp_created: false,
+            sq,
+            cq,
+        };
+        let cq_va = p.cq.range.start;
+        p.shared.command(
+            CMD_CQ_CREATE,
+            port,
+            cqn,
+            &[cq_va as u32, (cq_va >> 32) as u32, set.log_cq, 0],
+            &mut [],
+        )?;
+        p.cq_created = true;
+        p.write(DEV_RESET, &QpAttrs::default(), set.log_sq)?;
+        p.qp_created = true;
+        Ok(p)
+    }
+
+    fn write(&self, state: u32, a: &QpAttrs, log_sq: u32) -> Result {
+        let ctx = queue::qp_context(state, self.cqn, self.sq.range.start, log_sq, a);
+        self.shared
+            .command(CMD_QP_WRITE, self.port, self.index, &ctx, &mut [])
+    }
+}
+
+impl Drop for SetPort {
+    fn drop(&mut self) {
+        // EIO: the device is dead and executes nothing; ENODEV: it is gone. Either way it
+        // reaches neither queue any more.
+        if self.qp_created {
+            if let Err(e) = self
+                .shared
+                .command(CMD_QP_DESTROY, self.port, self.index, &[], &mut [])
+            {
+                if e != EIO && e != ENODEV {
+                    dev_warn!(
+                        self.shared.dev,
+                        "QP set {}: destroying the QP on port {}: {:?}\n",
+                        self.index,
+                        self.port + 1,
+                        e
+                    );
+                }
+            }
+        }
+        if self.cq_created {
+            if let Err(e) = self
+                .shared
+                .command(CMD_CQ_DESTROY, self.port, self.cqn, &[], &mut [])
+            {
+                if e != EIO && e != ENODEV {
+                    dev_warn!(
+                        self.shared.dev,
+                        "QP set {}: destroying CQ {} on port {}: {:?}\n",
+                        self.index,
+                        self.cqn,
+                        self.port + 1,
+                        e
+                    );
+                }
+            }
+        }
+        self.ids.free_cqn(self.cqn);
+    }
+}
+
+/// What the ports of a new set share.
+struct SetParams<'a> {
+    shared: &'a Arc<Shared>,
+    ids: &'a Arc<Ids>,
+    dev: &'a Device<Bound>,
+    index: u32,
+    log_sq: u32,
+    log_cq: u32,
+}
+
+/// A QP set (`GAUDI_IB_OBJECT_QP_SET`).
+pub(crate) struct QpSet {
+    ids: Arc<Ids>,
+    index: u32,
+    /// Port indexes of the set (bit n: port index n).
+    mask: u32,
+    log_sq: u32,
+    log_cq: u32,
+    /// One per port of the set, lowest first.
+    ports: KVec<SetPort>,
+    /// The attributes of each port's QP as last written.
+    attrs: Pin<KBox<Mutex<KVec<QpAttrs>>>>,
+    /// mmap offsets of the set's entries (queues and doorbell pages).
+    offsets: KVec<u64>,
+}
+
+impl QpSet {
+    /// Take index `want` (or any index free on all of them) on the ports of `mask` and create
+    /// a CQ and a QP in RESET on each. Nothing is left behind on failure.
+    fn new(
+        shared: &Arc<Shared>,
+        ids: &Arc<Ids>,
+        dev: &Device<Bound>,
+        mask: u32,
+        want: Option<u32>,
+        log_sq: u32,
+        log_cq: u32,
+    ) -> Result<Self> {
+        let index = ids.alloc_qp_index(mask, want)?;
+        let n = mask.count_ones() as usize;
+        // From here the set owns the index and each port it adds: dropping it undoes them.
+        let mut set = Self {
+            ids: ids.clone(),
+            index,
+            mask,
+            log_sq,
+            log_cq,
+            ports: KVec::new(),
+            attrs: KBox::pin_init(new_mutex!(KVec::new()), GFP_KERNEL)?,
+            offsets: KVec::new(),
+        };
+        set.ports.reserve(n, GFP_KERNEL)?;
+        let params = SetParams {
+            shared,
+            ids,
+            dev,
+            index,
+            log_sq,
+            log_cq,
+        };
+        for port in (0..32).filter(|p| mask & (1 << p) != 0) {
+            let p = SetPort::new(&params, port)?;
+            set.ports.push(p, GFP_KERNEL)?;
+        }
+        set.attrs.lock().resize(n, QpAttrs::default(), GFP_KERNEL)?;
+        Ok(set)
+    }
+
+    /// The position of port index `port` in the set.
+    fn slot(&self, port: u32) -> Result<usize> {
+        self.ports.iter().position(|p| p.port == port).ok_or(EINVAL)
+    }
+}
+
+impl Drop for QpSet {
+    fn drop(&mut self) {
+        // The ports first (QPs and CQs off the device), then the index they held.
+        self.ports.clear();
+        self.ids.free_qp_index(self.index, self.mask);
+    }
+}
+
+impl Object for QpSet {
+    type Driver = GaudiRdma;
+
+    fn destroy(&self, handle: &uverbs::Handle<'_, GaudiRdma>, _why: RemoveReason) -> Result {
+        // No new mapping of its queues; the device lets go of them when the set is dropped.
+        if let Some(ctx) = handle.ucontext() {
+            withdraw(ctx, &self.offsets);
+        }
+        Ok(())
+    }
+}
+
+// The driver's uverbs namespace, include/uapi/rdma/gaudi_user_ioctl_cmds.h.
+const NS: u16 = uverbs::NS_DRIVER;
+pub(crate) const GAUDI_IB_OBJECT_QP_SET: u16 = NS + 1;
+const GAUDI_IB_METHOD_QP_SET_CREATE: u16 = NS;
+const GAUDI_IB_METHOD_QP_SET_DESTROY: u16 = NS + 1;
+const GAUDI_IB_METHOD_QP_SET_MODIFY: u16 = NS + 2;
+const GAUDI_IB_METHOD_QP_SET_QUERY: u16 = NS + 3;
+const ATTR_CREATE_HANDLE: u16 = NS;
+const ATTR_CREATE_REQ: u16 = NS + 1;
+const ATTR_CREATE_RESP: u16 = NS + 2;
+const ATTR_CREATE_PORTS: u16 = NS + 3;
+const ATTR_DESTROY_HANDLE: u16 = NS;
+const ATTR_MODIFY_HANDLE: u16 = NS;
+const ATTR_MODIFY_PORT: u16 = NS + 1;
+const ATTR_MODIFY_REQ: u16 = NS + 2;
+const ATTR_QUERY_HANDLE: u16 = NS;
+const ATTR_QUERY_PORT: u16 = NS + 1;
+const ATTR_QUERY_RESP: u16 = NS + 2;
+
+/// `GAUDI_IB_QP_SET_CREATE_INDEX` of `enum gaudi_ib_qp_set_create_flags`.
+const CREATE_INDEX: u32 = 1 << 0;
+
+kernel::rdma::uapi_struct! {
+    /// `struct gaudi_ib_qp_set_create`.
+    struct CreateReq {
+        comp_mask: u32,
+        flags: u32,
+        ports: u64,
+        log_sq_entries: u32,
+        log_cq_entries: u32,
+        index: u32,
+        reserved: u32,
+    }
+}
+
+kernel::rdma::uapi_struct! {
+    /// `struct gaudi_ib_qp_set_create_resp`.
+    struct CreateResp {
+        comp_mask: u32,
+        index: u32,
+        ports: u64,
+        sq_bytes: u32,
+        cq_bytes: u32,
+    }
+}
+
+kernel::rdma::uapi_struct! {
+    /// `struct gaudi_ib_qp_set_port`.
+    struct PortResp {
+        port_num: u32,
+        cqn: u32,
+        sq_offset: u64,
+        cq_offset: u64,
+        db_offset: u64,
+        sq_va: u64,
+        cq_va: u64,
+    }
+}
+
+kernel::rdma::uapi_struct! {
+    /// `struct gaudi_ib_qp_set_modify`.
+    struct ModifyReq {
+        comp_mask: u32,
+        state: u32,
+        dest_qpn: u32,
+        rq_psn: u32,
+        sq_psn: u32,
+        remote_rkey: u32,
+        local_rkey: u32,
+        path_mtu: u8,
+        timeout: u8,
+        retry_cnt: u8,
+        reserved0: u8,
+        dmac: [u8; 6],
+        udp_sport: u16,
+        dest_ipv4: [u8; 4],
+        reserved1: u32,
+    }
+}
+
+kernel::rdma::uapi_struct! {
+    /// `struct gaudi_ib_qp_set_qp_info`.
+    struct QpInfo {
+        comp_mask: u32,
+        state: u32,
+        sq_psn: u32,
+        rq_psn: u32,
+    }
+}
+
+// `enum ib_qp_state`.
+const IB_QPS_RESET: u32 = 0;
+const IB_QPS_INIT: u32 = 1;
+const IB_QPS_RTR: u32 = 2;
+const IB_QPS_RTS: u32 = 3;
+const IB_QPS_ERR: u32 = 6;
+
+/// PSNs and QP numbers on the wire are 24 bits.
+const MASK_24: u32 = 0xff_ffff;
+
+/// `GAUDI_IB_METHOD_QP_SET_CREATE`.
+struct Create;
+
+impl Create {
+    /// Offer the set's queues and doorbell pages to `mmap()`; on failure nothing stays offered.
+    fn offer(
+        ctx: &rdma::Ucontext<GaudiRdma>,
+        set: &QpSet,
+        out: &mut KVec<PortResp>,
+    ) -> Result<KVec<u64>> {
+        let mut offsets = KVec::with_capacity(3 * set.ports.len(), GFP_KERNEL)?;
+        let res = (|| -> Result {
+            for p in set.ports.iter() {
+                let sq = ctx.mmap_insert_coherent(p.sq.mem.clone(), Ok(Map::Queue))?;
+                offsets.push(sq, GFP_KERNEL)?;
+                let cq = ctx.mmap_insert_coherent(p.cq.mem.clone(), Ok(Map::Queue))?;
+                offsets.push(cq, GFP_KERNEL)?;
+                let db = ctx.mmap_insert(PAGE_SIZE, Ok(Map::Doorbell { port: p.port }))?;
+                offsets.push(db, GFP_KERNEL)?;
+                out.push(
+                    PortResp {
+                        port_num: p.port + 1,
+                        cqn: p.cqn,
+                        sq_offset: sq,
+                        cq_offset: cq,
+                        db_offset: db,
+                        sq_va: p.sq.range.start,
+                        cq_va: p.cq.range.start,
+                    },
+                    GFP_KERNEL,
+                )?;
+            }
+            Ok(())
+        })();
+        if let Err(e) = res {
+            withdraw(ctx, &offsets);
+            return Err(e);
+        }
+        Ok(offsets)
+    }
+}
+
+/// Remove the mmap entries at `offsets`: no new mapping can be made of them.
+fn withdraw(ctx: &rdma::Ucontext<GaudiRdma>, offsets: &[u64]) {
+    for off in offsets {
+        // ENOENT: already gone with the context.
+        let _ = ctx.mmap_remove(*off);
+    }
+}
+
+impl Method for Create {
+    type Driver = GaudiRdma;
+    const ID: u16 = GAUDI_IB_METHOD_QP_SET_CREATE;
+    const ATTRS: &'static [&'static AttrDef] = &[
+        &AttrDef::idr(
+            ATTR_CREATE_HANDLE,
+            GAUDI_IB_OBJECT_QP_SET,
+            uverbs::Access::New,
+            Presence::Mandatory,
+        ),
+        &AttrDef::ptr_in::<CreateReq>(ATTR_CREATE_REQ, Presence::Mandatory),
+        &AttrDef::ptr_out::<CreateResp>(ATTR_CREATE_RESP, Presence::Mandatory),
+        &AttrDef::array_out::<PortResp>(ATTR_CREATE_PORTS, Presence::Mandatory),
+    ];
+
+    fn handle(call: &mut Call<'_, GaudiRdma>) -> Result {
+        let ctx = call.ucontext()?;
+        let dev = ctx.device();
+        let d = dev.data();
+        let req: CreateReq = call.read(ATTR_CREATE_REQ)?;
+        let caps = d.caps();
+        let ports = d.ids.all_ports();
+        if req.comp_mask != 0 || req.reserved != 0 || req.flags & !CREATE_INDEX != 0 {
+            return Err(EINVAL);
+        }
+        if req.ports == 0 || req.ports & !u64::from(ports) != 0 {
+            return Err(EINVAL);
+        }
+        if !(1..=caps.max_sqe.ilog2()).contains(&req.log_sq_entries)
+            || !(1..=caps.max_cqe.ilog2()).contains(&req.log_cq_entries)
+        {
+            return Err(EINVAL);
+        }
+        let mask = req.ports as u32;
+        if call.len(ATTR_CREATE_PORTS)? < mask.count_ones() as usize * size_of::<PortResp>() {
+            return Err(ENOSPC);
+        }
+        let want = (req.flags & CREATE_INDEX != 0).then_some(req.index);
+        let mut set = QpSet::new(
+            d.shared(),
+            &d.ids,
+            dev.parent(),
+            mask,
+            want,
+            req.log_sq_entries,
+            req.log_cq_entries,
+        )
+        .inspect_err(|e| {
+            if *e == EBUSY {
+                pr_info!(
+                    "{}: QP set refused: index {} is in use on one of ports {:#x}\n",
+                    dev.name(),
+                    req.index,
+                    req.ports
+                );
+            }
+        })?;
+        let mut out = KVec::new();
+        set.offsets = Create::offer(ctx, &set, &mut out)?;
+        let resp = CreateResp {
+            index: set.index,
+            ports: req.ports,
+            sq_bytes: (WQE_SIZE << set.log_sq).next_multiple_of(PAGE_SIZE) as u32,
+            cq_bytes: (CQE_SIZE << set.log_cq).next_multiple_of(PAGE_SIZE) as u32,
+            ..Default::default()
+        };
+        let mut offsets = KVec::new();
+        if let Err(e) = offsets.extend_from_slice(&set.offsets, GFP_KERNEL) {
+            withdraw(ctx, &set.offsets);
+            return Err(e.into());
+        }
+        let res = call
+            .new_object(ATTR_CREATE_HANDLE, set)
+            .and_then(|_| call.write(ATTR_CREATE_RESP, &resp))
+            .and_then(|()| call.write_slice(ATTR_CREATE_PORTS, &out));
+        if res.is_err() {
+            // The core destroys the set; its queues are not offered any more.
+            withdraw(ctx, &offsets);
+        }
+        res
+    }
+}
+
+/// `GAUDI_IB_METHOD_QP_SET_MODIFY`.
+struct Modify;
+
+impl Modify {
+    /// Check `req` for a move to `state` and fold it into `a`.
+    fn apply(
+        d: &crate::ib::IbDev,
+        ctx: &rdma::Ucontext<GaudiRdma>,
+        index: u32,
+        req: &ModifyReq,
+        a: &mut QpAttrs,
+    ) -> Result<u32> {
+        Ok(match req.state {
+            IB_QPS_RESET => {
+                *a = QpAttrs::default();
+                DEV_RESET
+            }
+            IB_QPS_INIT => DEV_INIT,
+            IB_QPS_RTR => {
+                a.mtu = match req.path_mtu {
+                    1 => Mtu::Mtu256,
+                    2 => Mtu::Mtu512,
+                    3 => Mtu::Mtu1024,
+                    4 => Mtu::Mtu2048,
+                    5 => Mtu::Mtu4096,
+                    _ => return Err(EINVAL),
+                };
+                if req.dest_qpn > MASK_24 || req.rq_psn > MASK_24 {
+                    return Err(EINVAL);
+                }
+                // Unicast: the group bit of the first octet is clear.
+                if req.dmac == [0; 6] || req.dmac[0] & 1 != 0 || req.dest_ipv4 == [0; 4] {
+                    return Err(EINVAL);
+                }
+                a.access = 0;
+                if req.local_rkey != 0 {
+                    // A region of this context open to remote writes.
+                    let ok = d.mr_info(req.local_rkey).is_some_and(|m| {
+                        m.pd() == ctx.data().pd_id() && m.access().contains(Access::REMOTE_WRITE)
+                    });
+                    if !ok {
+                        return Err(EINVAL);
+                    }
+                    a.access = Access::REMOTE_WRITE.bits();
+                }
+                a.dest_qpn = req.dest_qpn;
+                a.rq_psn = req.rq_psn;
+                a.path = Path {
+                    dmac: req.dmac,
+                    dest_ipv4: req.dest_ipv4,
+                    udp_sport: if req.udp_sport == 0 {
+                        ((index ^ req.dest_qpn) & 0x3fff) as u16
+                    } else {
+                        req.udp_sport & 0x3fff
+                    },
+                    remote_rkey: req.remote_rkey,
+                    local_rkey: req.local_rkey,
+                };
+                DEV_RTR
+            }
+            IB_QPS_RTS => {
+                if req.sq_psn > MASK_24 || req.timeout > 31 || req.retry_cnt > 7 {
+                    return Err(EINVAL);
+                }
+                a.sq_psn = req.sq_psn;
+                a.timeout = req.timeout;
+                a.retry_cnt = req.retry_cnt;
+                DEV_RTS
+            }
+            IB_QPS_ERR => DEV_ERR,
+            _ => return Err(EINVAL),
+        })
+    }
+}
+
+impl Method for Modify {
+    type Driver = GaudiRdma;
+    const ID: u16 = GAUDI_IB_METHOD_QP_SET_MODIFY;
+    const ATTRS: &'static [&'static AttrDef] = &[
+        &AttrDef::idr(
+            ATTR_MODIFY_HANDLE,
+            GAUDI_IB_OBJECT_QP_SET,
+            uverbs::Access::Write,
+            Presence::Mandatory,
+        ),
+        &AttrDef::const_in(ATTR_MODIFY_PORT, Presence::Mandatory),
+        &AttrDef::ptr_in::<ModifyReq>(ATTR_MODIFY_REQ, Presence::Mandatory),
+    ];
+
+    fn handle(call: &mut Call<'_, GaudiRdma>) -> Result {
+        let ctx = call.ucontext()?;
+        let dev = ctx.device();
+        let d = dev.data();
+        let set = call.object::<QpSet>(ATTR_MODIFY_HANDLE)?;
+        let port = call.const_in(ATTR_MODIFY_PORT, 1, u64::from(dev.port_count()))? as u32;
+        let slot = set.slot(port - 1)?;
+        let req: ModifyReq = call.read(ATTR_MODIFY_REQ)?;
+        if req.comp_mask != 0 || req.reserved0 != 0 || req.reserved1 != 0 {
+            return Err(EINVAL);
+        }
+        let mut attrs = set.attrs.lock();
+        let mut a = *attrs.get(slot).ok_or(EINVAL)?;
+        a.port = port;
+        let state = Modify::apply(d, ctx, set.index, &req, &mut a)?;
+        // The device checks the transition itself.
+        set.ports[slot]
+            .write(state, &a, set.log_sq)
+            .inspect_err(|e| {
+                pr_debug!(
+                    "{}: QP set {} port {}: move to state {} refused: {:?}\n",
+                    dev.name(),
+                    set.index,
+                    port,
+                    req.state,
+                    e
+                )
+            })?;
+        attrs[slot] = a;
+        Ok(())
+    }
+}
+
+/// `GAUDI_IB_METHOD_QP_SET_QUERY`.
+struct Query;
+
+impl Method for Query {
+    type Driver = GaudiRdma;
+    const ID: u16 = GAUDI_IB_METHOD_QP_SET_QUERY;
+    const ATTRS: &'static [&'static AttrDef] = &[
+        &AttrDef::idr(
+            ATTR_QUERY_HANDLE,
+            GAUDI_IB_OBJECT_QP_SET,
+            uverbs::Access::Read,
+            Presence::Mandatory,
+        ),
+        &AttrDef::const_in(ATTR_QUERY_PORT, Presence::Mandatory),
+        &AttrDef::ptr_out::<QpInfo>(ATTR_QUERY_RESP, Presence::Mandatory),
+    ];
+
+    fn handle(call: &mut Call<'_, GaudiRdma>) -> Result {
+        let dev = call.device()?;
+        let set = call.object::<QpSet>(ATTR_QUERY_HANDLE)?;
+        let port = call.const_in(ATTR_QUERY_PORT, 1, u64::from(dev.port_count()))? as u32;
+        let p = &set.ports[set.slot(port - 1)?];
+        let mut c = [0u32; 8];
+        p.shared
+            .command(CMD_QP_READ, p.port, p.index, &[], &mut c)?;
+        let state = match c[0] & 0xff {
+            DEV_RESET => IB_QPS_RESET,
+            DEV_INIT => IB_QPS_INIT,
+            DEV_RTR => IB_QPS_RTR,
+            DEV_RTS => IB_QPS_RTS,
+            DEV_ERR => IB_QPS_ERR,
+            s => {
+                dev_warn!(
+                    p.shared.dev,
+                    "QP {} (port {}): device reports unknown state {}\n",
+                    p.index,
+                    port,
+                    s
+                );
+                return Err(EIO);
+            }
+        };
+        call.write(
+            ATTR_QUERY_RESP,
+            &QpInfo {
+                state,
+                sq_psn: c[6] & MASK_24,
+                rq_psn: c[7] & MASK_24,
+                ..Default::default()
+            },
+        )
+    }
+}
+
+static CREATE: MethodDef<GaudiRdma> = MethodDef::new::<Create>();
+static DESTROY_HANDLE: [&AttrDef; 1] = [&AttrDef::idr(
+    ATTR_DESTROY_HANDLE,
+    GAUDI_IB_OBJECT_QP_SET,
+    uverbs::Access::Destroy,
+    Presence::Mandatory,
+)];
+static DESTROY: MethodDef<GaudiRdma> =
+    MethodDef::destroy(GAUDI_IB_METHOD_QP_SET_DESTROY, &DESTROY_HANDLE);
+static MODIFY: MethodDef<GaudiRdma> = MethodDef::new::<Modify>();
+static QUERY: MethodDef<GaudiRdma> = MethodDef::new::<Query>();
+pub(crate) static QP_SET_OBJECT: ObjectDef<GaudiRdma> = ObjectDef::with_handles(
+    GAUDI_IB_OBJECT_QP_SET,
+    &[&CREATE, &DESTROY, &MODIFY, &QUERY],
+);

@@ -1,0 +1,839 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Tests of the device-specific fast path: QP sets driven from user space.
+
+use super::*;
+use gaudi_verbs::dv::{Cqe, DvQp, MrInfo, QpSet, CQE_LOC_PROT_ERR, CQE_SUCCESS};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// System calls trapped on a thread run by [`without_syscalls`].
+static TRAPPED: AtomicU64 = AtomicU64::new(0);
+
+extern "C" fn on_sigsys(_: libc::c_int) {
+    TRAPPED.fetch_add(1, Relaxed);
+}
+
+/// Run `f` on a thread where every system call but `exit` and
+/// `rt_sigreturn` is trapped by a seccomp filter: not executed, counted.
+/// Returns what `f` returned and how many system calls it made. Before `f`
+/// the thread makes one system call on purpose, which must be counted, so a
+/// filter that does not work cannot pass for a clean run.
+fn without_syscalls<R: Send>(f: impl FnOnce() -> R + Send) -> (R, u64) {
+    // SAFETY: a handler that only increments an atomic counter.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = on_sigsys as *const () as usize;
+        if libc::sigaction(libc::SIGSYS, &sa, std::ptr::null_mut()) != 0 {
+            fail(format!("sigaction: {}", std::io::Error::last_os_error()));
+        }
+    }
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            // struct sock_filter: allow exit and rt_sigreturn, trap the rest.
+            const LD_W_ABS: u16 = 0x20;
+            const JEQ_K: u16 = 0x15;
+            const RET_K: u16 = 0x06;
+            const RET_ALLOW: u32 = 0x7fff_0000;
+            const RET_TRAP: u32 = 0x0003_0000;
+            let prog: [libc::sock_filter; 5] = [
+                libc::sock_filter {
+                    code: LD_W_ABS,
+                    jt: 0,
+                    jf: 0,
+                    k: 0,
+                },
+                libc::sock_filter {
+                    code: JEQ_K,
+                    jt: 2,
+                    jf: 0,
+                    k: libc::SYS_rt_sigreturn as u32,
+                },
+                libc::sock_filter {
+                    code: JEQ_K,
+                    jt: 1,
+                    jf: 0,
+                    k: libc::SYS_exit as u32,
+                },
+                libc::sock_filter {
+                    code: RET_K,
+                    jt: 0,
+                    jf: 0,
+                    k: RET_TRAP,
+                },
+                libc::sock_filter {
+                    code: RET_K,
+                    jt: 0,
+                    jf: 0,
+                    k: RET_ALLOW,
+                },
+            ];
+            let fprog = libc::sock_fprog {
+                len: prog.len() as u16,
+                filter: prog.as_ptr().cast_mut(),
+            };
+            // SAFETY: installs a filter on this thread only (no TSYNC); the
+            // program is valid for the call.
+            unsafe {
+                if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+                    || libc::syscall(libc::SYS_seccomp, 1, 0, &fprog) != 0
+                {
+                    fail(format!("seccomp: {}", std::io::Error::last_os_error()));
+                }
+            }
+            let before = TRAPPED.load(Relaxed);
+            // SAFETY: a system call without arguments or effects.
+            unsafe { libc::syscall(libc::SYS_getppid) };
+            let base = TRAPPED.load(Relaxed);
+            if base != before + 1 {
+                fail("the seccomp filter did not count a system call".into());
+            }
+            let r = f();
+            (r, TRAPPED.load(Relaxed) - base)
+        })
+        .join()
+        .unwrap_or_else(|_| fail("the test thread panicked".into()))
+    })
+}
+
+/// Busy-polling a CQE gives up after this many tries (minutes under TCG;
+/// no clock is read, as that may be a system call).
+const SPINS: u64 = 20_000_000_000;
+
+fn mr_info(ctx: &Context, mr: &Mr, what: &str) -> MrInfo {
+    let info = ctx
+        .query_mr(mr)
+        .unwrap_or_else(|e| fail(format!("query_mr {what}: {e}")));
+    check(
+        info.key == mr.lkey && info.mmu_va == mr.resp.mmu_va,
+        format!(
+            "query_mr {what}: key {:#x}, device VA {:#x} (reg_mr said {:#x}), {} bytes at iova {:#x}, {} KiB pages",
+            info.key,
+            info.mmu_va,
+            mr.resp.mmu_va,
+            info.length,
+            info.iova,
+            (1u64 << info.page_shift) / 1024
+        ),
+    );
+    info
+}
+
+/// A QP set over ports `a` and `b`, the QP of `a` writing to the QP of `b`
+/// (same index), connected: writes to `b` must carry `rkey`.
+pub(crate) fn dv_loopback(ctx: &Context, a: u32, b: u32, rkey: u32) -> QpSet {
+    let mut set = ctx
+        .create_qp_set(1 << (a - 1) | 1 << (b - 1), None, 7, 8)
+        .unwrap_or_else(|e| fail(format!("create QP set: {e}")));
+    let index = set.resp.index;
+    let ia = ctx
+        .query_port(a.into())
+        .unwrap_or_else(|e| fail(format!("query port: {e}")));
+    let ib = ctx
+        .query_port(b.into())
+        .unwrap_or_else(|e| fail(format!("query port: {e}")));
+    let h = set.handle;
+    ctx.connect_dv(h, set.qp(a), ib.mac, ib.ipv4, index, rkey, 0, MTU_4096, 14)
+        .unwrap_or_else(|e| fail(format!("QP set {index}: port {a} to RTS: {e}")));
+    ctx.connect_dv(h, set.qp(b), ia.mac, ia.ipv4, index, 0, rkey, MTU_4096, 14)
+        .unwrap_or_else(|e| fail(format!("QP set {index}: port {b} to RTS: {e}")));
+    set
+}
+
+/// What one WRITE of [`dv_write`] found, recorded without system calls.
+#[derive(Clone, Copy, Default)]
+struct Outcome {
+    len: usize,
+    cqe: Option<Cqe>,
+    mismatch: Option<usize>,
+    neighbours: bool,
+}
+
+/// `dv-write`: a QP set over ports `--from` and `--to` (same index); the
+/// first QP writes 1 B to `--max-mib` MiB to the second from a thread that
+/// makes no system call (a seccomp filter counts them): WQEs and doorbells
+/// through the mapped queue and doorbell page, CQEs read from the mapped CQ.
+/// Every byte lands, the bytes around stay, a WRITE with immediate completes
+/// on the responder's CQ, one CQE covers unsignalled WQEs before it.
+pub(crate) fn dv_write(args: &[String]) {
+    let max = arg(args, "--max-mib", Some(1024)) as usize * MIB;
+    let (pa, pb) = (
+        arg(args, "--from", Some(1)) as u32,
+        arg(args, "--to", Some(2)) as u32,
+    );
+    let ctx = open_ctx();
+    let pd = ctx
+        .alloc_pd()
+        .unwrap_or_else(|e| fail(format!("alloc_pd: {e}")));
+    let room = max + 2 * 4096;
+    let mut src = Mapping::new(room);
+    let mut dst = Mapping::new(room);
+    fill(src.bytes(), 7);
+    let iova = 0x7000_0000_0000u64;
+    let smr = ctx
+        .reg_mr(&pd, src.addr(), room as u64, iova, ACCESS_LOCAL_WRITE)
+        .unwrap_or_else(|e| fail(format!("reg_mr source: {e}")));
+    let dmr = ctx
+        .reg_mr(
+            &pd,
+            dst.addr(),
+            room as u64,
+            dst.addr(),
+            ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE,
+        )
+        .unwrap_or_else(|e| fail(format!("reg_mr destination: {e}")));
+    let si = mr_info(&ctx, &smr, "source");
+    let di = mr_info(&ctx, &dmr, "destination");
+    let mut set = dv_loopback(&ctx, pa, pb, dmr.rkey);
+    let index = set.resp.index;
+    check(
+        set.qps
+            .iter()
+            .all(|q| q.info.port_num == pa || q.info.port_num == pb),
+        format!("QP set: index {index} on ports {pa} and {pb}, queues mapped"),
+    );
+    let mut emu = emu();
+    let faults = stat(&mut emu, "mmu_faults");
+    let tx = port_stat(&mut emu, pa - 1, "tx");
+
+    let mut sizes = vec![
+        1usize,
+        7,
+        4095,
+        4096,
+        4097,
+        65537,
+        MIB,
+        16 * MIB,
+        64 * MIB,
+        256 * MIB,
+    ];
+    sizes.push(max);
+    sizes.retain(|s| *s <= max);
+    sizes.dedup();
+    let (soff, doff) = (3usize, 4096 + 5);
+    let mut outcomes = vec![Outcome::default(); sizes.len()];
+    let dst_addr = dst.addr();
+    let (src_b, dst_b) = (src.bytes(), dst.bytes());
+    let ((imm_cqes, batch_cqe), calls) = {
+        let mut qa_qb = set.qps.iter_mut();
+        let (qa, qb): (&mut DvQp, &mut DvQp) = match (qa_qb.next(), qa_qb.next()) {
+            (Some(x), Some(y)) if x.port == pa => (x, y),
+            (Some(x), Some(y)) => (y, x),
+            _ => fail("QP set of two ports expected".into()),
+        };
+        without_syscalls(|| {
+            for (o, &len) in outcomes.iter_mut().zip(sizes.iter()) {
+                dst_b[doff - 1] = 0xa5;
+                dst_b[doff + len] = 0xa5;
+                qa.post_write(
+                    si.device_va(iova + soff as u64),
+                    di.device_va(dst_addr + doff as u64),
+                    len as u32,
+                    true,
+                    None,
+                );
+                o.len = len;
+                o.cqe = qa.poll_spin(SPINS);
+                o.mismatch = src_b[soff..soff + len]
+                    .iter()
+                    .zip(&dst_b[doff..doff + len])
+                    .position(|(x, y)| x != y);
+                o.neighbours = dst_b[doff - 1] == 0xa5 && dst_b[doff + len] == 0xa5;
+            }
+            // WRITE with immediate: a CQE on each side.
+            qa.post_write(
+                si.device_va(iova),
+                di.device_va(dst_addr),
+                64,
+                true,
+                Some(0x1234_5678),
+            );
+            let imm = (qa.poll_spin(SPINS), qb.poll_spin(SPINS));
+            // Seven unsignalled WRITEs and a signalled one: one CQE.
+            let w = (si.device_va(iova), di.device_va(dst_addr), 512u32);
+            let mut batch = [(w.0, w.1, w.2, false, None); 8];
+            batch[7].3 = true;
+            qa.post_wqes(&batch);
+            let last = qa.pi.wrapping_sub(1) as u16;
+            let cqe = qa.poll_spin(SPINS);
+            // Nothing more.
+            let extra = qa.poll_spin(1000);
+            (imm, (cqe, last, extra))
+        })
+    };
+    check(
+        calls == 0,
+        format!("system calls on the post and poll path: {calls}"),
+    );
+    for o in &outcomes {
+        let Some(c) = o.cqe else {
+            fail(format!("WRITE of {} bytes: no CQE", o.len));
+        };
+        check(
+            c.status == CQE_SUCCESS && c.qpn == index && o.mismatch.is_none() && o.neighbours,
+            format!(
+                "dv WRITE of {} bytes: CQE QP {} WQE {} status {}; landed byte-exact: {}; neighbours untouched: {}",
+                o.len,
+                c.qpn,
+                c.wqe_index,
+                c.status,
+                o.mismatch.map_or("yes".to_string(), |at| format!("no, first difference at {at}")),
+                o.neighbours
+            ),
+        );
+    }
+    let (ia, ib) = imm_cqes;
+    check(
+        matches!(ia, Some(c) if c.status == CQE_SUCCESS && c.opcode == 1)
+            && matches!(ib, Some(c) if c.status == CQE_SUCCESS && c.opcode == 2 && c.imm == 0x1234_5678 && c.byte_len == 64),
+        format!("WRITE with immediate: requester {ia:?}, responder {ib:?}"),
+    );
+    let (bc, last, extra) = batch_cqe;
+    check(
+        matches!(bc, Some(c) if c.status == CQE_SUCCESS && c.wqe_index == last) && extra.is_none(),
+        format!(
+            "7 unsignalled + 1 signalled WRITE: one CQE {bc:?} (WQE {last}), then none ({extra:?})"
+        ),
+    );
+    check(
+        stat(&mut emu, "mmu_faults") == faults,
+        format!("no translation fault ({faults})"),
+    );
+    check(
+        port_stat(&mut emu, pa - 1, "tx") > tx,
+        format!(
+            "port {pa} sent frames ({tx} -> {})",
+            port_stat(&mut emu, pa - 1, "tx")
+        ),
+    );
+    ctx.destroy_qp_set(set)
+        .unwrap_or_else(|e| fail(format!("destroy QP set: {e}")));
+    teardown(&ctx, [], [smr, dmr]);
+}
+
+/// Post one WRITE on `qp` and wait for its CQE, without system calls.
+fn write_dv_once(qp: &mut DvQp, local: u64, remote: u64, len: u32) -> Option<Cqe> {
+    let (cqe, calls) = without_syscalls(|| {
+        qp.post_write(local, remote, len, true, None);
+        qp.poll_spin(SPINS)
+    });
+    check(
+        calls == 0,
+        format!("WRITE of {len} bytes: {calls} system calls"),
+    );
+    cqe
+}
+
+/// `dv-foreign-address`: WQEs naming device VAs outside the context's
+/// memory regions (never mapped, beyond any region, a region deregistered,
+/// a region of a context that is gone, the QP's own queues) complete with a
+/// local protection error and move the QP to ERR; a WRITE into the peer's
+/// CQ ring is refused by the peer; nothing lands, the MMU counts each fault,
+/// the DMA audit stays 0; the QP works again after a reset.
+pub(crate) fn dv_foreign_address(_args: &[String]) {
+    let mut emu = emu();
+    // A context that registers memory and goes away: its device VAs must be
+    // unreachable from the next owner. The first region keeps the second
+    // above what the next context's small regions take.
+    let gone_va = {
+        let ctx = open_ctx();
+        let pd = ctx
+            .alloc_pd()
+            .unwrap_or_else(|e| fail(format!("alloc_pd: {e}")));
+        let mut big = Mapping::new(64 * MIB);
+        let mut small = Mapping::new(4096);
+        big.bytes()[0] = 1;
+        small.bytes()[0] = 1;
+        let _b = ctx
+            .reg_mr(
+                &pd,
+                big.addr(),
+                64 * MIB as u64,
+                big.addr(),
+                ACCESS_LOCAL_WRITE,
+            )
+            .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
+        let s = ctx
+            .reg_mr(&pd, small.addr(), 4096, small.addr(), ACCESS_LOCAL_WRITE)
+            .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
+        let va = mr_info(&ctx, &s, "of the first context").mmu_va;
+        drop(ctx);
+        va
+    };
+    let ctx = open_ctx();
+    let pd = ctx
+        .alloc_pd()
+        .unwrap_or_else(|e| fail(format!("alloc_pd: {e}")));
+    let mut src = Mapping::new(16 * 4096);
+    let mut dst = Mapping::new(16 * 4096);
+    fill(src.bytes(), 3);
+    dst.bytes().fill(0);
+    let smr = ctx
+        .reg_mr(&pd, src.addr(), 16 * 4096, src.addr(), ACCESS_LOCAL_WRITE)
+        .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
+    let dmr = ctx
+        .reg_mr(
+            &pd,
+            dst.addr(),
+            16 * 4096,
+            dst.addr(),
+            ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE,
+        )
+        .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
+    let si = mr_info(&ctx, &smr, "source");
+    let di = mr_info(&ctx, &dmr, "destination");
+    let mut set = dv_loopback(&ctx, 1, 2, dmr.rkey);
+    // A region deregistered after the set's queues were mapped: its device
+    // VAs are unmapped, not reused.
+    let mut gone = Mapping::new(4096);
+    gone.bytes()[0] = 1;
+    let freed = ctx
+        .reg_mr(&pd, gone.addr(), 4096, gone.addr(), ACCESS_LOCAL_WRITE)
+        .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
+    let freed_va = mr_info(&ctx, &freed, "to deregister").mmu_va;
+    ctx.dereg_mr(freed)
+        .unwrap_or_else(|e| fail(format!("dereg_mr: {e}")));
+    let queues: Vec<(u64, u64)> = set
+        .qps
+        .iter()
+        .flat_map(|q| {
+            [
+                (q.info.sq_va, u64::from(set.resp.sq_bytes)),
+                (q.info.cq_va, u64::from(set.resp.cq_bytes)),
+            ]
+        })
+        .collect();
+    let mine = |va: u64| {
+        [&si, &di]
+            .iter()
+            .any(|m| va >= m.mmu_va && va < m.mmu_va + m.length)
+            || queues.iter().any(|(b, l)| va >= *b && va < b + l)
+    };
+    check(
+        !mine(gone_va) && !mine(freed_va),
+        format!(
+            "the gone context's region ({gone_va:#x}) and the deregistered one ({freed_va:#x}) lie outside this context's regions and queues"
+        ),
+    );
+    // The device agrees: nothing maps them (the emulator reads through its MMU).
+    for va in [gone_va, freed_va] {
+        match emu.peek(va, 1) {
+            Err(e) if e.to_string().contains("Unmapped") => {}
+            r => fail(format!("device VA {va:#x} should be unmapped: {r:?}")),
+        }
+    }
+    let index = set.resp.index;
+    let h = set.handle;
+    let (sq_va, cq_va) = (set.qp(1).info.sq_va, set.qp(1).info.cq_va);
+    let peer_cq_va = set.qp(2).info.cq_va;
+    let (i1, i2) = (
+        ctx.query_port(1).unwrap_or_else(|e| fail(format!("{e}"))),
+        ctx.query_port(2).unwrap_or_else(|e| fail(format!("{e}"))),
+    );
+    let faults0 = stat(&mut emu, "mmu_faults");
+    let local = [
+        ("a device VA never mapped (4 KiB)", 0x1000u64),
+        ("a device VA beyond every region", (1u64 << 39) - 4096),
+        ("a deregistered region", freed_va),
+        ("a region of a context that is gone", gone_va),
+        ("the QP's own send queue", sq_va),
+        ("the QP's own CQ", cq_va),
+    ];
+    for (i, (what, va)) in local.iter().enumerate() {
+        if i > 0 {
+            // Back to RTS, both ends: the responder's expected PSN starts over too.
+            ctx.connect_dv(
+                h,
+                set.qp(1),
+                i2.mac,
+                i2.ipv4,
+                index,
+                dmr.rkey,
+                0,
+                MTU_4096,
+                14,
+            )
+            .unwrap_or_else(|e| fail(format!("reconnect: {e}")));
+            ctx.connect_dv(
+                h,
+                set.qp(2),
+                i1.mac,
+                i1.ipv4,
+                index,
+                0,
+                dmr.rkey,
+                MTU_4096,
+                14,
+            )
+            .unwrap_or_else(|e| fail(format!("reconnect: {e}")));
+        }
+        let cqe = write_dv_once(set.qp(1), *va, di.device_va(dst.addr()), 64);
+        let state = ctx
+            .query_qp_set(h, 1)
+            .unwrap_or_else(|e| fail(format!("query QP set: {e}")))
+            .state;
+        check(
+            matches!(cqe, Some(c) if c.status == CQE_LOC_PROT_ERR) && state == u32::from(QPS_ERR),
+            format!("WQE source in {what} ({va:#x}): CQE {cqe:?}, QP state {state} (ERR is 6)"),
+        );
+    }
+    // A WRITE into the peer's CQ ring: the responder refuses it.
+    ctx.connect_dv(
+        h,
+        set.qp(1),
+        i2.mac,
+        i2.ipv4,
+        index,
+        dmr.rkey,
+        0,
+        MTU_4096,
+        14,
+    )
+    .unwrap_or_else(|e| fail(format!("reconnect: {e}")));
+    ctx.connect_dv(
+        h,
+        set.qp(2),
+        i1.mac,
+        i1.ipv4,
+        index,
+        0,
+        dmr.rkey,
+        MTU_4096,
+        14,
+    )
+    .unwrap_or_else(|e| fail(format!("reconnect: {e}")));
+    let cqe = write_dv_once(set.qp(1), si.device_va(src.addr()), peer_cq_va, 64);
+    check(
+        matches!(cqe, Some(c) if c.status == 5),
+        format!("WRITE to the peer's CQ ring ({peer_cq_va:#x}): CQE {cqe:?} (REM_ACCESS_ERR is 5)"),
+    );
+    let faults = stat(&mut emu, "mmu_faults") - faults0;
+    check(
+        faults == local.len() as u64 + 1,
+        format!(
+            "device MMU faults counted: {faults} (expected {})",
+            local.len() + 1
+        ),
+    );
+    check(
+        dst.bytes().iter().all(|b| *b == 0),
+        "nothing landed in the destination".into(),
+    );
+    // The QP works again after a reset.
+    ctx.connect_dv(
+        h,
+        set.qp(1),
+        i2.mac,
+        i2.ipv4,
+        index,
+        dmr.rkey,
+        0,
+        MTU_4096,
+        14,
+    )
+    .unwrap_or_else(|e| fail(format!("reconnect: {e}")));
+    ctx.connect_dv(
+        h,
+        set.qp(2),
+        i1.mac,
+        i1.ipv4,
+        index,
+        0,
+        dmr.rkey,
+        MTU_4096,
+        14,
+    )
+    .unwrap_or_else(|e| fail(format!("reconnect: {e}")));
+    let cqe = write_dv_once(
+        set.qp(1),
+        si.device_va(src.addr()),
+        di.device_va(dst.addr()),
+        4096,
+    );
+    check(
+        matches!(cqe, Some(c) if c.status == CQE_SUCCESS)
+            && dst.bytes()[..4096] == src.bytes()[..4096],
+        format!("after a reset a WRITE lands again: {cqe:?}"),
+    );
+    ctx.destroy_qp_set(set)
+        .unwrap_or_else(|e| fail(format!("destroy QP set: {e}")));
+    teardown(&ctx, [], [smr, dmr]);
+}
+
+/// The QP indexes that exist on port index `p`, as the emulator has them.
+fn device_qps(emu: &mut EmuCtl, p: u32) -> Vec<u32> {
+    let lines = emu
+        .command(&format!("qps {p}"))
+        .unwrap_or_else(|e| fail(format!("emulator qps: {e}")));
+    lines
+        .iter()
+        .find_map(|l| l.strip_prefix("qps"))
+        .unwrap_or_else(|| fail(format!("emulator qps: {lines:?}")))
+        .split_whitespace()
+        .map(|v| {
+            v.parse()
+                .unwrap_or_else(|_| fail(format!("emulator qps: {lines:?}")))
+        })
+        .collect()
+}
+
+/// `qp-set-same-index`: a QP set over every port has one index on all of
+/// them (the device has a QP of that index on each port); with the index
+/// taken on one port, a set asking for it fails with EBUSY and leaves no QP
+/// behind; a QP of the standard verbs holds its index on every port; the
+/// index is free again after the set is destroyed.
+pub(crate) fn qp_set_same_index(_args: &[String]) {
+    let ctx = open_ctx();
+    let n = ctx.resp.num_ports;
+    let all = (1u64 << n) - 1;
+    let mut emu = emu();
+    let snapshot = |emu: &mut EmuCtl| (0..n).map(|p| device_qps(emu, p)).collect::<Vec<_>>();
+    let before = snapshot(&mut emu);
+    let set = ctx
+        .create_qp_set(all, None, 4, 4)
+        .unwrap_or_else(|e| fail(format!("QP set over {n} ports: {e}")));
+    let index = set.resp.index;
+    let on = snapshot(&mut emu);
+    let everywhere =
+        (0..n as usize).all(|p| on[p].contains(&index) && on[p].len() == before[p].len() + 1);
+    check(
+        set.qps.len() == n as usize
+            && set
+                .qps
+                .iter()
+                .enumerate()
+                .all(|(i, q)| q.info.port_num == i as u32 + 1)
+            && everywhere,
+        format!("QP set over {n} ports: index {index}; the device has QP {index} on all {n} ports"),
+    );
+    // Take an index on one port only.
+    let lone_port = 7u32.min(n);
+    let lone = ctx
+        .create_qp_set(1 << (lone_port - 1), None, 4, 4)
+        .unwrap_or_else(|e| fail(format!("QP set on port {lone_port}: {e}")));
+    let taken = lone.resp.index;
+    let before = snapshot(&mut emu);
+    expect_errno(
+        &format!("QP set over {n} ports at index {taken}, held on port {lone_port}"),
+        ctx.create_qp_set(all, Some(taken), 4, 4)
+            .map(|s| s.resp.index),
+        libc::EBUSY,
+    );
+    expect_errno(
+        &format!("QP set over {n} ports at index {index}, held by the first set"),
+        ctx.create_qp_set(all, Some(index), 4, 4)
+            .map(|s| s.resp.index),
+        libc::EBUSY,
+    );
+    check(
+        snapshot(&mut emu) == before,
+        format!("the refused sets left no QP behind on any of the {n} ports"),
+    );
+    // A QP of the standard verbs holds its number on every port.
+    let pd = ctx
+        .alloc_pd()
+        .unwrap_or_else(|e| fail(format!("alloc_pd: {e}")));
+    let e = end(&ctx, &pd, 1, None);
+    expect_errno(
+        &format!(
+            "QP set on port {n} at index {}, a verbs QP's number",
+            e.qp.qpn
+        ),
+        ctx.create_qp_set(1 << (n - 1), Some(e.qp.qpn), 4, 4)
+            .map(|s| s.resp.index),
+        libc::EBUSY,
+    );
+    // Another set gets an index of its own, on every port.
+    let other = ctx
+        .create_qp_set(all, None, 4, 4)
+        .unwrap_or_else(|e| fail(format!("second QP set: {e}")));
+    let o = other.resp.index;
+    check(
+        o != index && o != taken && o != e.qp.qpn,
+        format!("a second set over {n} ports: index {o}"),
+    );
+    expect_errno(
+        "QP set with a port the device lacks",
+        ctx.create_qp_set(1 << n, None, 4, 4).map(|s| s.resp.index),
+        libc::EINVAL,
+    );
+    ctx.destroy_qp_set(set)
+        .unwrap_or_else(|e| fail(format!("destroy QP set: {e}")));
+    let after = snapshot(&mut emu);
+    check(
+        after.iter().all(|q| !q.contains(&index)),
+        format!("destroyed: QP {index} is gone from every port"),
+    );
+    let again = ctx
+        .create_qp_set(all, Some(index), 4, 4)
+        .unwrap_or_else(|e| fail(format!("QP set at the freed index {index}: {e}")));
+    check(
+        again.resp.index == index,
+        format!("index {index} can be taken again"),
+    );
+    for s in [again, other, lone] {
+        ctx.destroy_qp_set(s)
+            .unwrap_or_else(|e| fail(format!("destroy QP set: {e}")));
+    }
+    teardown(&ctx, [e], []);
+    let left = snapshot(&mut emu);
+    check(
+        left.iter().all(|q| q.is_empty()),
+        format!("no QP left on the device: {left:?}"),
+    );
+}
+
+/// `dv-write-source`: as `write-source`, from a one-port QP set: the WQEs
+/// are written and the doorbell rung without system calls.
+pub(crate) fn dv_write_source(args: &[String]) {
+    let peer_ip = args
+        .iter()
+        .position(|a| a == "--peer")
+        .and_then(|i| args.get(i + 1))
+        .unwrap_or_else(|| fail("--peer missing".into()))
+        .clone();
+    let port = arg(args, "--port", Some(1)) as u32;
+    let max = arg(args, "--max-mib", Some(1024)) as usize * MIB;
+    let ctx = open_ctx();
+    let pd = ctx
+        .alloc_pd()
+        .unwrap_or_else(|e| fail(format!("alloc_pd: {e}")));
+    let mut src = Mapping::new(max);
+    let seed = 0xd5;
+    fill(src.bytes(), seed);
+    let smr = ctx
+        .reg_mr(&pd, src.addr(), max as u64, src.addr(), ACCESS_LOCAL_WRITE)
+        .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
+    let si = mr_info(&ctx, &smr, "source");
+    let mut set = ctx
+        .create_qp_set(1 << (port - 1), None, 7, 8)
+        .unwrap_or_else(|e| fail(format!("create QP set: {e}")));
+    let info = ctx
+        .query_port(port.into())
+        .unwrap_or_else(|e| fail(format!("query port: {e}")));
+    let mut peer = Peer::dial(&peer_ip);
+    let t = peer.recv();
+    println!("target: {t}");
+    peer.send(&format!(
+        "source qpn={} mac={} ip={}",
+        set.resp.index,
+        mac_str(info.mac),
+        std::net::Ipv4Addr::from(info.ipv4)
+    ));
+    let (rkey, raddr, rlen) = (
+        kv_num(&t, "rkey") as u32,
+        kv_num(&t, "addr"),
+        kv_num(&t, "len") as usize,
+    );
+    let h = set.handle;
+    ctx.connect_dv(
+        h,
+        set.qp(port),
+        parse_mac(kv(&t, "mac")),
+        parse_ip(kv(&t, "ip")),
+        kv_num(&t, "qpn") as u32,
+        rkey,
+        0,
+        MTU_4096,
+        14,
+    )
+    .unwrap_or_else(|e| fail(format!("QP set to RTS: {e}")));
+    let r = peer.recv();
+    check(r == "ready", format!("target ready ({r})"));
+    let max = max.min(rlen);
+    let mut sizes = vec![
+        1usize,
+        7,
+        4095,
+        4096,
+        4097,
+        65537,
+        MIB,
+        16 * MIB,
+        64 * MIB,
+        256 * MIB,
+    ];
+    sizes.push(max);
+    sizes.retain(|s| *s <= max);
+    sizes.dedup();
+    for len in sizes {
+        let off = if len < MIB { 4096 + 5 } else { 0 };
+        let cqe = write_dv_once(
+            set.qp(port),
+            si.device_va(src.addr()),
+            raddr + off as u64,
+            len as u32,
+        );
+        check(
+            matches!(cqe, Some(c) if c.status == CQE_SUCCESS),
+            format!("dv WRITE of {len} bytes to the other host: CQE {cqe:?}"),
+        );
+        peer.send(&format!("check {off} {len} {seed}"));
+        let r = peer.recv();
+        check(r == "ok", format!("target checked {len} bytes: {r}"));
+    }
+    peer.send("done");
+    ctx.destroy_qp_set(set)
+        .unwrap_or_else(|e| fail(format!("destroy QP set: {e}")));
+    teardown(&ctx, [], [smr]);
+}
+
+/// The fast path's part of `bench-local`: the same 64-byte WRITEs as the
+/// post_send measurement (every 32nd signalled and waited for), written to
+/// a QP set's mapped send queue with one doorbell per batch. `standard`
+/// holds post_send's time in posting per batch size, measured in the same
+/// run. Prints WQEs per second of one core, posting only and end to end.
+pub(crate) fn bench_dv_post(
+    ctx: &Context,
+    smr: &Mr,
+    dmr: &Mr,
+    total: usize,
+    standard: &[(usize, std::time::Duration)],
+) {
+    let si = mr_info(ctx, smr, "source");
+    let di = mr_info(ctx, dmr, "destination");
+    let mut set = dv_loopback(ctx, 1, 2, dmr.rkey);
+    let qp = set.qp(1);
+    for &(batch, post_send) in standard {
+        let mut in_post = std::time::Duration::ZERO;
+        let start = std::time::Instant::now();
+        let mut posted = 0usize;
+        let mut wqes = Vec::with_capacity(batch);
+        while posted < total {
+            wqes.clear();
+            wqes.extend((0..batch).map(|k| {
+                let n = posted + k;
+                (
+                    si.device_va(si.iova + (n % 1024) as u64 * 64),
+                    di.mmu_va,
+                    64u32,
+                    n % 32 == 31,
+                    None,
+                )
+            }));
+            let t = std::time::Instant::now();
+            qp.post_wqes(&wqes);
+            in_post += t.elapsed();
+            posted += batch;
+            if posted % 32 == 0 {
+                match qp.poll_spin(SPINS) {
+                    Some(c) if c.status == CQE_SUCCESS => {}
+                    c => fail(format!("dv completion {c:?}")),
+                }
+            }
+        }
+        let all = start.elapsed();
+        let per = |d: std::time::Duration| d.as_nanos() as f64 / total as f64;
+        println!(
+            "bench: WQEs per second of one core, {batch} per doorbell/call: dv post {:.0} ({:.0} ns per WQE), post_send {:.0} ({:.0} ns); dv/post_send {:.1}x; dv end to end (post and complete) {:.0} WQEs/s",
+            1e9 / per(in_post),
+            per(in_post),
+            1e9 / per(post_send),
+            per(post_send),
+            per(post_send) / per(in_post),
+            total as f64 / all.as_secs_f64(),
+        );
+    }
+    ctx.destroy_qp_set(set)
+        .unwrap_or_else(|e| fail(format!("destroy QP set: {e}")));
+}

@@ -1,0 +1,759 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! `uapi-bad-attrs`: every method of the driver namespace with missing,
+//! short, oversized, misaligned and out-of-range attributes.
+
+use super::*;
+use gaudi_verbs::dv::*;
+
+/// The driver namespace's device object and QUERY_PORT (gaudi_user_ioctl_cmds.h).
+const METHOD_QUERY_PORT: u16 = NS_DRIVER;
+const ATTR_PORT_NUM: u16 = NS_DRIVER;
+const ATTR_PORT_RESP: u16 = NS_DRIVER + 1;
+
+/// An attribute id no method has.
+const UNKNOWN_ATTR: u16 = NS_DRIVER + 9;
+
+/// `attr` without `UVERBS_ATTR_F_MANDATORY`.
+fn optional(mut attr: Attr) -> Attr {
+    attr.flags = 0;
+    attr
+}
+
+/// `attr` with length `len` (its data pointer or inline value kept).
+fn sized(mut attr: Attr, len: usize) -> Attr {
+    attr.len = len as u16;
+    attr
+}
+
+struct Cases<'a> {
+    ctx: &'a Context,
+    count: usize,
+}
+
+impl Cases<'_> {
+    /// `attrs` to `object`/`method` fail with `errno` (0: succeed).
+    /// Returns the attributes as the kernel left them, on success.
+    fn expect<const N: usize>(
+        &mut self,
+        what: &str,
+        object: u16,
+        method: u16,
+        attrs: [Attr; N],
+        errno: i32,
+    ) -> Option<[Attr; N]> {
+        let r = self.ctx.dv_raw(object, method, attrs);
+        let got = match &r {
+            Ok(_) => 0,
+            Err(e) => gaudi_verbs::errno(e),
+        };
+        check(
+            got == errno,
+            format!("{what}: errno {got}, expected {errno}"),
+        );
+        self.count += 1;
+        r.ok()
+    }
+}
+
+pub(crate) fn uapi_bad_attrs(_args: &[String]) {
+    let ctx = open_ctx();
+    let ports = ctx.resp.num_ports;
+    let pd = ctx
+        .alloc_pd()
+        .unwrap_or_else(|e| fail(format!("alloc_pd: {e}")));
+    let mut mem = Mapping::new(2 * 4096);
+    mem.bytes().fill(1);
+    let mr = ctx
+        .reg_mr(
+            &pd,
+            mem.addr(),
+            4096,
+            mem.addr(),
+            ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE,
+        )
+        .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
+    let ro = ctx
+        .reg_mr(
+            &pd,
+            mem.addr() + 4096,
+            4096,
+            mem.addr() + 4096,
+            ACCESS_LOCAL_WRITE,
+        )
+        .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
+    let mut emu = emu();
+    let (faults, audit) = (stat(&mut emu, "mmu_faults"), stat(&mut emu, "dma_audit"));
+    let mut c = Cases {
+        ctx: &ctx,
+        count: 0,
+    };
+    let (dev, set_obj) = (GAUDI_IB_OBJECT_DEVICE, GAUDI_IB_OBJECT_QP_SET);
+
+    // QUERY_PORT.
+    let mut info = PortInfo::default();
+    let port = |p: u64| Attr::value(ATTR_PORT_NUM, p);
+    let resp = |i: &mut PortInfo| Attr::output(ATTR_PORT_RESP, i);
+    c.expect(
+        "QUERY_PORT without the port",
+        dev,
+        METHOD_QUERY_PORT,
+        [resp(&mut info)],
+        libc::EINVAL,
+    );
+    c.expect(
+        "QUERY_PORT without the reply",
+        dev,
+        METHOD_QUERY_PORT,
+        [port(1)],
+        libc::EINVAL,
+    );
+    for p in [0, u64::from(ports) + 1, u64::MAX] {
+        c.expect(
+            &format!("QUERY_PORT of port {p}"),
+            dev,
+            METHOD_QUERY_PORT,
+            [port(p), resp(&mut info)],
+            libc::EINVAL,
+        );
+    }
+    c.expect(
+        "QUERY_PORT with a 4-byte port",
+        dev,
+        METHOD_QUERY_PORT,
+        [sized(port(1), 4), resp(&mut info)],
+        libc::EINVAL,
+    );
+    c.expect(
+        "QUERY_PORT with a short reply",
+        dev,
+        METHOD_QUERY_PORT,
+        [port(1), sized(resp(&mut info), 8)],
+        libc::EINVAL,
+    );
+    let mut big = [0u8; 64];
+    c.expect(
+        "QUERY_PORT with an oversized reply",
+        dev,
+        METHOD_QUERY_PORT,
+        [port(1), Attr::buf(ATTR_PORT_RESP, big.as_mut_ptr(), 40)],
+        libc::EINVAL,
+    );
+    c.expect(
+        "QUERY_PORT with an unknown mandatory attribute",
+        dev,
+        METHOD_QUERY_PORT,
+        [port(1), resp(&mut info), Attr::value(UNKNOWN_ATTR, 0)],
+        libc::EPROTONOSUPPORT,
+    );
+    c.expect(
+        "QUERY_PORT with an unknown optional attribute",
+        dev,
+        METHOD_QUERY_PORT,
+        [
+            port(1),
+            resp(&mut info),
+            optional(Attr::value(UNKNOWN_ATTR, 0)),
+        ],
+        0,
+    );
+    let mut r = resp(&mut info);
+    r.reserved = 1;
+    c.expect(
+        "QUERY_PORT with a reserved field set",
+        dev,
+        METHOD_QUERY_PORT,
+        [port(1), r],
+        libc::EINVAL,
+    );
+    c.expect(
+        "an unknown method",
+        dev,
+        NS_DRIVER + 9,
+        [port(1)],
+        libc::EPROTONOSUPPORT,
+    );
+    // A reply at an odd address is written as at an aligned one.
+    let aligned = ctx
+        .query_port(2)
+        .unwrap_or_else(|e| fail(format!("query port: {e}")));
+    let n = std::mem::size_of::<PortInfo>();
+    c.expect(
+        "QUERY_PORT with a reply at an odd address",
+        dev,
+        METHOD_QUERY_PORT,
+        [port(2), Attr::buf(ATTR_PORT_RESP, big[1..].as_mut_ptr(), n)],
+        0,
+    );
+    // SAFETY: `big[1..]` holds `n` bytes written by the kernel as a PortInfo.
+    let odd: PortInfo = unsafe { std::ptr::read_unaligned(big[1..].as_ptr().cast()) };
+    check(
+        odd.mac == aligned.mac && odd.ipv4 == aligned.ipv4 && odd.port_num == 2,
+        "the reply at an odd address is the aligned one".into(),
+    );
+
+    // QUERY_MR.
+    let mut mi = MrInfo::default();
+    let q = GAUDI_IB_METHOD_QUERY_MR;
+    c.expect(
+        "QUERY_MR without a handle",
+        dev,
+        q,
+        [Attr::output(ATTR_QUERY_MR_RESP, &mut mi)],
+        libc::EINVAL,
+    );
+    c.expect(
+        "QUERY_MR of a handle that does not exist",
+        dev,
+        q,
+        [
+            Attr::handle(ATTR_QUERY_MR_HANDLE, 9999),
+            Attr::output(ATTR_QUERY_MR_RESP, &mut mi),
+        ],
+        libc::ENOENT,
+    );
+    c.expect(
+        "QUERY_MR of a PD handle",
+        dev,
+        q,
+        [
+            Attr::handle(ATTR_QUERY_MR_HANDLE, pd.handle),
+            Attr::output(ATTR_QUERY_MR_RESP, &mut mi),
+        ],
+        libc::EINVAL,
+    );
+    c.expect(
+        "QUERY_MR with a handle attribute of length 8",
+        dev,
+        q,
+        [
+            sized(Attr::handle(ATTR_QUERY_MR_HANDLE, mr.handle), 8),
+            Attr::output(ATTR_QUERY_MR_RESP, &mut mi),
+        ],
+        libc::EINVAL,
+    );
+    c.expect(
+        "QUERY_MR with a short reply",
+        dev,
+        q,
+        [
+            Attr::handle(ATTR_QUERY_MR_HANDLE, mr.handle),
+            sized(Attr::output(ATTR_QUERY_MR_RESP, &mut mi), 32),
+        ],
+        libc::EINVAL,
+    );
+
+    // QP_SET_CREATE.
+    let good = SetCreate {
+        ports: 0b11,
+        log_sq_entries: 4,
+        log_cq_entries: 4,
+        ..Default::default()
+    };
+    let mut cr = SetCreateResp::default();
+    let mut sp = [SetPort::default(); 2];
+    let sp_len = std::mem::size_of_val(&sp);
+    let create = |c: &mut Cases<'_>, what: &str, req: &SetCreate, errno: i32| {
+        let mut cr = SetCreateResp::default();
+        let mut sp = [SetPort::default(); 2];
+        c.expect(
+            what,
+            set_obj,
+            METHOD_QP_SET_CREATE,
+            [
+                Attr::handle(ATTR_CREATE_HANDLE, 0),
+                Attr::input(ATTR_CREATE_REQ, req),
+                Attr::output(ATTR_CREATE_RESP, &mut cr),
+                Attr::buf(
+                    ATTR_CREATE_PORTS,
+                    sp.as_mut_ptr().cast(),
+                    std::mem::size_of_val(&sp),
+                ),
+            ],
+            errno,
+        );
+    };
+    let max_log_sq = (ctx.resp.max_sqe as u64).ilog2();
+    let max_log_cq = (ctx.resp.max_cqe as u64).ilog2();
+    let bad: Vec<(&str, SetCreate)> = vec![
+        (
+            "a comp_mask",
+            SetCreate {
+                comp_mask: 1,
+                ..good
+            },
+        ),
+        (
+            "a reserved field",
+            SetCreate {
+                reserved: 1,
+                ..good
+            },
+        ),
+        ("an unknown flag", SetCreate { flags: 2, ..good }),
+        ("no port", SetCreate { ports: 0, ..good }),
+        (
+            "a port the device lacks",
+            SetCreate {
+                ports: 1 << ports,
+                ..good
+            },
+        ),
+        (
+            "a port beyond 64",
+            SetCreate {
+                ports: u64::MAX,
+                ..good
+            },
+        ),
+        (
+            "a send queue of 1 WQE",
+            SetCreate {
+                log_sq_entries: 0,
+                ..good
+            },
+        ),
+        (
+            "a send queue beyond max_sqe",
+            SetCreate {
+                log_sq_entries: max_log_sq + 1,
+                ..good
+            },
+        ),
+        (
+            "a CQ of 1 CQE",
+            SetCreate {
+                log_cq_entries: 0,
+                ..good
+            },
+        ),
+        (
+            "a CQ beyond max_cqe",
+            SetCreate {
+                log_cq_entries: max_log_cq + 1,
+                ..good
+            },
+        ),
+        (
+            "index 0",
+            SetCreate {
+                flags: CREATE_INDEX,
+                index: 0,
+                ..good
+            },
+        ),
+        (
+            "index 1",
+            SetCreate {
+                flags: CREATE_INDEX,
+                index: 1,
+                ..good
+            },
+        ),
+        (
+            "index max_qps",
+            SetCreate {
+                flags: CREATE_INDEX,
+                index: ctx.resp.max_qps,
+                ..good
+            },
+        ),
+    ];
+    for (what, req) in &bad {
+        create(
+            &mut c,
+            &format!("QP_SET_CREATE with {what}"),
+            req,
+            libc::EINVAL,
+        );
+    }
+    let attrs = |req: *const SetCreate,
+                 rl: usize,
+                 cr: &mut SetCreateResp,
+                 sp: &mut [SetPort; 2],
+                 pl: usize| {
+        [
+            Attr::handle(ATTR_CREATE_HANDLE, 0),
+            Attr::buf(ATTR_CREATE_REQ, req.cast(), rl),
+            Attr::output(ATTR_CREATE_RESP, cr),
+            Attr::buf(ATTR_CREATE_PORTS, sp.as_mut_ptr().cast(), pl),
+        ]
+    };
+    let req_len = std::mem::size_of::<SetCreate>();
+    c.expect(
+        "QP_SET_CREATE with a short request",
+        set_obj,
+        METHOD_QP_SET_CREATE,
+        attrs(&good, 16, &mut cr, &mut sp, sp_len),
+        libc::EINVAL,
+    );
+    let mut long = [0u8; 48];
+    // SAFETY: `long` has room for a SetCreate.
+    unsafe { std::ptr::write_unaligned(long.as_mut_ptr().cast(), good) };
+    c.expect(
+        "QP_SET_CREATE with an oversized request",
+        set_obj,
+        METHOD_QP_SET_CREATE,
+        attrs(long.as_ptr().cast(), 40, &mut cr, &mut sp, sp_len),
+        libc::EINVAL,
+    );
+    c.expect(
+        "QP_SET_CREATE with room for one port of two",
+        set_obj,
+        METHOD_QP_SET_CREATE,
+        attrs(&good, req_len, &mut cr, &mut sp, sp_len / 2),
+        libc::ENOSPC,
+    );
+    c.expect(
+        "QP_SET_CREATE with less room than one port",
+        set_obj,
+        METHOD_QP_SET_CREATE,
+        attrs(&good, req_len, &mut cr, &mut sp, 8),
+        libc::EINVAL,
+    );
+    c.expect(
+        "QP_SET_CREATE without the ports array",
+        set_obj,
+        METHOD_QP_SET_CREATE,
+        {
+            let a = attrs(&good, req_len, &mut cr, &mut sp, sp_len);
+            [a[0], a[1], a[2]]
+        },
+        libc::EINVAL,
+    );
+    let no_qps = (0..ports).all(|p| {
+        emu.command(&format!("qps {p}"))
+            .is_ok_and(|l| l.iter().any(|l| l == "qps"))
+    });
+    check(
+        no_qps,
+        "the refused creations left no QP on the device".into(),
+    );
+    // A request at an odd address works.
+    let mut odd = [0u8; 40];
+    // SAFETY: `odd[1..]` has room for a SetCreate.
+    unsafe { std::ptr::write_unaligned(odd[1..].as_mut_ptr().cast(), good) };
+    let a = attrs(odd[1..].as_ptr().cast(), req_len, &mut cr, &mut sp, sp_len);
+    let odd_handle = c
+        .expect(
+            "QP_SET_CREATE with a request at an odd address",
+            set_obj,
+            METHOD_QP_SET_CREATE,
+            a,
+            0,
+        )
+        .map_or(0, |a| a[0].data as u32);
+    check(
+        cr.ports == 0b11 && sp[0].port_num == 1 && sp[1].port_num == 2,
+        format!(
+            "the set from the odd request: index {} on ports 1 and 2",
+            cr.index
+        ),
+    );
+    let set = ctx
+        .create_qp_set(0b11, None, 4, 4)
+        .unwrap_or_else(|e| fail(format!("create QP set: {e}")));
+
+    // QP_SET_MODIFY.
+    let m_ok = SetModify {
+        state: u32::from(QPS_INIT),
+        ..Default::default()
+    };
+    let modify =
+        |c: &mut Cases<'_>, what: &str, handle: u32, port: u64, m: &SetModify, errno: i32| {
+            c.expect(
+                what,
+                set_obj,
+                METHOD_QP_SET_MODIFY,
+                [
+                    Attr::handle(ATTR_MODIFY_HANDLE, handle),
+                    Attr::value(ATTR_MODIFY_PORT, port),
+                    Attr::input(ATTR_MODIFY_REQ, m),
+                ],
+                errno,
+            );
+        };
+    let h = set.handle;
+    modify(
+        &mut c,
+        "QP_SET_MODIFY of a port not in the set",
+        h,
+        3,
+        &m_ok,
+        libc::EINVAL,
+    );
+    modify(&mut c, "QP_SET_MODIFY of port 0", h, 0, &m_ok, libc::EINVAL);
+    modify(
+        &mut c,
+        "QP_SET_MODIFY of a port beyond the device",
+        h,
+        u64::from(ports) + 1,
+        &m_ok,
+        libc::EINVAL,
+    );
+    modify(
+        &mut c,
+        "QP_SET_MODIFY of a handle that does not exist",
+        9999,
+        1,
+        &m_ok,
+        libc::ENOENT,
+    );
+    modify(
+        &mut c,
+        "QP_SET_MODIFY of an MR handle",
+        mr.handle,
+        1,
+        &m_ok,
+        libc::EINVAL,
+    );
+    for (what, m) in [
+        (
+            "a comp_mask",
+            SetModify {
+                comp_mask: 1,
+                ..m_ok
+            },
+        ),
+        (
+            "reserved0",
+            SetModify {
+                reserved0: 1,
+                ..m_ok
+            },
+        ),
+        (
+            "reserved1",
+            SetModify {
+                reserved1: 1,
+                ..m_ok
+            },
+        ),
+        ("state SQD", SetModify { state: 4, ..m_ok }),
+        ("state 7", SetModify { state: 7, ..m_ok }),
+        (
+            "RESET to RTS",
+            SetModify {
+                state: u32::from(QPS_RTS),
+                ..m_ok
+            },
+        ),
+    ] {
+        modify(
+            &mut c,
+            &format!("QP_SET_MODIFY with {what}"),
+            h,
+            1,
+            &m,
+            libc::EINVAL,
+        );
+    }
+    modify(&mut c, "QP_SET_MODIFY to INIT", h, 1, &m_ok, 0);
+    let rtr = SetModify {
+        state: u32::from(QPS_RTR),
+        dest_qpn: 5,
+        path_mtu: MTU_4096,
+        dmac: [2, 0, 0, 0, 0, 9],
+        dest_ipv4: [10, 0, 0, 9],
+        local_rkey: mr.rkey,
+        ..Default::default()
+    };
+    for (what, m) in [
+        ("path MTU 0", SetModify { path_mtu: 0, ..rtr }),
+        ("path MTU 6", SetModify { path_mtu: 6, ..rtr }),
+        (
+            "a 25-bit destination QP",
+            SetModify {
+                dest_qpn: 1 << 24,
+                ..rtr
+            },
+        ),
+        (
+            "a 25-bit receive PSN",
+            SetModify {
+                rq_psn: 1 << 24,
+                ..rtr
+            },
+        ),
+        (
+            "a multicast MAC",
+            SetModify {
+                dmac: [1, 0, 0x5e, 0, 0, 1],
+                ..rtr
+            },
+        ),
+        (
+            "a zero MAC",
+            SetModify {
+                dmac: [0; 6],
+                ..rtr
+            },
+        ),
+        (
+            "no IPv4 address",
+            SetModify {
+                dest_ipv4: [0; 4],
+                ..rtr
+            },
+        ),
+        (
+            "an unknown local rkey",
+            SetModify {
+                local_rkey: 0x7777,
+                ..rtr
+            },
+        ),
+        (
+            "the local rkey of a region without remote write",
+            SetModify {
+                local_rkey: ro.rkey,
+                ..rtr
+            },
+        ),
+    ] {
+        modify(
+            &mut c,
+            &format!("QP_SET_MODIFY to RTR with {what}"),
+            h,
+            1,
+            &m,
+            libc::EINVAL,
+        );
+    }
+    modify(&mut c, "QP_SET_MODIFY to RTR", h, 1, &rtr, 0);
+    let rts = SetModify {
+        state: u32::from(QPS_RTS),
+        sq_psn: 1,
+        timeout: 14,
+        retry_cnt: 7,
+        ..Default::default()
+    };
+    for (what, m) in [
+        ("timeout 32", SetModify { timeout: 32, ..rts }),
+        (
+            "retry count 8",
+            SetModify {
+                retry_cnt: 8,
+                ..rts
+            },
+        ),
+        (
+            "a 25-bit send PSN",
+            SetModify {
+                sq_psn: 1 << 24,
+                ..rts
+            },
+        ),
+    ] {
+        modify(
+            &mut c,
+            &format!("QP_SET_MODIFY to RTS with {what}"),
+            h,
+            1,
+            &m,
+            libc::EINVAL,
+        );
+    }
+    modify(&mut c, "QP_SET_MODIFY to RTS", h, 1, &rts, 0);
+    c.expect(
+        "QP_SET_MODIFY with a short request",
+        set_obj,
+        METHOD_QP_SET_MODIFY,
+        [
+            Attr::handle(ATTR_MODIFY_HANDLE, h),
+            Attr::value(ATTR_MODIFY_PORT, 1),
+            Attr::buf(ATTR_MODIFY_REQ, (&rts as *const SetModify).cast(), 40),
+        ],
+        libc::EINVAL,
+    );
+
+    // QP_SET_QUERY.
+    let mut qi = SetQpInfo::default();
+    let query = |h: u32, p: u64, qi: &mut SetQpInfo| {
+        [
+            Attr::handle(ATTR_QUERY_HANDLE, h),
+            Attr::value(ATTR_QUERY_PORT, p),
+            Attr::output(ATTR_QUERY_RESP, qi),
+        ]
+    };
+    c.expect(
+        "QP_SET_QUERY of a port not in the set",
+        set_obj,
+        METHOD_QP_SET_QUERY,
+        query(h, 3, &mut qi),
+        libc::EINVAL,
+    );
+    c.expect(
+        "QP_SET_QUERY of a PD handle",
+        set_obj,
+        METHOD_QP_SET_QUERY,
+        query(pd.handle, 1, &mut qi),
+        libc::EINVAL,
+    );
+    let mut a = query(h, 1, &mut qi);
+    a[2].len = 8;
+    c.expect(
+        "QP_SET_QUERY with a short reply",
+        set_obj,
+        METHOD_QP_SET_QUERY,
+        a,
+        libc::EINVAL,
+    );
+    c.expect(
+        "QP_SET_QUERY",
+        set_obj,
+        METHOD_QP_SET_QUERY,
+        query(h, 1, &mut qi),
+        0,
+    );
+    check(
+        qi.state == u32::from(QPS_RTS),
+        format!("the QP reads back in RTS ({})", qi.state),
+    );
+
+    // QP_SET_DESTROY.
+    let destroy = |h: u32| [Attr::handle(ATTR_DESTROY_HANDLE, h)];
+    c.expect(
+        "QP_SET_DESTROY of a handle that does not exist",
+        set_obj,
+        METHOD_QP_SET_DESTROY,
+        destroy(9999),
+        libc::ENOENT,
+    );
+    c.expect(
+        "QP_SET_DESTROY of an MR handle",
+        set_obj,
+        METHOD_QP_SET_DESTROY,
+        destroy(mr.handle),
+        libc::EINVAL,
+    );
+    c.expect(
+        "QP_SET_DESTROY without a handle",
+        set_obj,
+        METHOD_QP_SET_DESTROY,
+        [],
+        libc::EINVAL,
+    );
+    c.expect(
+        "QP_SET_DESTROY",
+        set_obj,
+        METHOD_QP_SET_DESTROY,
+        destroy(odd_handle),
+        0,
+    );
+    c.expect(
+        "QP_SET_DESTROY of a destroyed set",
+        set_obj,
+        METHOD_QP_SET_DESTROY,
+        destroy(odd_handle),
+        libc::ENOENT,
+    );
+    ctx.destroy_qp_set(set)
+        .unwrap_or_else(|e| fail(format!("destroy QP set: {e}")));
+    check(
+        stat(&mut emu, "mmu_faults") == faults && stat(&mut emu, "dma_audit") == audit,
+        "no translation fault, DMA audit unchanged".into(),
+    );
+    println!("# {} calls checked", c.count);
+    teardown(&ctx, [], [mr, ro]);
+}

@@ -1,0 +1,542 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The device-specific fast path of gaudi_ib: QP sets whose queues this
+//! process drives itself (include/uapi/rdma/gaudi_user_ioctl_cmds.h).
+//!
+//! [`Context::create_qp_set`] creates one QP per port of a set of ports,
+//! all with the same index, and maps each QP's send queue, CQ and the port's
+//! doorbell page. [`DvQp::post_write`] then writes a WQE and rings the
+//! doorbell, [`DvQp::poll`] reads the next CQE: plain loads and stores, no
+//! system call. WQEs carry device VAs: an address `a` of a region is
+//! `a - iova + mmu_va` ([`Context::query_mr`]).
+
+use crate::{ioctl, Attr, Context, Mr, NS_DRIVER};
+use std::io;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{fence, Ordering};
+
+// gaudi_user_ioctl_cmds.h
+pub const GAUDI_IB_OBJECT_DEVICE: u16 = NS_DRIVER;
+pub const GAUDI_IB_OBJECT_QP_SET: u16 = NS_DRIVER + 1;
+pub const GAUDI_IB_METHOD_QUERY_MR: u16 = NS_DRIVER + 1;
+pub const ATTR_QUERY_MR_HANDLE: u16 = NS_DRIVER;
+pub const ATTR_QUERY_MR_RESP: u16 = NS_DRIVER + 1;
+pub const METHOD_QP_SET_CREATE: u16 = NS_DRIVER;
+pub const METHOD_QP_SET_DESTROY: u16 = NS_DRIVER + 1;
+pub const METHOD_QP_SET_MODIFY: u16 = NS_DRIVER + 2;
+pub const METHOD_QP_SET_QUERY: u16 = NS_DRIVER + 3;
+pub const ATTR_CREATE_HANDLE: u16 = NS_DRIVER;
+pub const ATTR_CREATE_REQ: u16 = NS_DRIVER + 1;
+pub const ATTR_CREATE_RESP: u16 = NS_DRIVER + 2;
+pub const ATTR_CREATE_PORTS: u16 = NS_DRIVER + 3;
+pub const ATTR_DESTROY_HANDLE: u16 = NS_DRIVER;
+pub const ATTR_MODIFY_HANDLE: u16 = NS_DRIVER;
+pub const ATTR_MODIFY_PORT: u16 = NS_DRIVER + 1;
+pub const ATTR_MODIFY_REQ: u16 = NS_DRIVER + 2;
+pub const ATTR_QUERY_HANDLE: u16 = NS_DRIVER;
+pub const ATTR_QUERY_PORT: u16 = NS_DRIVER + 1;
+pub const ATTR_QUERY_RESP: u16 = NS_DRIVER + 2;
+
+/// `GAUDI_IB_QP_SET_CREATE_INDEX`.
+pub const CREATE_INDEX: u32 = 1;
+
+/// `struct gaudi_ib_mr_info`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MrInfo {
+    pub comp_mask: u32,
+    pub page_shift: u32,
+    pub mmu_va: u64,
+    pub iova: u64,
+    pub length: u64,
+    pub key: u32,
+    pub access: u32,
+}
+
+impl MrInfo {
+    /// The device VA of `addr`, an address (IOVA) of the region.
+    pub fn device_va(&self, addr: u64) -> u64 {
+        addr - self.iova + self.mmu_va
+    }
+}
+
+/// `struct gaudi_ib_qp_set_create`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SetCreate {
+    pub comp_mask: u32,
+    pub flags: u32,
+    pub ports: u64,
+    pub log_sq_entries: u32,
+    pub log_cq_entries: u32,
+    pub index: u32,
+    pub reserved: u32,
+}
+
+/// `struct gaudi_ib_qp_set_create_resp`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SetCreateResp {
+    pub comp_mask: u32,
+    pub index: u32,
+    pub ports: u64,
+    pub sq_bytes: u32,
+    pub cq_bytes: u32,
+}
+
+/// `struct gaudi_ib_qp_set_port`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SetPort {
+    pub port_num: u32,
+    pub cqn: u32,
+    pub sq_offset: u64,
+    pub cq_offset: u64,
+    pub db_offset: u64,
+    pub sq_va: u64,
+    pub cq_va: u64,
+}
+
+/// `struct gaudi_ib_qp_set_modify`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SetModify {
+    pub comp_mask: u32,
+    pub state: u32,
+    pub dest_qpn: u32,
+    pub rq_psn: u32,
+    pub sq_psn: u32,
+    pub remote_rkey: u32,
+    pub local_rkey: u32,
+    pub path_mtu: u8,
+    pub timeout: u8,
+    pub retry_cnt: u8,
+    pub reserved0: u8,
+    pub dmac: [u8; 6],
+    pub udp_sport: u16,
+    pub dest_ipv4: [u8; 4],
+    pub reserved1: u32,
+}
+
+/// `struct gaudi_ib_qp_set_qp_info`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SetQpInfo {
+    pub comp_mask: u32,
+    pub state: u32,
+    pub sq_psn: u32,
+    pub rq_psn: u32,
+}
+
+// Queue formats (Documentation/infiniband/gaudi/device-model.rst).
+const WQE_SIZE: usize = 32;
+const CQE_SIZE: usize = 32;
+/// WQE opcodes.
+pub const WQE_RDMA_WRITE: u8 = 0x01;
+pub const WQE_RDMA_WRITE_IMM: u8 = 0x02;
+/// Doorbell page offsets.
+const DB_SQ: usize = 0x00;
+const DB_CQ: usize = 0x08;
+
+/// CQE status codes of the device.
+pub const CQE_SUCCESS: u8 = 0;
+pub const CQE_LOC_PROT_ERR: u8 = 3;
+pub const CQE_WR_FLUSH_ERR: u8 = 4;
+
+/// A CQE.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Cqe {
+    pub qpn: u32,
+    pub wqe_index: u16,
+    pub opcode: u8,
+    pub status: u8,
+    pub byte_len: u32,
+    pub imm: u32,
+}
+
+/// A shared mapping of the device file.
+struct Map {
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl Map {
+    fn new(ctx: &Context, offset: u64, len: usize) -> io::Result<Self> {
+        // SAFETY: a fresh shared mapping of the device file at an offset the
+        // driver handed out; no existing memory is affected.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                ctx.file().as_raw_fd(),
+                offset as libc::off_t,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Self {
+            ptr: ptr.cast(),
+            len,
+        })
+    }
+}
+
+impl Drop for Map {
+    fn drop(&mut self) {
+        // SAFETY: `ptr`/`len` is a mapping made by `Map::new`, unmapped once.
+        unsafe { libc::munmap(self.ptr.cast(), self.len) };
+    }
+}
+
+/// One QP of a set, with its mapped queues.
+pub struct DvQp {
+    pub port: u32,
+    pub info: SetPort,
+    sq: Map,
+    cq: Map,
+    db: Map,
+    index: u32,
+    log_sq: u32,
+    log_cq: u32,
+    /// Producer index of the send queue, consumer index of the CQ.
+    pub pi: u32,
+    pub ci: u32,
+}
+
+// SAFETY: the mappings are plain memory and device registers, usable from
+// any thread; one thread at a time drives a QP (`&mut self`).
+unsafe impl Send for DvQp {}
+
+impl DvQp {
+    fn db_write(&self, off: usize, v: u32) {
+        // SAFETY: `off` is a doorbell register inside the 4 KiB page.
+        unsafe { std::ptr::write_volatile(self.db.ptr.add(off).cast::<u32>(), v) };
+    }
+
+    /// Post one RDMA WRITE of `len` bytes from device VA `local_va` to the
+    /// peer's VA `remote_va` and ring the doorbell: stores only. `false` if
+    /// the send queue is full (counting unsignalled WQEs not yet passed by a
+    /// CQE).
+    pub fn post_write(
+        &mut self,
+        local_va: u64,
+        remote_va: u64,
+        len: u32,
+        signaled: bool,
+        imm: Option<u32>,
+    ) -> bool {
+        self.post_wqes(&[(local_va, remote_va, len, signaled, imm)])
+    }
+
+    /// Post several WRITEs, as [`DvQp::post_write`], with one doorbell.
+    pub fn post_wqes(&mut self, wqes: &[(u64, u64, u32, bool, Option<u32>)]) -> bool {
+        let size = 1u32 << self.log_sq;
+        for &(local_va, remote_va, len, signaled, imm) in wqes {
+            let slot = (self.pi & (size - 1)) as usize;
+            let mut w = [0u8; WQE_SIZE];
+            w[0] = if imm.is_some() {
+                WQE_RDMA_WRITE_IMM
+            } else {
+                WQE_RDMA_WRITE
+            };
+            w[1] = u8::from(signaled);
+            w[4..8].copy_from_slice(&len.to_le_bytes());
+            w[8..16].copy_from_slice(&local_va.to_le_bytes());
+            w[16..24].copy_from_slice(&remote_va.to_le_bytes());
+            w[24..28].copy_from_slice(&imm.unwrap_or(0).to_le_bytes());
+            // SAFETY: `slot` is inside the ring of `size` WQEs.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    w.as_ptr(),
+                    self.sq.ptr.add(slot * WQE_SIZE),
+                    WQE_SIZE,
+                )
+            };
+            self.pi = self.pi.wrapping_add(1);
+        }
+        // The WQEs are visible before the doorbell.
+        fence(Ordering::SeqCst);
+        self.db_write(DB_SQ, self.index << 16 | (self.pi & 0xffff));
+        true
+    }
+
+    /// Write any SQ doorbell value (tests of the device's checks).
+    pub fn ring_sq(&self, value: u32) {
+        self.db_write(DB_SQ, value);
+    }
+
+    /// The next CQE, if the device wrote one; moves the consumer index and
+    /// writes the CQ doorbell.
+    pub fn poll(&mut self) -> Option<Cqe> {
+        let size = 1u32 << self.log_cq;
+        let slot = (self.ci & (size - 1)) as usize;
+        // SAFETY: `slot` is inside the ring of `size` CQEs.
+        let base = unsafe { self.cq.ptr.add(slot * CQE_SIZE) };
+        let want = u8::from((self.ci >> self.log_cq) & 1 == 0);
+        // SAFETY: the owner byte of the CQE, written by the device.
+        let owner = unsafe { std::ptr::read_volatile(base.add(31)) } & 1;
+        if owner != want {
+            return None;
+        }
+        // The rest of the entry is read after its owner bit.
+        fence(Ordering::Acquire);
+        let mut e = [0u8; CQE_SIZE];
+        // SAFETY: a whole CQE inside the ring.
+        unsafe { std::ptr::copy_nonoverlapping(base, e.as_mut_ptr(), CQE_SIZE) };
+        self.ci = self.ci.wrapping_add(1);
+        self.db_write(DB_CQ, self.info.cqn << 16 | (self.ci & 0xffff));
+        Some(Cqe {
+            qpn: u32::from_le_bytes(e[0..4].try_into().unwrap()),
+            wqe_index: u16::from_le_bytes(e[4..6].try_into().unwrap()),
+            opcode: e[6],
+            status: e[7],
+            byte_len: u32::from_le_bytes(e[8..12].try_into().unwrap()),
+            imm: u32::from_le_bytes(e[12..16].try_into().unwrap()),
+        })
+    }
+
+    /// Busy-poll for the next CQE, at most `spins` tries.
+    pub fn poll_spin(&mut self, spins: u64) -> Option<Cqe> {
+        for _ in 0..spins {
+            if let Some(c) = self.poll() {
+                return Some(c);
+            }
+            std::hint::spin_loop();
+        }
+        None
+    }
+}
+
+/// A QP set: one QP per port, one index.
+pub struct QpSet {
+    pub handle: u32,
+    pub resp: SetCreateResp,
+    pub qps: Vec<DvQp>,
+}
+
+impl QpSet {
+    /// The QP of port `port` (from 1).
+    pub fn qp(&mut self, port: u32) -> &mut DvQp {
+        self.qps
+            .iter_mut()
+            .find(|q| q.port == port)
+            .expect("port of the set")
+    }
+}
+
+impl Context {
+    /// `GAUDI_IB_METHOD_QUERY_MR`: where `mr` sits in the device's
+    /// translation domain.
+    pub fn query_mr(&self, mr: &Mr) -> io::Result<MrInfo> {
+        let mut info = MrInfo::default();
+        self.dv_raw(
+            GAUDI_IB_OBJECT_DEVICE,
+            GAUDI_IB_METHOD_QUERY_MR,
+            [
+                Attr::handle(ATTR_QUERY_MR_HANDLE, mr.handle),
+                Attr::output(ATTR_QUERY_MR_RESP, &mut info),
+            ],
+        )?;
+        Ok(info)
+    }
+
+    /// Any method of the namespace with the attributes given, to test how
+    /// the kernel checks them.
+    pub fn dv_raw<const N: usize>(
+        &self,
+        object: u16,
+        method: u16,
+        attrs: [Attr; N],
+    ) -> io::Result<[Attr; N]> {
+        ioctl(self.file(), object, method, attrs)
+    }
+
+    /// `GAUDI_IB_METHOD_QP_SET_CREATE` without mapping anything: the handle
+    /// and the replies.
+    pub fn create_qp_set_raw(
+        &self,
+        req: &SetCreate,
+    ) -> io::Result<(u32, SetCreateResp, Vec<SetPort>)> {
+        let mut resp = SetCreateResp::default();
+        let n = req.ports.count_ones().max(1) as usize;
+        let mut ports = vec![SetPort::default(); n];
+        let attrs = self.dv_raw(
+            GAUDI_IB_OBJECT_QP_SET,
+            METHOD_QP_SET_CREATE,
+            [
+                Attr::handle(ATTR_CREATE_HANDLE, 0),
+                Attr::input(ATTR_CREATE_REQ, req),
+                Attr::output(ATTR_CREATE_RESP, &mut resp),
+                Attr::buf(
+                    ATTR_CREATE_PORTS,
+                    ports.as_mut_ptr().cast(),
+                    n * std::mem::size_of::<SetPort>(),
+                ),
+            ],
+        )?;
+        Ok((attrs[0].data as u32, resp, ports))
+    }
+
+    /// `GAUDI_IB_METHOD_QP_SET_CREATE`: a QP on each port of `ports` (bit n:
+    /// port n + 1) with `index` (any free one if `None`), send queues of
+    /// `1 << log_sq` WQEs and CQs of `1 << log_cq` CQEs, mapped.
+    pub fn create_qp_set(
+        &self,
+        ports: u64,
+        index: Option<u32>,
+        log_sq: u32,
+        log_cq: u32,
+    ) -> io::Result<QpSet> {
+        let req = SetCreate {
+            flags: if index.is_some() { CREATE_INDEX } else { 0 },
+            ports,
+            log_sq_entries: log_sq,
+            log_cq_entries: log_cq,
+            index: index.unwrap_or(0),
+            ..Default::default()
+        };
+        let (handle, resp, infos) = self.create_qp_set_raw(&req)?;
+        let mut set = QpSet {
+            handle,
+            resp,
+            qps: Vec::new(),
+        };
+        for info in infos {
+            let qp = (|| -> io::Result<DvQp> {
+                Ok(DvQp {
+                    port: info.port_num,
+                    info,
+                    sq: Map::new(self, info.sq_offset, resp.sq_bytes as usize)?,
+                    cq: Map::new(self, info.cq_offset, resp.cq_bytes as usize)?,
+                    db: Map::new(self, info.db_offset, 4096)?,
+                    index: resp.index,
+                    log_sq,
+                    log_cq,
+                    pi: 0,
+                    ci: 0,
+                })
+            })();
+            match qp {
+                Ok(q) => set.qps.push(q),
+                Err(e) => {
+                    let _ = self.destroy_qp_set(set);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(set)
+    }
+
+    /// `GAUDI_IB_METHOD_QP_SET_DESTROY` of a set created with
+    /// [`Context::create_qp_set_raw`].
+    pub fn destroy_qp_set_handle(&self, handle: u32) -> io::Result<()> {
+        self.dv_raw(
+            GAUDI_IB_OBJECT_QP_SET,
+            METHOD_QP_SET_DESTROY,
+            [Attr::handle(ATTR_DESTROY_HANDLE, handle)],
+        )
+        .map(|_| ())
+    }
+
+    /// `GAUDI_IB_METHOD_QP_SET_DESTROY`; the mappings go with `set`.
+    pub fn destroy_qp_set(&self, set: QpSet) -> io::Result<()> {
+        self.destroy_qp_set_handle(set.handle)
+    }
+
+    /// `GAUDI_IB_METHOD_QP_SET_MODIFY` of the QP on `port`.
+    pub fn modify_qp_set(&self, handle: u32, port: u32, m: &SetModify) -> io::Result<()> {
+        self.dv_raw(
+            GAUDI_IB_OBJECT_QP_SET,
+            METHOD_QP_SET_MODIFY,
+            [
+                Attr::handle(ATTR_MODIFY_HANDLE, handle),
+                Attr::value(ATTR_MODIFY_PORT, port.into()),
+                Attr::input(ATTR_MODIFY_REQ, m),
+            ],
+        )
+        .map(|_| ())
+    }
+
+    /// `GAUDI_IB_METHOD_QP_SET_QUERY` of the QP on `port`.
+    pub fn query_qp_set(&self, handle: u32, port: u32) -> io::Result<SetQpInfo> {
+        let mut info = SetQpInfo::default();
+        self.dv_raw(
+            GAUDI_IB_OBJECT_QP_SET,
+            METHOD_QP_SET_QUERY,
+            [
+                Attr::handle(ATTR_QUERY_HANDLE, handle),
+                Attr::value(ATTR_QUERY_PORT, port.into()),
+                Attr::output(ATTR_QUERY_RESP, &mut info),
+            ],
+        )?;
+        Ok(info)
+    }
+
+    /// Bring the QP of `qp` to RTS towards the peer QP `dest_qpn` at
+    /// `mac`/`ipv4`: its WRITEs carry `remote_rkey`, incoming WRITEs must
+    /// carry `local_rkey` (0: none accepted). `mtu` is `enum ib_mtu`,
+    /// `timeout` the local ACK timeout exponent.
+    #[allow(clippy::too_many_arguments)]
+    pub fn connect_dv(
+        &self,
+        handle: u32,
+        qp: &mut DvQp,
+        mac: [u8; 6],
+        ipv4: [u8; 4],
+        dest_qpn: u32,
+        remote_rkey: u32,
+        local_rkey: u32,
+        mtu: u8,
+        timeout: u8,
+    ) -> io::Result<()> {
+        let mut m = SetModify {
+            state: u32::from(crate::QPS_RESET),
+            ..Default::default()
+        };
+        self.modify_qp_set(handle, qp.port, &m)?;
+        // The device starts the queues over.
+        qp.pi = 0;
+        m.state = u32::from(crate::QPS_INIT);
+        self.modify_qp_set(handle, qp.port, &m)?;
+        m = SetModify {
+            state: u32::from(crate::QPS_RTR),
+            dest_qpn,
+            rq_psn: 0x100,
+            remote_rkey,
+            local_rkey,
+            path_mtu: mtu,
+            dmac: mac,
+            dest_ipv4: ipv4,
+            ..Default::default()
+        };
+        self.modify_qp_set(handle, qp.port, &m)?;
+        m = SetModify {
+            state: u32::from(crate::QPS_RTS),
+            sq_psn: 0x100,
+            timeout,
+            retry_cnt: 7,
+            ..Default::default()
+        };
+        self.modify_qp_set(handle, qp.port, &m)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layouts_match_the_uapi() {
+        assert_eq!(std::mem::size_of::<MrInfo>(), 40);
+        assert_eq!(std::mem::size_of::<SetCreate>(), 32);
+        assert_eq!(std::mem::size_of::<SetCreateResp>(), 24);
+        assert_eq!(std::mem::size_of::<SetPort>(), 48);
+        assert_eq!(std::mem::size_of::<SetModify>(), 48);
+        assert_eq!(std::mem::size_of::<SetQpInfo>(), 16);
+        assert_eq!(std::mem::offset_of!(SetModify, dmac), 32);
+        assert_eq!(std::mem::offset_of!(SetModify, dest_ipv4), 40);
+    }
+}

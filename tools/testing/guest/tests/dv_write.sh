@@ -1,0 +1,13 @@
+# SPDX-License-Identifier: GPL-2.0
+# The fast path: a QP set over ports 1 and 2 (one QP index on both, the
+# emulator links them); the QP of port 1 writes 1 B to gaudi.write_max_mib
+# MiB (default 1024) to the QP of port 2 through its mapped send queue,
+# doorbell page and CQ, from a thread whose system calls a seccomp filter
+# counts: none. Every byte lands and the bytes around stay; WRITE with
+# immediate completes on both sides; one CQE covers unsignalled WQEs; the
+# regions' device VAs come from the QUERY_MR method.
+. /lib/gaudi/guest-lib.sh
+load_driver
+gaudi-verbs-test dv-write --max-mib "$(kparam write_max_mib 1024)" --from 1 --to 2 ||
+	fail "dv WRITEs failed"
+kmemleak_clean_after "dv WRITEs"
