@@ -26,7 +26,7 @@ SESSIONS=(
 	"not_ready|--reset-hangs|probe_not_ready||"
 	"link|--ports 2 --addr 0=02:1d:a3:00:00:00,10.0.0.1 --link 0=@P0@:@P1@|link_arp,ibdev_single_device_all_ports,port_events|$PEER_NIC|gaudi.ports=2"
 	"write|--ports 2 --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|mr_out_of_bounds,write_loopback,write_errors,kmemleak_clean||gaudi.ports=2|3072"
-	"dv|--link 0=@P0@:@P1@ --link 1=@P1@:@P0@|dv_write,dv_foreign_address,qp_set_same_index,uapi_bad_attrs,kmemleak_clean||gaudi.ports=24|3072"
+	"dv|--link 0=@P0@:@P1@ --link 1=@P1@:@P0@|dv_write,dv_foreign_address,qp_set_same_index,uapi_bad_attrs,dv_unbind,kmemleak_clean||gaudi.ports=24|3072"
 	"rebind||probe,rebind||gaudi.ports=24"
 	"kunit||||kunit.filter_glob=rust_* loglevel=7"
 )

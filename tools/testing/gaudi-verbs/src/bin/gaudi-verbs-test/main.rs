@@ -1824,6 +1824,18 @@ fn write_source(args: &[String]) {
     teardown(&ctx, [e], [smr]);
 }
 
+/// The CPU's time-stamp counter: fine-grained where the guest's clock is
+/// coarse (TCG), and read without a system call.
+fn ticks() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: RDTSC has no side effects.
+    return unsafe { core::arch::x86_64::_rdtsc() };
+    #[cfg(not(target_arch = "x86_64"))]
+    return std::time::UNIX_EPOCH
+        .elapsed()
+        .map_or(0, |d| d.as_nanos() as u64);
+}
+
 /// Pin `len` bytes at `addr` as a fixed io_uring buffer (the kernel's
 /// `pin_user_pages(FOLL_LONGTERM)`, as `ib_umem_get` does, with nothing
 /// else) and release them; the two durations.
@@ -1947,8 +1959,10 @@ fn bench_local(args: &[String]) {
     let (a, b) = loopback_pair(&ctx, &pd, 1, 2, dmr.rkey);
     let total = 4096usize;
     let mut standard = Vec::new();
+    let clock = (std::time::Instant::now(), ticks());
     for batch in [1usize, 32] {
         let mut in_post = Duration::ZERO;
+        let mut post_ticks = 0u64;
         let mut posted = 0usize;
         while posted < total {
             let list: Vec<SendWr> = (0..batch)
@@ -1968,10 +1982,11 @@ fn bench_local(args: &[String]) {
                     w
                 })
                 .collect();
-            let t = std::time::Instant::now();
+            let (t, c) = (std::time::Instant::now(), ticks());
             if let Err((e, bad)) = ctx.post_send(&a.qp, &list) {
                 fail(format!("post_send: {e} (bad_wr {bad})"));
             }
+            post_ticks += ticks() - c;
             in_post += t.elapsed();
             posted += batch;
             if posted % 32 == 0 {
@@ -1988,7 +2003,7 @@ fn bench_local(args: &[String]) {
             let _ = ctx.query_port(1);
         }
         let ioctl = t.elapsed();
-        standard.push((batch, in_post));
+        standard.push((batch, post_ticks));
         println!(
             "bench: post_send, {batch} WQE(s) per call: {:.0} ns per WQE; a minimal uverbs ioctl (the driver's QUERY_PORT) {:.0} ns per call; per WQE / per ioctl {:.2}x",
             in_post.as_nanos() as f64 / total as f64,
@@ -1996,7 +2011,7 @@ fn bench_local(args: &[String]) {
             (in_post.as_nanos() as f64 / total as f64) / (ioctl.as_nanos() as f64 / (total / batch) as f64),
         );
     }
-    dv::bench_dv_post(&ctx, &smr, &dmr, total, &standard);
+    dv::bench_dv_post(&ctx, &smr, &dmr, total, &standard, clock);
     teardown(&ctx, [a, b], [smr, dmr]);
 }
 
@@ -2022,6 +2037,7 @@ fn main() {
         Some("qp-set-same-index") => dv::qp_set_same_index(&args[1..]),
         Some("dv-write-source") => dv::dv_write_source(&args[1..]),
         Some("uapi-bad-attrs") => uapi::uapi_bad_attrs(&args[1..]),
+        Some("dv-hold") => dv::dv_hold(&args[1..]),
         _ => fail(
             "usage: gaudi-verbs-test uverbs --ports N [--instance I] | hold | \
              context --expect-errno E | pd-single | events --expect NAME:PORT,... \
