@@ -72,7 +72,7 @@ use crate::{
     rbtree::{RBTree, RBTreeNodeReservation},
     rdma::{
         cq::WcSink,
-        mmap::{MmapEntry, ResMsg, Vma},
+        mmap::{MmapEntry, QueueMem, ResMsg, Vma},
         qp::{CqInit, QpAttr, QpAttrMask, QpInit, QpQuery},
         types::{DeviceAttr, Event, Gid, LinkLayer, PortAttr, PortImmutable},
         udata::{Udata, User},
@@ -80,7 +80,7 @@ use crate::{
         uverbs::UapiDef,
         wr::SendWrs,
     },
-    sync::{new_spinlock_irq, Arc, Mutex, SpinLockIrq},
+    sync::{new_spinlock_irq, Mutex, SpinLockIrq},
     types::Opaque,
     ThisModule,
 };
@@ -717,22 +717,25 @@ impl<T: Driver> Ucontext<T> {
         self.mmap_insert_entry(length, None, data)
     }
 
-    /// Offer host memory `mem`, allocated for the device's parent, described by `data`, to
-    /// `mmap()` by this context ([`Vma::map_coherent`]); its size must be a multiple of
-    /// `PAGE_SIZE`. Returns the offset user space passes to `mmap()`. The entry holds `mem`
-    /// until no VMA maps it any more.
+    /// Offer queue memory `mem`, described by `data`, to `mmap()` by this context
+    /// ([`Vma::map_coherent`]); `EINVAL` if it was allocated for another device. Returns the
+    /// offset user space passes to `mmap()`. The entry holds `mem` until no VMA maps it any
+    /// more.
     pub fn mmap_insert_coherent(
         &self,
-        mem: Arc<crate::dma::Coherent<[u8]>>,
+        mem: &QueueMem,
         data: impl PinInit<T::MmapEntry, Error>,
     ) -> Result<u64> {
-        self.mmap_insert_entry(mem.size(), Some(mem), data)
+        if !mem.is_for(self) {
+            return Err(EINVAL);
+        }
+        self.mmap_insert_entry(mem.size(), Some(mem.clone()), data)
     }
 
     fn mmap_insert_entry(
         &self,
         length: usize,
-        mem: Option<Arc<crate::dma::Coherent<[u8]>>>,
+        mem: Option<QueueMem>,
         data: impl PinInit<T::MmapEntry, Error>,
     ) -> Result<u64> {
         let mut entries = self.mmap.lock();

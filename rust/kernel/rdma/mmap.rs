@@ -14,9 +14,10 @@
 //! it holds can outlive the context.
 //!
 //! Queues in host memory that user space writes and the device reads (or the reverse) are
-//! offered with [`Ucontext::mmap_insert_coherent`]: the entry owns a reference to the
-//! DMA-coherent memory, and [`Vma::map_coherent`] maps exactly that memory, so the memory
-//! outlives every mapping of it, even when the driver has long let go of it.
+//! [`QueueMem`], DMA-coherent memory allocated for the device, offered with
+//! [`Ucontext::mmap_insert_coherent`]: the entry holds a reference to the memory, and
+//! [`Vma::map_coherent`] maps exactly that memory, so the memory outlives every mapping of it,
+//! even when the driver has long let go of it.
 //!
 //! # Examples
 //!
@@ -33,14 +34,63 @@
 //! ```
 
 use crate::{
-    bindings,
-    dma::Coherent,
+    bindings, device,
+    dma::{Coherent, DmaAddress},
     error::to_result,
     prelude::*,
-    rdma::{Driver, Ucontext},
-    sync::Arc,
+    rdma::{Device, Driver, Ucontext},
+    sync::{aref::ARef, Arc},
     types::Opaque,
 };
+
+/// Zeroed DMA-coherent host memory for a queue that user space maps (a multiple of
+/// `PAGE_SIZE`), allocated for the parent of an RDMA device, the device's DMA device.
+///
+/// Clones share the memory; it is freed with the last of them, and an mmap entry holds one
+/// until its last mapping is gone.
+#[derive(Clone)]
+pub struct QueueMem {
+    mem: Arc<Coherent<[u8]>>,
+    /// The device the memory was allocated for.
+    dev: ARef<device::Device>,
+}
+
+impl QueueMem {
+    /// Allocate `bytes`, rounded up to a multiple of `PAGE_SIZE`, for `dev`.
+    pub fn new<T: Driver>(dev: &Device<T>, bytes: usize) -> Result<Self> {
+        let bytes = bytes.max(1).next_multiple_of(bindings::PAGE_SIZE);
+        let parent = dev.parent();
+        let mem = Arc::new(
+            Coherent::<u8>::zeroed_slice(parent, bytes, GFP_KERNEL)?,
+            GFP_KERNEL,
+        )?;
+        let plain: &device::Device = parent;
+        Ok(Self {
+            mem,
+            dev: plain.into(),
+        })
+    }
+
+    /// The address the device reaches the memory at.
+    pub fn dma_address(&self) -> DmaAddress {
+        self.mem.dma_address()
+    }
+
+    /// Length in bytes.
+    pub fn size(&self) -> usize {
+        self.mem.size()
+    }
+
+    /// Whether the memory is empty (never).
+    pub fn is_empty(&self) -> bool {
+        self.size() == 0
+    }
+
+    /// Whether the memory was allocated for the DMA device of the context `ctx`.
+    pub(crate) fn is_for<T: Driver>(&self, ctx: &Ucontext<T>) -> bool {
+        core::ptr::eq(self.dev.as_raw(), ctx.device().parent().as_raw())
+    }
+}
 use core::marker::PhantomData;
 
 /// An mmap entry of a user context with the driver's data.
@@ -56,7 +106,7 @@ pub struct MmapEntry<T: Driver> {
     raw: Opaque<bindings::rdma_user_mmap_entry>,
     /// Host memory of the device's parent that the entry maps, if any: held until the entry
     /// is freed, that is after its last VMA is gone.
-    mem: Option<Arc<Coherent<[u8]>>>,
+    mem: Option<QueueMem>,
     #[pin]
     data: T::MmapEntry,
 }
@@ -72,7 +122,7 @@ impl<T: Driver> MmapEntry<T> {
     pub(crate) fn insert(
         ctx: &Ucontext<T>,
         length: usize,
-        mem: Option<Arc<Coherent<[u8]>>>,
+        mem: Option<QueueMem>,
         data: impl PinInit<T::MmapEntry, Error>,
     ) -> Result<*mut bindings::rdma_user_mmap_entry> {
         if length == 0 || length % bindings::PAGE_SIZE != 0 {
@@ -199,13 +249,13 @@ impl<'a> Vma<'a> {
         }
         // SAFETY: `vma` belongs to a running `mmap()` on `ctx`, and `entry` is an entry of it.
         // `mem` is a live coherent allocation of at least `size` bytes for the device's parent,
-        // its DMA device (`Ucontext::mmap_insert_coherent`), owned by the entry, which the
-        // mapping references until it is closed.
+        // its DMA device (checked by `Ucontext::mmap_insert_coherent`), owned by the entry,
+        // which the mapping references until it is closed.
         to_result(unsafe {
             bindings::rdma_user_mmap_coherent(
                 self.ctx,
                 self.vma,
-                mem.as_ptr().cast::<c_void>().cast_mut(),
+                mem.mem.as_ptr().cast::<c_void>().cast_mut(),
                 mem.dma_address(),
                 size,
                 entry.as_raw(),

@@ -11,17 +11,13 @@
 //! WRITE can name them. See Documentation/infiniband/gaudi/design.rst.
 
 use kernel::{
-    device::{
-        Bound,
-        Device, //
-    },
-    dma::Coherent,
     prelude::*,
     rdma::{
         self,
         mmap::{
             Caching,
             MmapEntry,
+            QueueMem,
             Vma, //
         },
         umem::Access,
@@ -99,7 +95,7 @@ pub(crate) fn mmap(db_base: u64, entry: &MmapEntry<GaudiRdma>, vma: &mut Vma<'_>
 /// A queue in host memory that user space maps and the device reaches as a ring.
 struct UserRing {
     shared: Arc<Shared>,
-    mem: Arc<Coherent<[u8]>>,
+    mem: QueueMem,
     range: VaRange,
     pages: u64,
 }
@@ -107,19 +103,15 @@ struct UserRing {
 impl UserRing {
     fn new(
         shared: &Arc<Shared>,
-        dev: &Device<Bound>,
+        dev: &rdma::Device<GaudiRdma>,
         bytes: usize,
         writable: bool,
     ) -> Result<Self> {
-        let bytes = bytes.next_multiple_of(PAGE_SIZE);
-        let mem = Arc::new(
-            Coherent::<u8>::zeroed_slice(dev, bytes, GFP_KERNEL)?,
-            GFP_KERNEL,
-        )?;
+        let mem = QueueMem::new(dev, bytes)?;
         let base = mem.dma_address();
-        let pages = (bytes / PAGE_SIZE) as u64;
+        let pages = (mem.size() / PAGE_SIZE) as u64;
         let range = shared.map_region(
-            dev,
+            dev.parent(),
             (0..pages).map(|i| base + (i << PAGE_SHIFT)),
             pages,
             PAGE_SHIFT,
@@ -254,7 +246,7 @@ impl Drop for SetPort {
 struct SetParams<'a> {
     shared: &'a Arc<Shared>,
     ids: &'a Arc<Ids>,
-    dev: &'a Device<Bound>,
+    dev: &'a rdma::Device<GaudiRdma>,
     index: u32,
     log_sq: u32,
     log_cq: u32,
@@ -282,7 +274,7 @@ impl QpSet {
     fn new(
         shared: &Arc<Shared>,
         ids: &Arc<Ids>,
-        dev: &Device<Bound>,
+        dev: &rdma::Device<GaudiRdma>,
         mask: u32,
         want: Option<u32>,
         log_sq: u32,
@@ -457,9 +449,9 @@ impl Create {
         let mut offsets = KVec::with_capacity(3 * set.ports.len(), GFP_KERNEL)?;
         let res = (|| -> Result {
             for p in set.ports.iter() {
-                let sq = ctx.mmap_insert_coherent(p.sq.mem.clone(), Ok(Map::Queue))?;
+                let sq = ctx.mmap_insert_coherent(&p.sq.mem, Ok(Map::Queue))?;
                 offsets.push(sq, GFP_KERNEL)?;
-                let cq = ctx.mmap_insert_coherent(p.cq.mem.clone(), Ok(Map::Queue))?;
+                let cq = ctx.mmap_insert_coherent(&p.cq.mem, Ok(Map::Queue))?;
                 offsets.push(cq, GFP_KERNEL)?;
                 let db = ctx.mmap_insert(PAGE_SIZE, Ok(Map::Doorbell { port: p.port }))?;
                 offsets.push(db, GFP_KERNEL)?;
@@ -535,7 +527,7 @@ impl Method for Create {
         let mut set = QpSet::new(
             d.shared(),
             &d.ids,
-            dev.parent(),
+            dev,
             mask,
             want,
             req.log_sq_entries,
@@ -614,7 +606,7 @@ impl Modify {
                 a.access = 0;
                 if req.local_rkey != 0 {
                     // A region of this context open to remote writes.
-                    let ok = d.mr_info(req.local_rkey).is_some_and(|m| {
+                    let ok = d.mr(req.local_rkey).is_some_and(|m| {
                         m.pd() == ctx.data().pd_id() && m.access().contains(Access::REMOTE_WRITE)
                     });
                     if !ok {

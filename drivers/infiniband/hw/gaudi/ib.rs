@@ -172,13 +172,8 @@ impl IbDev {
     }
 
     /// The memory region of key `key`, as the send path checks it.
-    fn mr(&self, key: u32) -> Option<MrInfo> {
+    pub(crate) fn mr(&self, key: u32) -> Option<MrInfo> {
         self.mrs.lock().get(key as usize).copied()
-    }
-
-    /// The memory region of key `key`.
-    pub(crate) fn mr_info(&self, key: u32) -> Option<MrInfo> {
-        self.mr(key)
     }
 
     /// What the device can do.
