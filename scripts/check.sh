@@ -232,7 +232,7 @@ for s in "${SESSIONS[@]}"; do
 	# Under TCG with KASAN, 100 bind cycles take about 140 s of guest time,
 	# the main session (1 GiB registrations, 1000 cycles) about 170 s, and
 	# the write session (1 GiB WRITEs, error recovery) 160 to 200 s.
-	case "$name" in rebind | main | write | dv) limit=$((VM_TIMEOUT * 2)) ;; esac
+	case "$name" in rebind | main | write) limit=$((VM_TIMEOUT * 2)) ;; dv) limit=$((VM_TIMEOUT * 3)) ;; esac
 	vm_start "$name" "$(ports "$emu_args")" "$tests" "$(ports "$qemu_args")" "$kernel_args" "$mem" "$limit"
 	wait "$vm_pid" || status=$?
 	echo "# session $name (accelerator ${ACCEL:-tcg}): $((SECONDS - t0)) s, exit status $status"

@@ -44,14 +44,11 @@ use kernel::{
 use crate::{
     ib::GaudiRdma,
     ids::Ids,
-    mmu::{
-        self,
-        VaRange, //
-    },
     queue::{
         self,
         Path,
         QpAttrs,
+        RingMap,
         CMD_CQ_CREATE,
         CMD_CQ_DESTROY,
         CMD_QP_DESTROY,
@@ -94,10 +91,10 @@ pub(crate) fn mmap(db_base: u64, entry: &MmapEntry<GaudiRdma>, vma: &mut Vma<'_>
 
 /// A queue in host memory that user space maps and the device reaches as a ring.
 struct UserRing {
-    shared: Arc<Shared>,
+    /// Dropped first: the device forgets the queue when the set goes; the memory goes with the
+    /// last of the set and the mmap entries (that is, after the last user mapping).
+    map: RingMap,
     mem: QueueMem,
-    range: VaRange,
-    pages: u64,
 }
 
 impl UserRing {
@@ -108,33 +105,14 @@ impl UserRing {
         writable: bool,
     ) -> Result<Self> {
         let mem = QueueMem::new(dev, bytes)?;
-        let base = mem.dma_address();
-        let pages = (mem.size() / PAGE_SIZE) as u64;
-        let range = shared.map_region(
+        let map = RingMap::new(
+            shared,
             dev.parent(),
-            (0..pages).map(|i| base + (i << PAGE_SHIFT)),
-            pages,
-            PAGE_SHIFT,
-            mmu::Flags {
-                writable,
-                ring: true,
-                devmem: false,
-            },
+            mem.dma_address(),
+            mem.size(),
+            writable,
         )?;
-        Ok(Self {
-            shared: shared.clone(),
-            mem,
-            range,
-            pages,
-        })
-    }
-}
-
-impl Drop for UserRing {
-    fn drop(&mut self) {
-        // The device forgets the queue now; the memory goes with the last of the set and
-        // the mmap entries (that is, after the last user mapping).
-        self.shared.unmap_region(self.range, PAGE_SHIFT, self.pages);
+        Ok(Self { map, mem })
     }
 }
 
@@ -180,7 +158,7 @@ impl SetPort {
             sq,
             cq,
         };
-        let cq_va = p.cq.range.start;
+        let cq_va = p.cq.map.va();
         p.shared.command(
             CMD_CQ_CREATE,
             port,
@@ -195,7 +173,7 @@ impl SetPort {
     }
 
     fn write(&self, state: u32, a: &QpAttrs, log_sq: u32) -> Result {
-        let ctx = queue::qp_context(state, self.cqn, self.sq.range.start, log_sq, a);
+        let ctx = queue::qp_context(state, self.cqn, self.sq.map.va(), log_sq, a);
         self.shared
             .command(CMD_QP_WRITE, self.port, self.index, &ctx, &mut [])
     }
@@ -203,39 +181,24 @@ impl SetPort {
 
 impl Drop for SetPort {
     fn drop(&mut self) {
-        // EIO: the device is dead and executes nothing; ENODEV: it is gone. Either way it
-        // reaches neither queue any more.
-        if self.qp_created {
-            if let Err(e) = self
-                .shared
-                .command(CMD_QP_DESTROY, self.port, self.index, &[], &mut [])
-            {
-                if e != EIO && e != ENODEV {
-                    dev_warn!(
-                        self.shared.dev,
-                        "QP set {}: destroying the QP on port {}: {:?}\n",
-                        self.index,
-                        self.port + 1,
-                        e
-                    );
-                }
+        let objects = [
+            (self.qp_created, CMD_QP_DESTROY, self.index, "QP"),
+            (self.cq_created, CMD_CQ_DESTROY, self.cqn, "CQ"),
+        ];
+        for (created, op, index, what) in objects {
+            if !created {
+                continue;
             }
-        }
-        if self.cq_created {
-            if let Err(e) = self
-                .shared
-                .command(CMD_CQ_DESTROY, self.port, self.cqn, &[], &mut [])
-            {
-                if e != EIO && e != ENODEV {
-                    dev_warn!(
-                        self.shared.dev,
-                        "QP set {}: destroying CQ {} on port {}: {:?}\n",
-                        self.index,
-                        self.cqn,
-                        self.port + 1,
-                        e
-                    );
-                }
+            if let Err(e) = self.shared.destroy_command(op, self.port, index) {
+                dev_warn!(
+                    self.shared.dev,
+                    "QP set {}: destroying {} {} on port {}: {:?}\n",
+                    self.index,
+                    what,
+                    index,
+                    self.port + 1,
+                    e
+                );
             }
         }
         self.ids.free_cqn(self.cqn);
@@ -462,8 +425,8 @@ impl Create {
                         sq_offset: sq,
                         cq_offset: cq,
                         db_offset: db,
-                        sq_va: p.sq.range.start,
-                        cq_va: p.cq.range.start,
+                        sq_va: p.sq.map.va(),
+                        cq_va: p.cq.map.va(),
                     },
                     GFP_KERNEL,
                 )?;

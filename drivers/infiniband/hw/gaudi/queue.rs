@@ -160,6 +160,16 @@ impl Shared {
         Ok(())
     }
 
+    /// Run destroying command `op` on object `index` of port index `port`. A device that is
+    /// dead (`EIO`: it executes nothing) or gone (`ENODEV`) holds the object no more: that
+    /// counts as done.
+    pub(crate) fn destroy_command(&self, op: u32, port: u32, index: u32) -> Result {
+        match self.command(op, port, index, &[], &mut []) {
+            Ok(()) | Err(EIO) | Err(ENODEV) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Write a doorbell of port index `port`.
     fn doorbell(&self, port: u32, reg: usize, value: u32) {
         if let Some(bar) = self.bar.try_access() {
@@ -169,24 +179,25 @@ impl Shared {
     }
 }
 
-/// A ring in kernel memory (zeroed), mapped into the device MMU with 4 KiB pages.
-struct Ring {
+/// Host memory of a queue entered into the device MMU as a ring, with 4 KiB pages: the device
+/// fetches WQEs from it or writes CQEs to it, and no work request or incoming WRITE can name
+/// it. It leaves the device MMU (and the device forgets it) when this is dropped, before the
+/// memory may be freed.
+pub(crate) struct RingMap {
     shared: Arc<Shared>,
-    mem: Coherent<[u32]>,
     range: VaRange,
     pages: u64,
 }
 
-impl Ring {
-    fn new(
+impl RingMap {
+    /// Enter the `bytes` (a multiple of 4 KiB) at bus address `base`.
+    pub(crate) fn new(
         shared: &Arc<Shared>,
         dev: &Device<Bound>,
+        base: u64,
         bytes: usize,
         writable: bool,
     ) -> Result<Self> {
-        let bytes = bytes.max(1).next_multiple_of(PAGE_SIZE);
-        let mem = Coherent::<u32>::zeroed_slice(dev, bytes / 4, GFP_KERNEL)?;
-        let base = mem.dma_address();
         let pages = (bytes / PAGE_SIZE) as u64;
         let range = shared.map_region(
             dev,
@@ -201,22 +212,45 @@ impl Ring {
         )?;
         Ok(Self {
             shared: shared.clone(),
-            mem,
             range,
             pages,
         })
     }
 
-    fn va(&self) -> u64 {
+    /// The device VA of the ring.
+    pub(crate) fn va(&self) -> u64 {
         self.range.start
     }
 }
 
-impl Drop for Ring {
+impl Drop for RingMap {
     fn drop(&mut self) {
-        // Out of the device MMU (and forgotten by the device) before the memory is freed,
-        // after this.
         self.shared.unmap_region(self.range, PAGE_SHIFT, self.pages);
+    }
+}
+
+/// A ring in kernel memory (zeroed).
+struct Ring {
+    /// Dropped first: out of the device MMU before the memory is freed.
+    map: RingMap,
+    mem: Coherent<[u32]>,
+}
+
+impl Ring {
+    fn new(
+        shared: &Arc<Shared>,
+        dev: &Device<Bound>,
+        bytes: usize,
+        writable: bool,
+    ) -> Result<Self> {
+        let bytes = bytes.max(1).next_multiple_of(PAGE_SIZE);
+        let mem = Coherent::<u32>::zeroed_slice(dev, bytes / 4, GFP_KERNEL)?;
+        let map = RingMap::new(shared, dev, mem.dma_address(), bytes, writable)?;
+        Ok(Self { map, mem })
+    }
+
+    fn va(&self) -> u64 {
+        self.map.va()
     }
 }
 
@@ -312,14 +346,7 @@ impl Cq {
             .iter()
             .fold(0u64, |m, r| m | 1 << r.port);
         for port in (0..64).filter(|p| ports & (1 << p) != 0) {
-            match self
-                .shared
-                .command(CMD_CQ_DESTROY, port, self.id, &[], &mut [])
-            {
-                // EIO: the device is dead and executes nothing; ENODEV: it is gone.
-                Ok(()) | Err(EIO) | Err(ENODEV) => {}
-                Err(e) => return Err(e),
-            }
+            self.shared.destroy_command(CMD_CQ_DESTROY, port, self.id)?;
         }
         Ok(())
     }
