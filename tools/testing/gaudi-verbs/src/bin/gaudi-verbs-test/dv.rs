@@ -124,19 +124,32 @@ pub(crate) fn dv_loopback(ctx: &Context, a: u32, b: u32, rkey: u32) -> QpSet {
     let mut set = ctx
         .create_qp_set(1 << (a - 1) | 1 << (b - 1), None, 7, 8)
         .unwrap_or_else(|e| fail(format!("create QP set: {e}")));
-    let index = set.resp.index;
-    let ia = ctx
-        .query_port(a.into())
-        .unwrap_or_else(|e| fail(format!("query port: {e}")));
-    let ib = ctx
-        .query_port(b.into())
-        .unwrap_or_else(|e| fail(format!("query port: {e}")));
-    let h = set.handle;
-    ctx.connect_dv(h, set.qp(a), ib.mac, ib.ipv4, index, rkey, 0, MTU_4096, 14)
-        .unwrap_or_else(|e| fail(format!("QP set {index}: port {a} to RTS: {e}")));
-    ctx.connect_dv(h, set.qp(b), ia.mac, ia.ipv4, index, 0, rkey, MTU_4096, 14)
-        .unwrap_or_else(|e| fail(format!("QP set {index}: port {b} to RTS: {e}")));
+    connect_pair(ctx, &mut set, a, b, rkey);
     set
+}
+
+/// (Re)connect the QPs of ports `a` and `b` of `set` to each other, both
+/// ends through RESET (the responder's expected PSN starts over too).
+fn connect_pair(ctx: &Context, set: &mut QpSet, a: u32, b: u32, rkey: u32) {
+    let index = set.resp.index;
+    let h = set.handle;
+    for (from, to, remote, local) in [(a, b, rkey, 0), (b, a, 0, rkey)] {
+        let peer = ctx
+            .query_port(to.into())
+            .unwrap_or_else(|e| fail(format!("query port {to}: {e}")));
+        ctx.connect_dv(
+            h,
+            set.qp(from),
+            peer.mac,
+            peer.ipv4,
+            index,
+            remote,
+            local,
+            MTU_4096,
+            14,
+        )
+        .unwrap_or_else(|e| fail(format!("QP set {index}: port {from} to RTS: {e}")));
+    }
 }
 
 /// What one WRITE of [`dv_write`] found, recorded without system calls.
@@ -422,14 +435,9 @@ pub(crate) fn dv_foreign_address(_args: &[String]) {
             r => fail(format!("device VA {va:#x} should be unmapped: {r:?}")),
         }
     }
-    let index = set.resp.index;
     let h = set.handle;
     let (sq_va, cq_va) = (set.qp(1).info.sq_va, set.qp(1).info.cq_va);
     let peer_cq_va = set.qp(2).info.cq_va;
-    let (i1, i2) = (
-        ctx.query_port(1).unwrap_or_else(|e| fail(format!("{e}"))),
-        ctx.query_port(2).unwrap_or_else(|e| fail(format!("{e}"))),
-    );
     let faults0 = stat(&mut emu, "mmu_faults");
     let local = [
         ("a device VA never mapped (4 KiB)", 0x1000u64),
@@ -441,31 +449,7 @@ pub(crate) fn dv_foreign_address(_args: &[String]) {
     ];
     for (i, (what, va)) in local.iter().enumerate() {
         if i > 0 {
-            // Back to RTS, both ends: the responder's expected PSN starts over too.
-            ctx.connect_dv(
-                h,
-                set.qp(1),
-                i2.mac,
-                i2.ipv4,
-                index,
-                dmr.rkey,
-                0,
-                MTU_4096,
-                14,
-            )
-            .unwrap_or_else(|e| fail(format!("reconnect: {e}")));
-            ctx.connect_dv(
-                h,
-                set.qp(2),
-                i1.mac,
-                i1.ipv4,
-                index,
-                0,
-                dmr.rkey,
-                MTU_4096,
-                14,
-            )
-            .unwrap_or_else(|e| fail(format!("reconnect: {e}")));
+            connect_pair(&ctx, &mut set, 1, 2, dmr.rkey);
         }
         let cqe = write_dv_once(set.qp(1), *va, di.device_va(dst.addr()), 64);
         let state = ctx
@@ -478,30 +462,7 @@ pub(crate) fn dv_foreign_address(_args: &[String]) {
         );
     }
     // A WRITE into the peer's CQ ring: the responder refuses it.
-    ctx.connect_dv(
-        h,
-        set.qp(1),
-        i2.mac,
-        i2.ipv4,
-        index,
-        dmr.rkey,
-        0,
-        MTU_4096,
-        14,
-    )
-    .unwrap_or_else(|e| fail(format!("reconnect: {e}")));
-    ctx.connect_dv(
-        h,
-        set.qp(2),
-        i1.mac,
-        i1.ipv4,
-        index,
-        0,
-        dmr.rkey,
-        MTU_4096,
-        14,
-    )
-    .unwrap_or_else(|e| fail(format!("reconnect: {e}")));
+    connect_pair(&ctx, &mut set, 1, 2, dmr.rkey);
     let cqe = write_dv_once(set.qp(1), si.device_va(src.addr()), peer_cq_va, 64);
     check(
         matches!(cqe, Some(c) if c.status == 5),
@@ -520,30 +481,7 @@ pub(crate) fn dv_foreign_address(_args: &[String]) {
         "nothing landed in the destination".into(),
     );
     // The QP works again after a reset.
-    ctx.connect_dv(
-        h,
-        set.qp(1),
-        i2.mac,
-        i2.ipv4,
-        index,
-        dmr.rkey,
-        0,
-        MTU_4096,
-        14,
-    )
-    .unwrap_or_else(|e| fail(format!("reconnect: {e}")));
-    ctx.connect_dv(
-        h,
-        set.qp(2),
-        i1.mac,
-        i1.ipv4,
-        index,
-        0,
-        dmr.rkey,
-        MTU_4096,
-        14,
-    )
-    .unwrap_or_else(|e| fail(format!("reconnect: {e}")));
+    connect_pair(&ctx, &mut set, 1, 2, dmr.rkey);
     let cqe = write_dv_once(
         set.qp(1),
         si.device_va(src.addr()),
