@@ -208,21 +208,7 @@ pub(crate) fn dv_write(args: &[String]) {
     let faults = stat(&mut emu, "mmu_faults");
     let tx = port_stat(&mut emu, pa - 1, "tx");
 
-    let mut sizes = vec![
-        1usize,
-        7,
-        4095,
-        4096,
-        4097,
-        65537,
-        MIB,
-        16 * MIB,
-        64 * MIB,
-        256 * MIB,
-    ];
-    sizes.push(max);
-    sizes.retain(|s| *s <= max);
-    sizes.dedup();
+    let sizes = write_sizes(max);
     let (soff, doff) = (3usize, 4096 + 5);
     let mut outcomes = vec![Outcome::default(); sizes.len()];
     let dst_addr = dst.addr();
@@ -624,12 +610,7 @@ pub(crate) fn qp_set_same_index(_args: &[String]) {
 /// `dv-write-source`: as `write-source`, from a one-port QP set: the WQEs
 /// are written and the doorbell rung without system calls.
 pub(crate) fn dv_write_source(args: &[String]) {
-    let peer_ip = args
-        .iter()
-        .position(|a| a == "--peer")
-        .and_then(|i| args.get(i + 1))
-        .unwrap_or_else(|| fail("--peer missing".into()))
-        .clone();
+    let peer_ip = peer_arg(args);
     let port = arg(args, "--port", Some(1)) as u32;
     let max = arg(args, "--max-mib", Some(1024)) as usize * MIB;
     let ctx = open_ctx();
@@ -679,21 +660,7 @@ pub(crate) fn dv_write_source(args: &[String]) {
     let r = peer.recv();
     check(r == "ready", format!("target ready ({r})"));
     let max = max.min(rlen);
-    let mut sizes = vec![
-        1usize,
-        7,
-        4095,
-        4096,
-        4097,
-        65537,
-        MIB,
-        16 * MIB,
-        64 * MIB,
-        256 * MIB,
-    ];
-    sizes.push(max);
-    sizes.retain(|s| *s <= max);
-    sizes.dedup();
+    let sizes = write_sizes(max);
     for len in sizes {
         let off = if len < MIB { 4096 + 5 } else { 0 };
         let cqe = write_dv_once(

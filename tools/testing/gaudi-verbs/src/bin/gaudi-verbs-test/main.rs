@@ -1536,6 +1536,35 @@ fn pattern_mismatch(buf: &[u8], seed: u64) -> Option<usize> {
     None
 }
 
+/// The WRITE sizes of the tests that write to a peer: 1 B to `max`.
+fn write_sizes(max: usize) -> Vec<usize> {
+    let mut sizes = vec![
+        1usize,
+        7,
+        4095,
+        4096,
+        4097,
+        65537,
+        MIB,
+        16 * MIB,
+        64 * MIB,
+        256 * MIB,
+    ];
+    sizes.push(max);
+    sizes.retain(|s| *s <= max);
+    sizes.dedup();
+    sizes
+}
+
+/// The value of `--peer`: the other host's management address.
+fn peer_arg(args: &[String]) -> String {
+    args.iter()
+        .position(|a| a == "--peer")
+        .and_then(|i| args.get(i + 1))
+        .unwrap_or_else(|| fail("--peer missing".into()))
+        .clone()
+}
+
 /// TCP port of the out-of-band exchange between the hosts of a test.
 const EXCHANGE_PORT: u16 = 18515;
 
@@ -1709,12 +1738,7 @@ fn write_target(args: &[String]) {
 /// `--max-mib` MiB into its region, check each completion and have the
 /// target check the bytes.
 fn write_source(args: &[String]) {
-    let peer_ip = args
-        .iter()
-        .position(|a| a == "--peer")
-        .and_then(|i| args.get(i + 1))
-        .unwrap_or_else(|| fail("--peer missing".into()))
-        .clone();
+    let peer_ip = peer_arg(args);
     let port = arg(args, "--port", Some(1)) as u8;
     let max = arg(args, "--max-mib", Some(1024)) as usize * MIB;
     let ctx = open_ctx();
@@ -1766,21 +1790,7 @@ fn write_source(args: &[String]) {
     let r = peer.recv();
     check(r == "ready", format!("target ready ({r})"));
     let max = max.min(rlen);
-    let mut sizes = vec![
-        1usize,
-        7,
-        4095,
-        4096,
-        4097,
-        65537,
-        MIB,
-        16 * MIB,
-        64 * MIB,
-        256 * MIB,
-    ];
-    sizes.push(max);
-    sizes.retain(|s| *s <= max);
-    sizes.dedup();
+    let sizes = write_sizes(max);
     for (i, &len) in sizes.iter().enumerate() {
         // Small writes at an odd offset of the target's region.
         let off = if len < MIB { 4096 + 5 } else { 0 };
