@@ -51,8 +51,9 @@
 use crate::{
     bindings, device,
     error::{from_err_ptr, from_result, to_result},
+    fs::File,
     prelude::*,
-    sync::Arc,
+    sync::{aref::ARef, Arc},
     ThisModule,
 };
 use core::{marker::PhantomData, ptr::NonNull};
@@ -128,6 +129,21 @@ impl DmaBuf {
     pub fn size(&self) -> usize {
         // SAFETY: `ptr` is live by the type invariants; the size never changes.
         unsafe { (*self.as_raw()).size }
+    }
+
+    /// The file of the dma-buf, which takes over this reference; for example to install it in
+    /// a [`FileDescriptorReservation`] once the descriptor number has been reported.
+    ///
+    /// [`FileDescriptorReservation`]: crate::fs::file::FileDescriptorReservation
+    pub fn into_file(self) -> ARef<File> {
+        // SAFETY: `ptr` is live by the type invariants, and so is its file: a reference to the
+        // dma-buf is a reference to its file (`dma_buf_put()` is `fput()`). The file is not in
+        // any file descriptor table through this reference, so no `fdget_pos()` is active on
+        // it.
+        let file = unsafe { File::from_raw_file((*self.as_raw()).file) };
+        core::mem::forget(self);
+        // SAFETY: The reference of `self`, forgotten above, is handed over.
+        unsafe { ARef::from_raw(NonNull::from(file)) }
     }
 
     /// Install the dma-buf in a new file descriptor of the calling process (`flags`: `O_CLOEXEC`

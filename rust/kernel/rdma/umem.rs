@@ -272,6 +272,13 @@ impl UmemDmabuf {
         (size != 0).then_some(BlockSize(size as u64))
     }
 
+    /// The number of blocks of size `bs` the imported range spans (at the device address given
+    /// to [`UmemDmabuf::best_block_size`]).
+    pub fn num_dma_blocks(&self, bs: BlockSize) -> usize {
+        // SAFETY: The umem of a live import; `bs` is a power of two.
+        unsafe { bindings::ib_umem_num_dma_blocks(self.umem(), bs.0 as c_ulong) }
+    }
+
     /// The DMA address of every block of size `bs` of the imported range, in order.
     pub fn dma_blocks(&self, bs: BlockSize) -> DmaBlocks<'_> {
         // SAFETY: The umem of a live, pinned and mapped import, borrowed for the iterator.
