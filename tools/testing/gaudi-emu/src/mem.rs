@@ -42,11 +42,13 @@ pub fn map_shared(file: &File, len: usize, offset: u64) -> std::io::Result<*mut 
     Ok(p.cast())
 }
 
-/// Device memory (HBM) behind BAR4: a shared memfd mapping.
+/// Device memory (HBM) behind BAR4: a shared memfd mapping. The memfd is
+/// as large as the BAR (a power of two), so that QEMU can map the whole BAR
+/// into the guest; only the first `size` bytes are device memory.
 pub struct DevMem {
     base: *mut u8,
     size: usize,
-    _file: File,
+    file: File,
 }
 
 // SAFETY: plain shared memory, accessed through bounds-checked methods.
@@ -54,21 +56,27 @@ unsafe impl Send for DevMem {}
 
 impl DevMem {
     pub fn new(size: usize) -> std::io::Result<Self> {
-        let file = memfd(c"gaudi-hbm", size)?;
+        let file = memfd(c"gaudi-hbm", Self::bar_size(size) as usize)?;
         let base = if size == 0 {
             std::ptr::NonNull::dangling().as_ptr()
         } else {
             map_shared(&file, size, 0)?
         };
-        Ok(Self {
-            base,
-            size,
-            _file: file,
-        })
+        Ok(Self { base, size, file })
     }
 
     pub fn size(&self) -> usize {
         self.size
+    }
+
+    /// The size of BAR4 for `size` bytes of device memory.
+    pub fn bar_size(size: usize) -> u64 {
+        (size as u64).next_power_of_two().max(0x1000)
+    }
+
+    /// The memfd behind the memory, which QEMU maps as BAR4.
+    pub fn fd(&self) -> std::os::fd::RawFd {
+        self.file.as_raw_fd()
     }
 
     fn range(&self, off: u64, len: usize) -> Option<usize> {

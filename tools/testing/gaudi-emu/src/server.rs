@@ -10,13 +10,14 @@ use std::fs::File;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use vfio_bindings::bindings::vfio::{
-    vfio_region_info, VFIO_IRQ_INFO_EVENTFD, VFIO_PCI_BAR0_REGION_INDEX,
-    VFIO_PCI_BAR2_REGION_INDEX, VFIO_PCI_BAR4_REGION_INDEX, VFIO_PCI_CONFIG_REGION_INDEX,
-    VFIO_PCI_ERR_IRQ_INDEX, VFIO_PCI_INTX_IRQ_INDEX, VFIO_PCI_MSIX_IRQ_INDEX,
-    VFIO_PCI_MSI_IRQ_INDEX, VFIO_PCI_NUM_IRQS, VFIO_PCI_NUM_REGIONS, VFIO_PCI_REQ_IRQ_INDEX,
-    VFIO_REGION_INFO_FLAG_READ, VFIO_REGION_INFO_FLAG_WRITE,
+    vfio_region_info, vfio_region_sparse_mmap_area, VFIO_IRQ_INFO_EVENTFD,
+    VFIO_PCI_BAR0_REGION_INDEX, VFIO_PCI_BAR2_REGION_INDEX, VFIO_PCI_BAR4_REGION_INDEX,
+    VFIO_PCI_CONFIG_REGION_INDEX, VFIO_PCI_ERR_IRQ_INDEX, VFIO_PCI_INTX_IRQ_INDEX,
+    VFIO_PCI_MSIX_IRQ_INDEX, VFIO_PCI_MSI_IRQ_INDEX, VFIO_PCI_NUM_IRQS, VFIO_PCI_NUM_REGIONS,
+    VFIO_PCI_REQ_IRQ_INDEX, VFIO_REGION_INFO_FLAG_MMAP, VFIO_REGION_INFO_FLAG_READ,
+    VFIO_REGION_INFO_FLAG_WRITE,
 };
-use vfio_user::{IrqInfo, ServerBackend, ServerRegion};
+use vfio_user::{IrqInfo, ServerBackend, ServerRegion, SparseArea};
 
 /// BAR2 holds the MSI-X table (QEMU emulates it) and PBA.
 const BAR2_SIZE: u64 = 0x1000;
@@ -51,7 +52,7 @@ impl Backend {
         if devmem != 0 {
             bars.push(pci::Bar {
                 index: 4,
-                size: devmem.next_power_of_two().max(0x1000),
+                size: crate::mem::DevMem::bar_size(devmem as usize),
                 prefetchable: true,
             });
         }
@@ -84,20 +85,35 @@ impl Backend {
                         .find(|b| b.index as u32 == index)
                         .map_or(0, |b| b.size),
                 };
+                // Device memory is plain memory: QEMU maps it into the guest, so
+                // that CPU reads and writes of BAR4 do not trap.
+                let mmap_fd = (index == VFIO_PCI_BAR4_REGION_INDEX && size != 0)
+                    .then(|| self.device.lock().unwrap().devmem().fd());
+                let mmap = if mmap_fd.is_some() {
+                    VFIO_REGION_INFO_FLAG_MMAP
+                } else {
+                    0
+                };
                 ServerRegion {
                     region_info: vfio_region_info {
                         argsz: std::mem::size_of::<vfio_region_info>() as u32,
                         index,
                         size,
                         flags: if size != 0 {
-                            VFIO_REGION_INFO_FLAG_READ | VFIO_REGION_INFO_FLAG_WRITE
+                            VFIO_REGION_INFO_FLAG_READ | VFIO_REGION_INFO_FLAG_WRITE | mmap
                         } else {
                             0
                         },
                         ..Default::default()
                     },
-                    sparse_areas: Vec::new(),
-                    mmap_fd: None,
+                    // The fd travels with the sparse-mmap capability only.
+                    sparse_areas: mmap_fd
+                        .map(|_| SparseArea {
+                            area: vfio_region_sparse_mmap_area { offset: 0, size },
+                        })
+                        .into_iter()
+                        .collect(),
+                    mmap_fd,
                 }
             })
             .collect()
