@@ -18,6 +18,11 @@ enum gaudi_ib_objects {
 	 * each with its own CQ, whose queues user space drives itself.
 	 */
 	GAUDI_IB_OBJECT_QP_SET,
+	/*
+	 * A block of the device's memory (HBM), which can be exported as a
+	 * dma-buf for peer-to-peer DMA.
+	 */
+	GAUDI_IB_OBJECT_HBM,
 };
 
 enum gaudi_ib_device_methods {
@@ -81,6 +86,35 @@ enum gaudi_ib_qp_set_query_attrs {
 	GAUDI_IB_ATTR_QP_SET_QUERY_PORT,
 	/* struct gaudi_ib_qp_set_qp_info, out, mandatory */
 	GAUDI_IB_ATTR_QP_SET_QUERY_RESP,
+};
+
+enum gaudi_ib_hbm_methods {
+	GAUDI_IB_METHOD_HBM_ALLOC = (1U << UVERBS_ID_NS_SHIFT),
+	GAUDI_IB_METHOD_HBM_DESTROY,
+	GAUDI_IB_METHOD_HBM_EXPORT,
+};
+
+enum gaudi_ib_hbm_alloc_attrs {
+	/* the new block's handle, mandatory */
+	GAUDI_IB_ATTR_HBM_ALLOC_HANDLE = (1U << UVERBS_ID_NS_SHIFT),
+	/* struct gaudi_ib_hbm_alloc, in, mandatory */
+	GAUDI_IB_ATTR_HBM_ALLOC_REQ,
+	/* struct gaudi_ib_hbm_alloc_resp, out, mandatory */
+	GAUDI_IB_ATTR_HBM_ALLOC_RESP,
+};
+
+enum gaudi_ib_hbm_destroy_attrs {
+	/* handle of the block, mandatory */
+	GAUDI_IB_ATTR_HBM_DESTROY_HANDLE = (1U << UVERBS_ID_NS_SHIFT),
+};
+
+enum gaudi_ib_hbm_export_attrs {
+	/* handle of the block, mandatory */
+	GAUDI_IB_ATTR_HBM_EXPORT_HANDLE = (1U << UVERBS_ID_NS_SHIFT),
+	/* struct gaudi_ib_hbm_export, in, mandatory */
+	GAUDI_IB_ATTR_HBM_EXPORT_REQ,
+	/* struct gaudi_ib_hbm_export_resp, out, mandatory */
+	GAUDI_IB_ATTR_HBM_EXPORT_RESP,
 };
 
 #endif /* GAUDI_USER_IOCTL_CMDS_H */

@@ -149,4 +149,40 @@ struct gaudi_ib_qp_set_qp_info {
 	__u32 rq_psn;
 };
 
+/*
+ * GAUDI_IB_METHOD_HBM_ALLOC: length bytes of device memory, a multiple of
+ * 4 KiB. Blocks of 2 MiB or more are aligned to 2 MiB.
+ */
+struct gaudi_ib_hbm_alloc {
+	__u32 comp_mask;
+	__u32 reserved;
+	__aligned_u64 length;
+};
+
+struct gaudi_ib_hbm_alloc_resp {
+	__u32 comp_mask;
+	__u32 reserved;
+	/* offset of the block in the device's memory (BAR 4) */
+	__aligned_u64 offset;
+	__aligned_u64 length;
+};
+
+enum gaudi_ib_hbm_export_flags {
+	/* the new file descriptor is close-on-exec */
+	GAUDI_IB_HBM_EXPORT_CLOEXEC = 1 << 0,
+};
+
+/* GAUDI_IB_METHOD_HBM_EXPORT: the whole block as a dma-buf. */
+struct gaudi_ib_hbm_export {
+	__u32 comp_mask;
+	/* enum gaudi_ib_hbm_export_flags */
+	__u32 flags;
+};
+
+struct gaudi_ib_hbm_export_resp {
+	__u32 comp_mask;
+	/* a new file descriptor of the dma-buf, in the calling process */
+	__u32 fd;
+};
+
 #endif /* GAUDI_USER_IOCTL_VERBS_H */

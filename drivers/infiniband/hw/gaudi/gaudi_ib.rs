@@ -44,6 +44,7 @@ use kernel::{
 
 mod dv;
 mod eq;
+mod hbm;
 mod ib;
 mod ids;
 mod mmu;
@@ -398,6 +399,8 @@ struct GaudiIb<'bound> {
     _ib: Devres<rdma::Registration<ib::GaudiRdma>>,
     // Interrupts are freed while the BAR is still mapped.
     irqs: pci::ThreadedIrqHandlers<'bound, VectorHandler>,
+    /// The device's memory, revoked from importers at unbind.
+    hbm: Arc<hbm::Hbm>,
     pdev: &'bound pci::Device<Bound>,
 }
 
@@ -520,6 +523,29 @@ impl GaudiIb<'_> {
         Ok(caps)
     }
 
+    /// The device's memory: `DEVMEM_SIZE` bytes at the start of BAR 4, if the BAR holds them
+    /// (otherwise the device has none that can be used).
+    fn devmem(pdev: &pci::Device<Bound>, bar: &Bar<'_>) -> Result<Arc<hbm::Hbm>> {
+        let size = u64::from(bar.read32(regs::DEVMEM_SIZE_LO))
+            | (u64::from(bar.read32(regs::DEVMEM_SIZE_HI)) << 32);
+        let bar_len = pdev.resource_len(4)?;
+        let usable = if size > bar_len || size % (1 << 12) != 0 {
+            dev_err!(
+                pdev,
+                "device memory of {:#x} bytes does not fit BAR 4 ({:#x} bytes): not used\n",
+                size,
+                bar_len
+            );
+            0
+        } else {
+            size
+        };
+        if usable != 0 {
+            dev_info!(pdev, "{} MiB of device memory\n", usable >> 20);
+        }
+        hbm::Hbm::new(pdev.as_ref(), pdev.resource_start(4)?, usable)
+    }
+
     /// Have the device invert a buffer in host memory, proving that its
     /// DMA reaches what the DMA API hands out.
     fn test_dma(pdev: &pci::Device<Bound>, bar: &Bar<'_>) -> Result {
@@ -629,6 +655,7 @@ impl pci::Driver for GaudiIbDriver {
         GaudiIb::identify(pdev, &bar)?;
         GaudiIb::reset(pdev, &bar)?;
         let caps = GaudiIb::read_caps(pdev, &bar)?;
+        let hbm = GaudiIb::devmem(pdev, &bar)?;
         GaudiIb::test_dma(pdev, &bar)?;
         let tables = mmu::PageTables::new(pdev.as_ref())?;
         bar.write32(tables.root() as u32, regs::MMU_ROOT_LO);
@@ -690,6 +717,7 @@ impl pci::Driver for GaudiIbDriver {
                 caps,
                 pdev.device_id().into(),
                 pdev.resource_start(0)?,
+                hbm.clone(),
             ),
         )
         .inspect_err(|e| dev_err!(pdev, "cannot register the InfiniBand device: {:?}\n", e))?;
@@ -713,12 +741,15 @@ impl pci::Driver for GaudiIbDriver {
         Ok(GaudiIb {
             _ib: ib,
             irqs,
+            hbm,
             pdev,
         })
     }
 
     fn unbind<'bound>(pdev: &'bound pci::Device<Core<'_>>, this: Pin<&Self::Data<'bound>>) {
         this.irqs.synchronize();
+        // Importers of exported device memory cannot map it any more.
+        this.hbm.revoke();
         dev_info!(pdev, "unbind\n");
     }
 }
@@ -735,4 +766,6 @@ kernel::module_pci_driver! {
     authors: ["gaudi-rdma developers"],
     description: "Habana Labs Gaudi2 NIC RDMA driver",
     license: "GPL v2",
+    // Device memory is exported as dma-bufs.
+    imports_ns: ["DMA_BUF"],
 }

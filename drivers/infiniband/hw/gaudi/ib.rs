@@ -23,7 +23,9 @@ use kernel::{
         },
         umem::{
             Access,
-            Umem, //
+            BlockSize,
+            Umem,
+            UmemDmabuf, //
         },
         uverbs::{
             AttrDef,
@@ -36,6 +38,7 @@ use kernel::{
         },
         wr::SendWrs,
         DeviceAttr,
+        DmabufMr,
         Gid,
         MrKeys,
         Mtu,
@@ -66,6 +69,10 @@ use kernel::{
 
 use crate::{
     dv,
+    hbm::{
+        self,
+        Hbm, //
+    },
     ids::Ids,
     mmu::{
         self,
@@ -127,6 +134,8 @@ pub(crate) struct IbDev {
     vendor_part_id: u32,
     /// Bus address of BAR0, whose doorbell pages user space maps.
     db_base: u64,
+    /// The device's memory (HBM).
+    hbm: Arc<Hbm>,
     /// A user context exists (the NIC has one owner at a time).
     owned: Atomic<bool>,
     /// Page sizes both the device MMU and the driver's tables support (bit n: 2^n bytes).
@@ -147,12 +156,14 @@ impl IbDev {
         caps: Caps,
         vendor_part_id: u32,
         db_base: u64,
+        hbm: Arc<Hbm>,
     ) -> impl PinInit<Self, Error> {
         try_pin_init!(Self {
             shared,
             caps,
             vendor_part_id,
             db_base,
+            hbm,
             owned: Atomic::new(false),
             mr_page_sizes: mmu::PAGE_SHIFTS
                 .iter()
@@ -179,6 +190,11 @@ impl IbDev {
     /// What the device can do.
     pub(crate) fn caps(&self) -> &Caps {
         &self.caps
+    }
+
+    /// The device's memory.
+    pub(crate) fn hbm(&self) -> &Arc<Hbm> {
+        &self.hbm
     }
 
     /// The state shared with the interrupt handlers.
@@ -276,11 +292,19 @@ pub(crate) struct Pd {
     id: u32,
 }
 
+/// The memory behind a memory region.
+enum Pinned {
+    /// Pinned user memory.
+    User(Umem),
+    /// An imported dma-buf (device memory of this or another device).
+    Dmabuf(UmemDmabuf),
+}
+
 /// The driver's data of a memory region.
 pub(crate) struct MrData {
     shared: Arc<Shared>,
     /// Unpinned when the data is dropped, after the pages left the device MMU.
-    _umem: Umem,
+    _pinned: Pinned,
     range: VaRange,
     shift: u32,
     key: u32,
@@ -734,70 +758,70 @@ impl rdma::Driver for GaudiRdma {
     ) -> impl PinInit<MrData, Error> {
         let dev = pd.device();
         let d = dev.data();
-        // The NIC executes RDMA WRITE only: nothing reads or atomically updates its memory
-        // on behalf of a peer, and it has no memory windows or on-demand paging.
-        let unsupported = Access::REMOTE_READ | Access::REMOTE_ATOMIC | Access::MW_BIND;
-        if req.access.bits() & unsupported.bits() != 0 || req.access.contains(Access::ON_DEMAND) {
-            pr_info!(
-                "{}: memory registration with access {:#x} refused: the NIC does RDMA WRITE only\n",
-                dev.name(),
-                req.access.bits()
-            );
-            return Err(EOPNOTSUPP);
-        }
-        if req.length == 0 || req.length > mmu::MR_VA_END - mmu::MR_VA_START {
-            return Err(EINVAL);
-        }
+        check_mr(dev, req.length, req.access)?;
         let len = usize::try_from(req.length).map_err(|_| EINVAL)?;
         let umem = Umem::get(dev, req.start, len, req.access)?;
         let bs = umem
             .best_block_size(d.mr_page_sizes, req.iova)
             .ok_or(EINVAL)?;
-        let shift = bs.shift();
         let blocks = umem.num_dma_blocks(bs) as u64;
-        // The device writes to registered memory only for incoming RDMA WRITEs.
-        let flags = mmu::Flags {
-            writable: req.access.contains(Access::REMOTE_WRITE),
-            ..Default::default()
-        };
-
-        let shared = &d.shared;
-        let range = shared.map_region(dev.parent(), umem.dma_blocks(bs), blocks, shift, flags)?;
-        let mmu_va = range.start + (req.iova & (bs.bytes() - 1));
-        let info = MrInfo {
-            view: MrView {
-                pd: pd.data().id,
-                iova: req.iova,
-                length: req.length,
-                mmu_va,
-            },
+        let region = MrRegion {
+            iova: req.iova,
+            length: req.length,
             access: req.access,
+            bs,
+            blocks,
+            devmem: false,
         };
-        let key = match d.insert_mr(info) {
-            Ok(k) => k,
-            Err(e) => {
-                shared.unmap_region(range, shift, blocks);
-                return Err(e);
+        register(pd, &region, user, keys, Pinned::User(umem))
+    }
+
+    fn reg_user_mr_dmabuf(
+        pd: &rdma::Pd<Self>,
+        req: &DmabufMr,
+        user: &mut User<'_, Self>,
+        keys: &mut MrKeys,
+    ) -> impl PinInit<MrData, Error> {
+        let dev = pd.device();
+        let d = dev.data();
+        check_mr(dev, req.length, req.access)?;
+        let len = usize::try_from(req.length).map_err(|_| EINVAL)?;
+        // The exporter decides whether this device may reach the memory (peer-to-peer).
+        let umem = UmemDmabuf::get_pinned(dev, req.offset, len, req.fd, req.access)?;
+        let bs = umem
+            .best_block_size(d.mr_page_sizes, req.iova)
+            .ok_or(EINVAL)?;
+        let blocks = umem.num_dma_blocks(bs) as u64;
+        // Blocks in the device's own memory (its BAR 4, as when it imports a dma-buf of its
+        // HBM) are entered as device memory offsets: the device does not reach its own BAR
+        // over PCI. Anything else is a bus address of a peer. A region is one or the other.
+        let hbm = d.hbm();
+        let mut own = 0u64;
+        let mut straddles = false;
+        for addr in umem.dma_blocks(bs) {
+            if hbm.offset_of(addr, bs.bytes()).is_some() {
+                own += 1;
+            } else if hbm.overlaps(addr, bs.bytes()) {
+                straddles = true;
             }
-        };
-        if let Err(e) = user.udata.write(&RegMrResp {
-            page_shift: shift,
-            mmu_va,
-            ..Default::default()
-        }) {
-            d.mrs.lock().remove(key as usize);
-            shared.unmap_region(range, shift, blocks);
-            return Err(e);
         }
-        keys.lkey = key;
-        keys.rkey = key;
-        Ok(MrData {
-            shared: shared.clone(),
-            _umem: umem,
-            range,
-            shift,
-            key,
-        })
+        let devmem = own != 0;
+        if straddles || (devmem && own != blocks) {
+            pr_info!(
+                "{}: dma-buf region refused: it mixes device memory and peer memory\n",
+                dev.name()
+            );
+            return Err(EINVAL);
+        }
+        let region = MrRegion {
+            iova: req.iova,
+            length: req.length,
+            access: req.access,
+            bs,
+            blocks,
+            devmem,
+        };
+        register(pd, &region, user, keys, Pinned::Dmabuf(umem))
     }
 
     fn dereg_mr(mr: &rdma::Mr<Self>) -> Result {
@@ -810,6 +834,108 @@ impl rdma::Driver for GaudiRdma {
             .unmap_region(m.range, m.shift, m.range.len >> m.shift);
         Ok(())
     }
+}
+
+/// Refuse what the NIC cannot do with a memory region of `length` bytes and `access`.
+fn check_mr(dev: &rdma::Device<GaudiRdma>, length: u64, access: Access) -> Result {
+    // The NIC executes RDMA WRITE only: nothing reads or atomically updates its memory on
+    // behalf of a peer, and it has no memory windows or on-demand paging.
+    let unsupported = Access::REMOTE_READ | Access::REMOTE_ATOMIC | Access::MW_BIND;
+    if access.bits() & unsupported.bits() != 0 || access.contains(Access::ON_DEMAND) {
+        pr_info!(
+            "{}: memory registration with access {:#x} refused: the NIC does RDMA WRITE only\n",
+            dev.name(),
+            access.bits()
+        );
+        return Err(EOPNOTSUPP);
+    }
+    if length == 0 || length > mmu::MR_VA_END - mmu::MR_VA_START {
+        return Err(EINVAL);
+    }
+    Ok(())
+}
+
+/// A memory region about to be entered in the device MMU.
+struct MrRegion {
+    iova: u64,
+    length: u64,
+    access: Access,
+    /// The size of its device pages.
+    bs: BlockSize,
+    blocks: u64,
+    /// The pages are offsets in device memory rather than bus addresses.
+    devmem: bool,
+}
+
+/// Enter the pages of `r`, the memory of `pinned`, in the device MMU, give the region a key
+/// and report it to user space; on failure nothing stays mapped or keyed, and `pinned` is
+/// released.
+fn register(
+    pd: &rdma::Pd<GaudiRdma>,
+    r: &MrRegion,
+    user: &mut User<'_, GaudiRdma>,
+    keys: &mut MrKeys,
+    pinned: Pinned,
+) -> Result<MrData> {
+    let dev = pd.device();
+    let d = dev.data();
+    let shift = r.bs.shift();
+    let blocks = match &pinned {
+        Pinned::User(u) => u.dma_blocks(r.bs),
+        Pinned::Dmabuf(u) => u.dma_blocks(r.bs),
+    };
+    let hbm = d.hbm();
+    let pages = blocks.map(|addr| {
+        if r.devmem {
+            // Every block was found inside device memory.
+            hbm.offset_of(addr, r.bs.bytes()).unwrap_or(addr)
+        } else {
+            addr
+        }
+    });
+    // The device writes to registered memory only for incoming RDMA WRITEs.
+    let flags = mmu::Flags {
+        writable: r.access.contains(Access::REMOTE_WRITE),
+        devmem: r.devmem,
+        ..Default::default()
+    };
+    let shared = &d.shared;
+    let range = shared.map_region(dev.parent(), pages, r.blocks, shift, flags)?;
+    let mmu_va = range.start + (r.iova & (r.bs.bytes() - 1));
+    let info = MrInfo {
+        view: MrView {
+            pd: pd.data().id,
+            iova: r.iova,
+            length: r.length,
+            mmu_va,
+        },
+        access: r.access,
+    };
+    let key = match d.insert_mr(info) {
+        Ok(k) => k,
+        Err(e) => {
+            shared.unmap_region(range, shift, r.blocks);
+            return Err(e);
+        }
+    };
+    if let Err(e) = user.udata.write(&RegMrResp {
+        page_shift: shift,
+        mmu_va,
+        ..Default::default()
+    }) {
+        d.mrs.lock().remove(key as usize);
+        shared.unmap_region(range, shift, r.blocks);
+        return Err(e);
+    }
+    keys.lkey = key;
+    keys.rkey = key;
+    Ok(MrData {
+        shared: shared.clone(),
+        _pinned: pinned,
+        range,
+        shift,
+        key,
+    })
 }
 
 /// `IB_ACCESS_LOCAL_WRITE` and `IB_ACCESS_REMOTE_WRITE`: the access rights a QP may have.
@@ -1092,8 +1218,9 @@ static QUERY_PORT: MethodDef<GaudiRdma> = MethodDef::new::<QueryPort>();
 static QUERY_MR: MethodDef<GaudiRdma> = MethodDef::new::<QueryMr>();
 static DEVICE_OBJECT: ObjectDef<GaudiRdma> =
     ObjectDef::global(GAUDI_IB_OBJECT_DEVICE, &[&QUERY_PORT, &QUERY_MR]);
-static UAPI: [UapiDef<GaudiRdma>; 3] = [
+static UAPI: [UapiDef<GaudiRdma>; 4] = [
     UapiDef::object(&DEVICE_OBJECT),
     UapiDef::object(&dv::QP_SET_OBJECT),
+    UapiDef::object(&hbm::HBM_OBJECT),
     UapiDef::END,
 ];

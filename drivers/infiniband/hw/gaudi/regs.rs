@@ -38,6 +38,9 @@ pub(crate) const MAX_SQE: usize = 0x0050;
 pub(crate) const MAX_MTU: usize = 0x0054;
 pub(crate) const MMU_PAGE_SIZES: usize = 0x0058;
 pub(crate) const MAX_MSG: usize = 0x005c;
+/// Device memory (BAR 4) size in bytes, low and high word.
+pub(crate) const DEVMEM_SIZE_LO: usize = 0x0060;
+pub(crate) const DEVMEM_SIZE_HI: usize = 0x0064;
 
 /// Device MMU: bus address of the level-0 table (low, high), control, invalidation.
 pub(crate) const MMU_ROOT_LO: usize = 0x0200;

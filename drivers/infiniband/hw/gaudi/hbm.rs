@@ -1,0 +1,348 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Device memory (HBM): blocks that user space allocates and exports as dma-bufs.
+//!
+//! The device's memory is BAR 4, of `DEVMEM_SIZE` bytes. A context allocates blocks of it
+//! (`GAUDI_IB_OBJECT_HBM`) and exports a block as a dma-buf, which other devices import for
+//! peer-to-peer DMA and which this device registers as a memory region (remote WRITEs then
+//! land in HBM). A block stays allocated for as long as its object or any dma-buf of it lives:
+//! each holds a reference. Once the device is unbound, exported blocks can no longer be
+//! mapped by importers. See Documentation/infiniband/gaudi/uapi.rst ("Device memory").
+
+use kernel::{
+    device,
+    dma_buf::{
+        BarRange,
+        DmaBuf, //
+    },
+    fs::file::{
+        flags::O_CLOEXEC,
+        FileDescriptorReservation, //
+    },
+    prelude::*,
+    rdma::uverbs::{
+        self,
+        AttrDef,
+        Call,
+        Method,
+        MethodDef,
+        Object,
+        ObjectDef,
+        Presence,
+        RemoveReason, //
+    },
+    sync::{
+        aref::ARef,
+        atomic::{
+            Atomic,
+            Relaxed, //
+        },
+        new_mutex,
+        Arc,
+        Mutex, //
+    },
+};
+
+use crate::ib::GaudiRdma;
+
+/// Blocks are multiples of 4 KiB (the CPU's and the device MMU's smallest page).
+const BLOCK_ALIGN: u64 = 1 << 12;
+/// Blocks of at least 2 MiB are aligned to 2 MiB, so that the device MMU maps them in 2 MiB
+/// pages.
+const LARGE_ALIGN: u64 = 1 << 21;
+
+/// The device's memory and its allocated blocks.
+#[pin_data]
+pub(crate) struct Hbm {
+    dev: ARef<device::Device>,
+    /// CPU physical address of BAR 4.
+    bar: u64,
+    /// Bytes of device memory, from the start of BAR 4.
+    size: u64,
+    /// The device is unbound: exported blocks cannot be mapped any more.
+    gone: Atomic<bool>,
+    /// Allocated blocks as (offset, length), by offset.
+    #[pin]
+    used: Mutex<KVec<(u64, u64)>>,
+}
+
+impl Hbm {
+    /// `size` bytes of device memory at CPU physical address `bar`, of device `dev`.
+    pub(crate) fn new(dev: &device::Device, bar: u64, size: u64) -> Result<Arc<Self>> {
+        Arc::pin_init(
+            try_pin_init!(Self {
+                dev: dev.into(),
+                bar,
+                size,
+                gone: Atomic::new(false),
+                used <- new_mutex!(KVec::new()),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// Bytes of device memory.
+    pub(crate) fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// The device is going away: exported blocks may not be mapped from now on.
+    pub(crate) fn revoke(&self) {
+        self.gone.store(true, Relaxed);
+    }
+
+    /// The offset in device memory of the `len` bytes at bus address `addr`, if they lie
+    /// inside it.
+    pub(crate) fn offset_of(&self, addr: u64, len: u64) -> Option<u64> {
+        let off = addr.checked_sub(self.bar)?;
+        (off.checked_add(len)? <= self.size).then_some(off)
+    }
+
+    /// Whether any of the `len` bytes at bus address `addr` lie in device memory.
+    pub(crate) fn overlaps(&self, addr: u64, len: u64) -> bool {
+        addr < self.bar + self.size && self.bar < addr.saturating_add(len)
+    }
+
+    /// Allocate `len` bytes (first fit).
+    fn alloc(self: &Arc<Self>, len: u64) -> Result<Block> {
+        if len == 0 || len % BLOCK_ALIGN != 0 || len > self.size {
+            return Err(EINVAL);
+        }
+        let align = if len >= LARGE_ALIGN {
+            LARGE_ALIGN
+        } else {
+            BLOCK_ALIGN
+        };
+        let mut used = self.used.lock();
+        // The first gap after an allocated block (or at 0) that holds the block, aligned.
+        let mut start = 0u64;
+        for &(off, l) in used.iter() {
+            if start + len <= off {
+                break;
+            }
+            start = (off + l).next_multiple_of(align);
+        }
+        if start.checked_add(len).is_none_or(|end| end > self.size) {
+            return Err(ENOSPC);
+        }
+        used.push((start, len), GFP_KERNEL)?;
+        used.sort_unstable_by_key(|&(off, _)| off);
+        Ok(Block {
+            hbm: self.clone(),
+            offset: start,
+            len,
+        })
+    }
+
+    fn free(&self, offset: u64) {
+        let mut used = self.used.lock();
+        used.retain(|b| b.0 != offset);
+    }
+}
+
+/// An allocated block of device memory; returned to the allocator when dropped.
+pub(crate) struct Block {
+    hbm: Arc<Hbm>,
+    offset: u64,
+    len: u64,
+}
+
+impl Drop for Block {
+    fn drop(&mut self) {
+        self.hbm.free(self.offset);
+    }
+}
+
+impl BarRange for Block {
+    fn provider(&self) -> &device::Device {
+        &self.hbm.dev
+    }
+
+    fn phys_range(&self) -> Result<(u64, usize)> {
+        if self.hbm.gone.load(Relaxed) {
+            return Err(ENODEV);
+        }
+        Ok((
+            self.hbm.bar + self.offset,
+            usize::try_from(self.len).map_err(|_| EINVAL)?,
+        ))
+    }
+}
+
+/// A block of device memory of a context (`GAUDI_IB_OBJECT_HBM`).
+pub(crate) struct HbmObject {
+    block: Arc<Block>,
+}
+
+impl Object for HbmObject {
+    type Driver = GaudiRdma;
+
+    fn destroy(&self, _handle: &uverbs::Handle<'_, GaudiRdma>, _why: RemoveReason) -> Result {
+        // Dma-bufs of the block keep it allocated until they are released.
+        Ok(())
+    }
+}
+
+const NS: u16 = uverbs::NS_DRIVER;
+pub(crate) const GAUDI_IB_OBJECT_HBM: u16 = NS + 2;
+const GAUDI_IB_METHOD_HBM_ALLOC: u16 = NS;
+const GAUDI_IB_METHOD_HBM_DESTROY: u16 = NS + 1;
+const GAUDI_IB_METHOD_HBM_EXPORT: u16 = NS + 2;
+const ATTR_ALLOC_HANDLE: u16 = NS;
+const ATTR_ALLOC_REQ: u16 = NS + 1;
+const ATTR_ALLOC_RESP: u16 = NS + 2;
+const ATTR_DESTROY_HANDLE: u16 = NS;
+const ATTR_EXPORT_HANDLE: u16 = NS;
+const ATTR_EXPORT_REQ: u16 = NS + 1;
+const ATTR_EXPORT_RESP: u16 = NS + 2;
+
+/// `GAUDI_IB_HBM_EXPORT_CLOEXEC`.
+const EXPORT_CLOEXEC: u32 = 1 << 0;
+
+kernel::rdma::uapi_struct! {
+    /// `struct gaudi_ib_hbm_alloc`.
+    struct AllocReq {
+        comp_mask: u32,
+        reserved: u32,
+        length: u64,
+    }
+}
+
+kernel::rdma::uapi_struct! {
+    /// `struct gaudi_ib_hbm_alloc_resp`.
+    struct AllocResp {
+        comp_mask: u32,
+        reserved: u32,
+        offset: u64,
+        length: u64,
+    }
+}
+
+kernel::rdma::uapi_struct! {
+    /// `struct gaudi_ib_hbm_export`.
+    struct ExportReq {
+        comp_mask: u32,
+        flags: u32,
+    }
+}
+
+kernel::rdma::uapi_struct! {
+    /// `struct gaudi_ib_hbm_export_resp`.
+    struct ExportResp {
+        comp_mask: u32,
+        fd: u32,
+    }
+}
+
+/// `GAUDI_IB_METHOD_HBM_ALLOC`.
+struct Alloc;
+
+impl Method for Alloc {
+    type Driver = GaudiRdma;
+    const ID: u16 = GAUDI_IB_METHOD_HBM_ALLOC;
+    const ATTRS: &'static [&'static AttrDef] = &[
+        &AttrDef::idr(
+            ATTR_ALLOC_HANDLE,
+            GAUDI_IB_OBJECT_HBM,
+            uverbs::Access::New,
+            Presence::Mandatory,
+        ),
+        &AttrDef::ptr_in::<AllocReq>(ATTR_ALLOC_REQ, Presence::Mandatory),
+        &AttrDef::ptr_out::<AllocResp>(ATTR_ALLOC_RESP, Presence::Mandatory),
+    ];
+
+    fn handle(call: &mut Call<'_, GaudiRdma>) -> Result {
+        let dev = call.ucontext()?.device();
+        let hbm = dev.data().hbm();
+        let req: AllocReq = call.read(ATTR_ALLOC_REQ)?;
+        if req.comp_mask != 0 || req.reserved != 0 {
+            return Err(EINVAL);
+        }
+        if hbm.size() == 0 {
+            return Err(EOPNOTSUPP);
+        }
+        let block = hbm.alloc(req.length).inspect_err(|e| {
+            if *e == ENOSPC {
+                pr_info!(
+                    "{}: no room for {:#x} bytes of device memory\n",
+                    dev.name(),
+                    req.length
+                );
+            }
+        })?;
+        let resp = AllocResp {
+            offset: block.offset,
+            length: block.len,
+            ..Default::default()
+        };
+        let obj = HbmObject {
+            block: Arc::new(block, GFP_KERNEL)?,
+        };
+        // On failure the core destroys the object and the block goes back.
+        call.new_object(ATTR_ALLOC_HANDLE, obj)?;
+        call.write(ATTR_ALLOC_RESP, &resp)
+    }
+}
+
+/// `GAUDI_IB_METHOD_HBM_EXPORT`.
+struct Export;
+
+impl Method for Export {
+    type Driver = GaudiRdma;
+    const ID: u16 = GAUDI_IB_METHOD_HBM_EXPORT;
+    const ATTRS: &'static [&'static AttrDef] = &[
+        &AttrDef::idr(
+            ATTR_EXPORT_HANDLE,
+            GAUDI_IB_OBJECT_HBM,
+            uverbs::Access::Read,
+            Presence::Mandatory,
+        ),
+        &AttrDef::ptr_in::<ExportReq>(ATTR_EXPORT_REQ, Presence::Mandatory),
+        &AttrDef::ptr_out::<ExportResp>(ATTR_EXPORT_RESP, Presence::Mandatory),
+    ];
+
+    fn handle(call: &mut Call<'_, GaudiRdma>) -> Result {
+        let obj: &HbmObject = call.object(ATTR_EXPORT_HANDLE)?;
+        let req: ExportReq = call.read(ATTR_EXPORT_REQ)?;
+        if req.comp_mask != 0 || req.flags & !EXPORT_CLOEXEC != 0 {
+            return Err(EINVAL);
+        }
+        let len = usize::try_from(obj.block.len).map_err(|_| EINVAL)?;
+        let buf = DmaBuf::export(
+            &<crate::LocalModule as kernel::ModuleMetadata>::THIS_MODULE,
+            c"gaudi_hbm",
+            obj.block.clone(),
+            len,
+        )?;
+        let flags = if req.flags & EXPORT_CLOEXEC != 0 {
+            O_CLOEXEC
+        } else {
+            0
+        };
+        // The descriptor is installed only once the reply is written; until then dropping the
+        // reservation and the dma-buf undoes everything.
+        let fd = FileDescriptorReservation::get_unused_fd_flags(flags)?;
+        call.write(
+            ATTR_EXPORT_RESP,
+            &ExportResp {
+                fd: fd.reserved_fd(),
+                ..Default::default()
+            },
+        )?;
+        fd.fd_install(buf.into_file());
+        Ok(())
+    }
+}
+
+static ALLOC: MethodDef<GaudiRdma> = MethodDef::new::<Alloc>();
+static DESTROY_HANDLE: [&AttrDef; 1] = [&AttrDef::idr(
+    ATTR_DESTROY_HANDLE,
+    GAUDI_IB_OBJECT_HBM,
+    uverbs::Access::Destroy,
+    Presence::Mandatory,
+)];
+static DESTROY: MethodDef<GaudiRdma> =
+    MethodDef::destroy(GAUDI_IB_METHOD_HBM_DESTROY, &DESTROY_HANDLE);
+static EXPORT: MethodDef<GaudiRdma> = MethodDef::new::<Export>();
+pub(crate) static HBM_OBJECT: ObjectDef<GaudiRdma> =
+    ObjectDef::with_handles(GAUDI_IB_OBJECT_HBM, &[&ALLOC, &DESTROY, &EXPORT]);
