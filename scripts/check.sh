@@ -42,7 +42,7 @@ SESSIONS=(
 # on the link of A's port 1.
 RXE_NIC=$(nic data @P1@ @P0@ 02:00:00:00:00:02)
 PAIRS=(
-	"two_hosts|--ports 2 --link 0=@P0@:@P1@|write_two_hosts,dv_write_two_hosts|gaudi.ports=2 gaudi.mgmt=10.99.0.1 gaudi.peer=10.99.0.2|--instance 1 --ports 2 --link 0=@P1@:@P0@|write_two_hosts_target,dv_write_two_hosts_target|gaudi.ports=2 gaudi.mgmt=10.99.0.2 gaudi.peer=10.99.0.1|2048|"
+	"two_hosts|--ports 2 --link 0=@P0@:@P1@|write_two_hosts,dv_write_two_hosts,hbm_dmabuf_p2p|gaudi.ports=2 gaudi.mgmt=10.99.0.1 gaudi.peer=10.99.0.2|--instance 1 --ports 2 --link 0=@P1@:@P0@|write_two_hosts_target,dv_write_two_hosts_target,hbm_dmabuf_p2p_target|gaudi.ports=2 gaudi.mgmt=10.99.0.2 gaudi.peer=10.99.0.1|2048|"
 	"rxe|--ports 2 --link 0=@P0@:@P1@|write_to_rxe|gaudi.ports=2 gaudi.mgmt=10.99.0.1 gaudi.peer=10.99.0.2|none|write_to_rxe_target|gaudi.mgmt=10.99.0.2 gaudi.peer=10.99.0.1|1024|$RXE_NIC"
 )
 # The benchmark (BENCH=1, "make bench"): these sessions instead; their
@@ -245,8 +245,10 @@ for s in "${PAIRS[@]}"; do
 	wanted "$name" || continue
 	p0=$((30000 + ($$ * 7 + n * 8) % 20000))
 	t0=$SECONDS
-	# Two VMs share the CPUs: 1 GiB written and checked takes about 150 s.
+	# Two VMs share the CPUs: 1 GiB written and checked takes about 150 s,
+	# and two_hosts writes 2 GiB and 64 MiB.
 	limit=$((VM_TIMEOUT * 2))
+	[ "$name" = two_hosts ] && limit=$((VM_TIMEOUT * 3))
 	mgmt_a=$(ports "$(nic mgmt @M0@ @M1@ 02:00:00:99:00:01)")
 	mgmt_b=$(ports "$(nic mgmt @M1@ @M0@ 02:00:00:99:00:02)")
 	vm_start "${name}_a" "$(ports "$emu_a")" "$tests_a" "$mgmt_a $(ports "$qemu_a")" "$kargs_a" "$mem" "$limit"

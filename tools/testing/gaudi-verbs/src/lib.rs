@@ -14,6 +14,7 @@ use std::os::fd::{AsRawFd, FromRawFd};
 use std::path::Path;
 
 pub mod dv;
+pub mod hbm;
 
 /// `UVERBS_ID_NS_SHIFT`: driver ids start at `1 << 12`.
 pub const NS_DRIVER: u16 = 1 << 12;

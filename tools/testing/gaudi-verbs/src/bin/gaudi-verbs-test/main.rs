@@ -56,6 +56,7 @@ use std::io::Write;
 use std::process::exit;
 
 mod dv;
+mod hbm;
 mod uapi;
 use std::time::Duration;
 
@@ -459,6 +460,17 @@ impl Mapping {
         // SAFETY: the mapping is `len` bytes, readable and writable, and
         // borrowed mutably through `self`.
         unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+}
+
+/// Memory a test checks in place.
+trait Region {
+    fn bytes(&mut self) -> &mut [u8];
+}
+
+impl Region for Mapping {
+    fn bytes(&mut self) -> &mut [u8] {
+        Mapping::bytes(self)
     }
 }
 
@@ -1650,7 +1662,9 @@ impl Peer {
 
 /// `write-target`: a region for remote WRITEs and a QP on `--port`, handed
 /// over to a source host on the exchange port; checks each WRITE the source
-/// reports, byte for byte, then clears it.
+/// reports, byte for byte, then clears it. With `--hbm` the region is a
+/// block of device memory exported as a dma-buf and registered from it,
+/// checked through BAR 4 and the device MMU.
 fn write_target(args: &[String]) {
     let port = arg(args, "--port", Some(1)) as u8;
     let max = arg(args, "--max-mib", Some(1024)) as usize * MIB;
@@ -1658,16 +1672,23 @@ fn write_target(args: &[String]) {
     let pd = ctx
         .alloc_pd()
         .unwrap_or_else(|e| fail(format!("alloc_pd: {e}")));
-    let mut dst = Mapping::new(max);
-    let mr = ctx
-        .reg_mr(
+    let mut host = None;
+    let mut hbm = None;
+    let mr = if args.iter().any(|a| a == "--hbm") {
+        let (t, mr) = hbm::HbmTarget::new(&ctx, &pd, max);
+        hbm = Some(t);
+        mr
+    } else {
+        let dst = host.insert(Mapping::new(max));
+        ctx.reg_mr(
             &pd,
             dst.addr(),
             max as u64,
             dst.addr(),
             ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE,
         )
-        .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
+        .unwrap_or_else(|e| fail(format!("reg_mr: {e}")))
+    };
     let e = end(&ctx, &pd, port, None);
     let l = std::net::TcpListener::bind(("0.0.0.0", EXCHANGE_PORT))
         .unwrap_or_else(|e| fail(format!("listen: {e}")));
@@ -1695,6 +1716,7 @@ fn write_target(args: &[String]) {
     );
     peer.send("ready");
     println!("connected to {from}: {l}");
+    let mut emu = emu();
     let mut checks = 0;
     loop {
         let l = peer.recv();
@@ -1710,27 +1732,38 @@ fn write_target(args: &[String]) {
             fail(format!("bad request {l:?}"));
         };
         let (off, len) = (off as usize, len as usize);
-        if off + len > max {
-            fail(format!("check beyond the region: {l:?}"));
+        if len == 0 || off + len > max {
+            fail(format!("check outside the region: {l:?}"));
         }
-        let region = &mut dst.bytes()[off..off + len];
-        match pattern_mismatch(region, seed) {
-            None => {
-                println!("ok: {len} bytes at offset {off} landed byte-exact");
-                region.fill(0);
-                checks += 1;
-                peer.send("ok");
-            }
-            Some(at) => {
-                peer.send(&format!("bad {at}"));
-                fail(format!(
-                    "{len} bytes at offset {off}: first difference at byte {at}"
-                ));
-            }
+        let dst: &mut dyn Region = match (&mut host, &mut hbm) {
+            (Some(m), _) => m,
+            (None, Some(t)) => &mut t.window,
+            (None, None) => fail("no region".into()),
+        };
+        if let Some(at) = pattern_mismatch(&dst.bytes()[off..off + len], seed) {
+            peer.send(&format!("bad {at}"));
+            fail(format!(
+                "{len} bytes at offset {off}: first difference at byte {at}"
+            ));
         }
+        if let Some(t) = hbm.as_mut() {
+            t.check_through_device(&mut emu, off, len);
+        }
+        let dst: &mut dyn Region = match (&mut host, &mut hbm) {
+            (Some(m), _) => m,
+            (None, Some(t)) => &mut t.window,
+            (None, None) => fail("no region".into()),
+        };
+        dst.bytes()[off..off + len].fill(0);
+        println!("ok: {len} bytes at offset {off} landed byte-exact");
+        checks += 1;
+        peer.send("ok");
     }
     check(checks > 0, format!("{checks} WRITEs checked"));
     teardown(&ctx, [e], [mr]);
+    if let Some(t) = hbm {
+        t.finish(&ctx);
+    }
 }
 
 /// `write-source`: connect to the target host `--peer` on the exchange

@@ -5,6 +5,7 @@
 
 use super::*;
 use gaudi_verbs::dv::*;
+use gaudi_verbs::hbm::*;
 
 /// The driver namespace's device object and QUERY_PORT (gaudi_user_ioctl_cmds.h).
 const METHOD_QUERY_PORT: u16 = NS_DRIVER;
@@ -750,10 +751,264 @@ pub(crate) fn uapi_bad_attrs(_args: &[String]) {
     );
     ctx.destroy_qp_set(set)
         .unwrap_or_else(|e| fail(format!("destroy QP set: {e}")));
+    hbm_cases(&mut c, mr.handle);
     check(
         stat(&mut emu, "mmu_faults") == faults && stat(&mut emu, "dma_audit") == audit,
         "no translation fault, DMA audit unchanged".into(),
     );
     println!("# {} calls checked", c.count);
     teardown(&ctx, [], [mr, ro]);
+}
+
+/// The methods of device memory: ALLOC, EXPORT and DESTROY. `mr` is the
+/// handle of a memory region (an object of another type).
+fn hbm_cases(c: &mut Cases<'_>, mr: u32) {
+    let obj = GAUDI_IB_OBJECT_HBM;
+    let good = HbmAlloc {
+        length: 4096,
+        ..Default::default()
+    };
+    let mut ar = HbmAllocResp::default();
+    let alloc = |req: *const HbmAlloc, len: usize, ar: &mut HbmAllocResp| {
+        [
+            Attr::handle(ATTR_HBM_ALLOC_HANDLE, 0),
+            Attr::buf(ATTR_HBM_ALLOC_REQ, req.cast(), len),
+            Attr::output(ATTR_HBM_ALLOC_RESP, ar),
+        ]
+    };
+    let req_len = std::mem::size_of::<HbmAlloc>();
+    c.expect(
+        "HBM_ALLOC without the request",
+        obj,
+        METHOD_HBM_ALLOC,
+        {
+            let a = alloc(&good, req_len, &mut ar);
+            [a[0], a[2]]
+        },
+        libc::EINVAL,
+    );
+    c.expect(
+        "HBM_ALLOC without the reply",
+        obj,
+        METHOD_HBM_ALLOC,
+        {
+            let a = alloc(&good, req_len, &mut ar);
+            [a[0], a[1]]
+        },
+        libc::EINVAL,
+    );
+    c.expect(
+        "HBM_ALLOC with a short request",
+        obj,
+        METHOD_HBM_ALLOC,
+        alloc(&good, 8, &mut ar),
+        libc::EINVAL,
+    );
+    let mut long = [0u8; 32];
+    // SAFETY: `long` has room for an HbmAlloc.
+    unsafe { std::ptr::write_unaligned(long.as_mut_ptr().cast(), good) };
+    c.expect(
+        "HBM_ALLOC with an oversized request",
+        obj,
+        METHOD_HBM_ALLOC,
+        alloc(long.as_ptr().cast(), 24, &mut ar),
+        libc::EINVAL,
+    );
+    c.expect(
+        "HBM_ALLOC with a short reply",
+        obj,
+        METHOD_HBM_ALLOC,
+        {
+            let mut a = alloc(&good, req_len, &mut ar);
+            a[2] = sized(a[2], 8);
+            a
+        },
+        libc::EINVAL,
+    );
+    let bad = [
+        ("length 0", HbmAlloc { length: 0, ..good }),
+        (
+            "length 4097",
+            HbmAlloc {
+                length: 4097,
+                ..good
+            },
+        ),
+        (
+            "length 1 TiB",
+            HbmAlloc {
+                length: 1 << 40,
+                ..good
+            },
+        ),
+        (
+            "comp_mask 1",
+            HbmAlloc {
+                comp_mask: 1,
+                ..good
+            },
+        ),
+        (
+            "reserved 1",
+            HbmAlloc {
+                reserved: 1,
+                ..good
+            },
+        ),
+    ];
+    for (what, req) in &bad {
+        c.expect(
+            &format!("HBM_ALLOC with {what}"),
+            obj,
+            METHOD_HBM_ALLOC,
+            alloc(req, req_len, &mut ar),
+            libc::EINVAL,
+        );
+    }
+    c.expect(
+        "HBM_ALLOC with an unknown mandatory attribute",
+        obj,
+        METHOD_HBM_ALLOC,
+        {
+            let a = alloc(&good, req_len, &mut ar);
+            [a[0], a[1], a[2], Attr::value(UNKNOWN_ATTR, 0)]
+        },
+        libc::EPROTONOSUPPORT,
+    );
+    let mut odd = [0u8; 24];
+    // SAFETY: `odd[1..]` has room for an HbmAlloc.
+    unsafe { std::ptr::write_unaligned(odd[1..].as_mut_ptr().cast(), good) };
+    let h = c
+        .expect(
+            "HBM_ALLOC with a request at an odd address",
+            obj,
+            METHOD_HBM_ALLOC,
+            alloc(odd[1..].as_ptr().cast(), req_len, &mut ar),
+            0,
+        )
+        .map_or(0, |a| a[0].data as u32);
+    check(
+        ar.length == 4096 && ar.offset % 4096 == 0,
+        format!("a block of 4096 bytes at {:#x}", ar.offset),
+    );
+
+    // HBM_EXPORT.
+    let ok = HbmExport::default();
+    let mut er = HbmExportResp::default();
+    let export = |h: u32, req: &HbmExport, er: &mut HbmExportResp| {
+        [
+            Attr::handle(ATTR_HBM_EXPORT_HANDLE, h),
+            Attr::input(ATTR_HBM_EXPORT_REQ, req),
+            Attr::output(ATTR_HBM_EXPORT_RESP, er),
+        ]
+    };
+    let cases = [
+        ("of a handle that does not exist", 9999, ok, libc::ENOENT),
+        ("of an MR handle", mr, ok, libc::EINVAL),
+        (
+            "with flags 2",
+            h,
+            HbmExport { flags: 2, ..ok },
+            libc::EINVAL,
+        ),
+        (
+            "with comp_mask 1",
+            h,
+            HbmExport { comp_mask: 1, ..ok },
+            libc::EINVAL,
+        ),
+    ];
+    for (what, handle, req, errno) in cases {
+        c.expect(
+            &format!("HBM_EXPORT {what}"),
+            obj,
+            METHOD_HBM_EXPORT,
+            export(handle, &req, &mut er),
+            errno,
+        );
+    }
+    c.expect(
+        "HBM_EXPORT without a handle",
+        obj,
+        METHOD_HBM_EXPORT,
+        {
+            let a = export(h, &ok, &mut er);
+            [a[1], a[2]]
+        },
+        libc::EINVAL,
+    );
+    c.expect(
+        "HBM_EXPORT with a short request",
+        obj,
+        METHOD_HBM_EXPORT,
+        {
+            let mut a = export(h, &ok, &mut er);
+            a[1] = sized(a[1], 4);
+            a
+        },
+        libc::EINVAL,
+    );
+    c.expect(
+        "HBM_EXPORT with a short reply",
+        obj,
+        METHOD_HBM_EXPORT,
+        {
+            let mut a = export(h, &ok, &mut er);
+            a[2] = sized(a[2], 4);
+            a
+        },
+        libc::EINVAL,
+    );
+    // SAFETY: F_GETFD only asks whether a descriptor is open.
+    let open_fds = || {
+        (0..256)
+            .filter(|fd| unsafe { libc::fcntl(*fd, libc::F_GETFD) } >= 0)
+            .count()
+    };
+    let before = open_fds();
+    c.expect(
+        "HBM_EXPORT",
+        obj,
+        METHOD_HBM_EXPORT,
+        export(h, &ok, &mut er),
+        0,
+    );
+    check(
+        open_fds() == before + 1,
+        format!(
+            "one new descriptor ({}) from the export, none from the refusals",
+            er.fd
+        ),
+    );
+    // SAFETY: closing the descriptor the export returned.
+    unsafe { libc::close(er.fd as i32) };
+
+    // HBM_DESTROY.
+    let destroy = |h: u32| [Attr::handle(ATTR_HBM_DESTROY_HANDLE, h)];
+    let cases = [
+        (
+            "of a handle that does not exist",
+            destroy(9999),
+            libc::ENOENT,
+        ),
+        ("of an MR handle", destroy(mr), libc::EINVAL),
+        ("of the block", destroy(h), 0),
+        ("of a destroyed block", destroy(h), libc::ENOENT),
+    ];
+    for (what, attrs, errno) in cases {
+        c.expect(
+            &format!("HBM_DESTROY {what}"),
+            obj,
+            METHOD_HBM_DESTROY,
+            attrs,
+            errno,
+        );
+    }
+    c.expect(
+        "HBM_DESTROY without a handle",
+        obj,
+        METHOD_HBM_DESTROY,
+        [],
+        libc::EINVAL,
+    );
 }

@@ -1,0 +1,253 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Tests of device memory: HBM exported as a dma-buf and registered as a
+//! memory region, so that remote WRITEs land in HBM.
+
+use super::*;
+use gaudi_verbs::hbm::{Hbm, HBM_EXPORT_CLOEXEC};
+use std::os::fd::{AsRawFd, OwnedFd};
+
+/// `DRM_IOCTL_PRIME_FD_TO_HANDLE`: `_IOWR('d', 0x2e, struct drm_prime_handle)`.
+const DRM_IOCTL_PRIME_FD_TO_HANDLE: libc::c_ulong = 0xc00c_642e;
+
+/// `struct drm_prime_handle`.
+#[repr(C)]
+struct DrmPrimeHandle {
+    handle: u32,
+    flags: u32,
+    fd: i32,
+}
+
+/// Import dma-buf `fd` into the first DRM device (vgem, whose PRIME import
+/// attaches without peer-to-peer support): the errno of the refusal, 0 if
+/// it was taken.
+fn drm_import(fd: &OwnedFd) -> i32 {
+    let dri = std::fs::read_dir("/dev/dri")
+        .unwrap_or_else(|e| fail(format!("/dev/dri: {e} (no DRM device to import with)")));
+    let mut nodes: Vec<_> = dri
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("card"))
+        })
+        .collect();
+    nodes.sort();
+    let node = nodes
+        .first()
+        .unwrap_or_else(|| fail("no /dev/dri/card* to import with".into()));
+    let drm = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(node)
+        .unwrap_or_else(|e| fail(format!("{}: {e}", node.display())));
+    let mut arg = DrmPrimeHandle {
+        handle: 0,
+        flags: 0,
+        fd: fd.as_raw_fd(),
+    };
+    // SAFETY: `arg` is the structure this ioctl reads and writes.
+    let r = unsafe { libc::ioctl(drm.as_raw_fd(), DRM_IOCTL_PRIME_FD_TO_HANDLE, &mut arg) };
+    if r == 0 {
+        println!(
+            "{}: imported the dma-buf as handle {}",
+            node.display(),
+            arg.handle
+        );
+        return 0;
+    }
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+}
+
+/// The sysfs directory of the PCI device bound to gaudi_ib.
+fn pci_dir() -> std::path::PathBuf {
+    let drv = std::path::Path::new("/sys/bus/pci/drivers/gaudi_ib");
+    std::fs::read_dir(drv)
+        .unwrap_or_else(|e| fail(format!("{}: {e}", drv.display())))
+        .filter_map(|e| e.ok())
+        .find(|e| e.file_name().to_string_lossy().contains(':'))
+        .map(|e| drv.join(e.file_name()))
+        .unwrap_or_else(|| fail("no device bound to gaudi_ib".into()))
+}
+
+/// A window on device memory through BAR 4 (sysfs `resource4`).
+pub(crate) struct BarWindow {
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl BarWindow {
+    fn new(offset: u64, len: usize) -> Self {
+        let path = pci_dir().join("resource4");
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .unwrap_or_else(|e| fail(format!("{}: {e}", path.display())));
+        // SAFETY: a fresh shared mapping of the BAR; nothing else in this
+        // process uses that address range.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                f.as_raw_fd(),
+                offset as libc::off_t,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            fail(format!(
+                "mmap {}: {}",
+                path.display(),
+                std::io::Error::last_os_error()
+            ));
+        }
+        Self {
+            ptr: ptr.cast(),
+            len,
+        }
+    }
+}
+
+impl Region for BarWindow {
+    fn bytes(&mut self) -> &mut [u8] {
+        // SAFETY: the mapping is `len` bytes, readable and writable, and
+        // borrowed mutably through `self`.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+}
+
+impl Drop for BarWindow {
+    fn drop(&mut self) {
+        // SAFETY: `ptr`/`len` is our mapping.
+        unsafe { libc::munmap(self.ptr.cast(), self.len) };
+    }
+}
+
+/// The target region of `write-target --hbm`: `len` bytes of HBM exported
+/// as a dma-buf and registered as a memory region of `pd`, seen through
+/// BAR 4.
+pub(crate) struct HbmTarget {
+    pub(crate) window: BarWindow,
+    /// The device VA of the region.
+    va: u64,
+    buf: Option<OwnedFd>,
+    offset: u64,
+    len: u64,
+}
+
+impl HbmTarget {
+    /// The target and its memory region.
+    pub(crate) fn new(ctx: &Context, pd: &Pd, len: usize) -> (Self, Mr) {
+        let len = len as u64;
+        let hbm = ctx
+            .hbm_alloc(len)
+            .unwrap_or_else(|e| fail(format!("HBM alloc of {len} bytes: {e}")));
+        println!(
+            "HBM block of {} bytes at offset {:#x}",
+            hbm.length, hbm.offset
+        );
+        check(hbm.length == len, format!("block of {len} bytes"));
+        let buf = ctx
+            .hbm_export(&hbm, HBM_EXPORT_CLOEXEC)
+            .unwrap_or_else(|e| fail(format!("HBM export: {e}")));
+        // SAFETY: F_GETFD on a descriptor we own.
+        let fdflags = unsafe { libc::fcntl(buf.as_raw_fd(), libc::F_GETFD) };
+        check(
+            fdflags & libc::FD_CLOEXEC != 0,
+            format!("dma-buf fd {} is close-on-exec", buf.as_raw_fd()),
+        );
+        let err = drm_import(&buf);
+        check(
+            err == libc::EOPNOTSUPP,
+            format!("a DRM (vgem) import without peer-to-peer is refused: errno {err}"),
+        );
+        expect_errno(
+            "HBM export with an unknown flag",
+            ctx.hbm_export(&hbm, 1 << 5),
+            libc::EINVAL,
+        );
+        let mr = ctx
+            .reg_dmabuf_mr(
+                pd,
+                &buf,
+                0,
+                len,
+                0,
+                ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE,
+            )
+            .unwrap_or_else(|e| fail(format!("dma-buf MR of the HBM block: {e}")));
+        println!(
+            "dma-buf MR: rkey {:#x}, device VA {:#x}, pages of 2^{} bytes",
+            mr.rkey, mr.resp.mmu_va, mr.resp.page_shift
+        );
+        expect_errno(
+            "dma-buf MR past the end of the dma-buf",
+            ctx.reg_dmabuf_mr(pd, &buf, 4096, len, 0, ACCESS_REMOTE_WRITE),
+            libc::EINVAL,
+        );
+        // The object goes; the dma-buf and the MR keep the block: a new
+        // block of the same size lands elsewhere.
+        let offset = hbm.offset;
+        ctx.hbm_destroy(hbm)
+            .unwrap_or_else(|e| fail(format!("HBM destroy: {e}")));
+        let other = ctx
+            .hbm_alloc(len)
+            .unwrap_or_else(|e| fail(format!("second HBM alloc: {e}")));
+        check(
+            other.offset != offset,
+            format!(
+                "a destroyed but exported block stays allocated (new block at {:#x})",
+                other.offset
+            ),
+        );
+        ctx.hbm_destroy(other)
+            .unwrap_or_else(|e| fail(format!("HBM destroy: {e}")));
+        let mut window = BarWindow::new(offset, len as usize);
+        window.bytes().fill(0);
+        let t = Self {
+            window,
+            va: mr.resp.mmu_va,
+            buf: Some(buf),
+            offset,
+            len,
+        };
+        (t, mr)
+    }
+
+    /// Check `len` bytes at `off` once more through the device MMU (the
+    /// emulator reads its page tables): at most 64 bytes at each end.
+    pub(crate) fn check_through_device(&mut self, emu: &mut EmuCtl, off: usize, len: usize) {
+        let va = self.va;
+        let n = len.min(64);
+        for at in [off, off + len - n] {
+            let got = emu
+                .peek(va + at as u64, n)
+                .unwrap_or_else(|e| fail(format!("peek HBM at {at}: {e}")));
+            if got != self.window.bytes()[at..at + n] {
+                fail(format!(
+                    "device MMU and BAR 4 disagree on {n} bytes at offset {at}"
+                ));
+            }
+        }
+    }
+
+    /// After the MR is deregistered: closing the dma-buf returns the block.
+    pub(crate) fn finish(mut self, ctx: &Context) {
+        drop(self.buf.take());
+        let again: Hbm = ctx
+            .hbm_alloc(self.len)
+            .unwrap_or_else(|e| fail(format!("HBM alloc after release: {e}")));
+        check(
+            again.offset == self.offset,
+            format!(
+                "the released block is free again (new block at {:#x})",
+                again.offset
+            ),
+        );
+        ctx.hbm_destroy(again)
+            .unwrap_or_else(|e| fail(format!("HBM destroy: {e}")));
+    }
+}
