@@ -28,6 +28,7 @@ enum gaudi_ib_objects {
 enum gaudi_ib_device_methods {
 	GAUDI_IB_METHOD_QUERY_PORT = (1U << UVERBS_ID_NS_SHIFT),
 	GAUDI_IB_METHOD_QUERY_MR,
+	GAUDI_IB_METHOD_QUERY_DEVICE,
 };
 
 enum gaudi_ib_query_port_attrs {
@@ -42,6 +43,11 @@ enum gaudi_ib_query_mr_attrs {
 	GAUDI_IB_ATTR_QUERY_MR_HANDLE = (1U << UVERBS_ID_NS_SHIFT),
 	/* struct gaudi_ib_mr_info, out, mandatory */
 	GAUDI_IB_ATTR_QUERY_MR_RESP,
+};
+
+enum gaudi_ib_query_device_attrs {
+	/* struct gaudi_ib_device_info, out, mandatory */
+	GAUDI_IB_ATTR_QUERY_DEVICE_RESP = (1U << UVERBS_ID_NS_SHIFT),
 };
 
 enum gaudi_ib_qp_set_methods {

@@ -49,6 +49,19 @@ struct gaudi_ib_mr_info {
 	__u32 access;
 };
 
+/*
+ * GAUDI_IB_METHOD_QUERY_DEVICE: what the standard device query does not
+ * say. The programming model versions the WQE, CQE and doorbell formats.
+ */
+struct gaudi_ib_device_info {
+	__u32 comp_mask;
+	/* the device's programming model: major << 16 | minor */
+	__u32 model_version;
+	/* bytes of device memory (HBM), and of it not allocated */
+	__aligned_u64 devmem_size;
+	__aligned_u64 devmem_free;
+};
+
 enum gaudi_ib_qp_set_create_flags {
 	/* index is given: the set takes that index or fails with EBUSY */
 	GAUDI_IB_QP_SET_CREATE_INDEX = 1 << 0,

@@ -492,6 +492,8 @@ impl GaudiIb<'_> {
             max_mtu: bar.read32(regs::MAX_MTU),
             page_sizes: bar.read32(regs::MMU_PAGE_SIZES),
             max_msg: bar.read32(regs::MAX_MSG),
+            // Checked by `identify`.
+            model: bar.read32(regs::VERSION),
         };
         let bad = if caps.ports == 0 || caps.ports > regs::MAX_PORTS {
             Some("NUM_PORTS")

@@ -86,6 +86,11 @@ impl Hbm {
         self.size
     }
 
+    /// Bytes of device memory not allocated.
+    pub(crate) fn free_bytes(&self) -> u64 {
+        self.size - self.used.lock().iter().map(|b| b.1).sum::<u64>()
+    }
+
     /// The device is going away: exported blocks may not be mapped from now on.
     pub(crate) fn revoke(&self) {
         self.gone.store(true, Relaxed);

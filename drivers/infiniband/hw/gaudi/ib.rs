@@ -105,6 +105,8 @@ pub(crate) struct Caps {
     pub(crate) max_mtu: u32,
     pub(crate) page_sizes: u32,
     pub(crate) max_msg: u32,
+    /// The programming model, major << 16 | minor.
+    pub(crate) model: u32,
 }
 
 /// What work requests and queue pairs need of a memory region, found by its key.
@@ -1133,6 +1135,8 @@ const GAUDI_IB_ATTR_QUERY_PORT_RESP: u16 = NS + 1;
 const GAUDI_IB_METHOD_QUERY_MR: u16 = NS + 1;
 const GAUDI_IB_ATTR_QUERY_MR_HANDLE: u16 = NS;
 const GAUDI_IB_ATTR_QUERY_MR_RESP: u16 = NS + 1;
+const GAUDI_IB_METHOD_QUERY_DEVICE: u16 = NS + 2;
+const GAUDI_IB_ATTR_QUERY_DEVICE_RESP: u16 = NS;
 
 /// `GAUDI_IB_METHOD_QUERY_PORT`: addresses and state of one port.
 struct QueryPort;
@@ -1214,10 +1218,46 @@ impl Method for QueryMr {
     }
 }
 
+kernel::rdma::uapi_struct! {
+    /// `struct gaudi_ib_device_info`.
+    struct DeviceInfo {
+        comp_mask: u32,
+        model_version: u32,
+        devmem_size: u64,
+        devmem_free: u64,
+    }
+}
+
+/// `GAUDI_IB_METHOD_QUERY_DEVICE`.
+struct QueryDevice;
+
+impl Method for QueryDevice {
+    type Driver = GaudiRdma;
+    const ID: u16 = GAUDI_IB_METHOD_QUERY_DEVICE;
+    const ATTRS: &'static [&'static AttrDef] = &[&AttrDef::ptr_out::<DeviceInfo>(
+        GAUDI_IB_ATTR_QUERY_DEVICE_RESP,
+        Presence::Mandatory,
+    )];
+
+    fn handle(call: &mut Call<'_, GaudiRdma>) -> Result {
+        let d = call.ucontext()?.device().data();
+        let info = DeviceInfo {
+            model_version: d.caps.model,
+            devmem_size: d.hbm.size(),
+            devmem_free: d.hbm.free_bytes(),
+            ..Default::default()
+        };
+        call.write(GAUDI_IB_ATTR_QUERY_DEVICE_RESP, &info)
+    }
+}
+
 static QUERY_PORT: MethodDef<GaudiRdma> = MethodDef::new::<QueryPort>();
 static QUERY_MR: MethodDef<GaudiRdma> = MethodDef::new::<QueryMr>();
-static DEVICE_OBJECT: ObjectDef<GaudiRdma> =
-    ObjectDef::global(GAUDI_IB_OBJECT_DEVICE, &[&QUERY_PORT, &QUERY_MR]);
+static QUERY_DEVICE: MethodDef<GaudiRdma> = MethodDef::new::<QueryDevice>();
+static DEVICE_OBJECT: ObjectDef<GaudiRdma> = ObjectDef::global(
+    GAUDI_IB_OBJECT_DEVICE,
+    &[&QUERY_PORT, &QUERY_MR, &QUERY_DEVICE],
+);
 static UAPI: [UapiDef<GaudiRdma>; 4] = [
     UapiDef::object(&DEVICE_OBJECT),
     UapiDef::object(&dv::QP_SET_OBJECT),

@@ -4,6 +4,7 @@
 //! dma-bufs (`GAUDI_IB_OBJECT_HBM`), and memory regions of dma-bufs
 //! (`UVERBS_METHOD_REG_DMABUF_MR`), so that remote WRITEs land in HBM.
 
+use crate::dv::GAUDI_IB_OBJECT_DEVICE;
 use crate::{ioctl, Attr, Context, Mr, Pd, RegMrResp, NS_DRIVER};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -71,6 +72,20 @@ pub struct HbmExportResp {
     pub fd: u32,
 }
 
+/// The device object's QUERY_DEVICE (gaudi_user_ioctl_cmds.h).
+pub const METHOD_QUERY_DEVICE: u16 = NS_DRIVER + 2;
+pub const ATTR_QUERY_DEVICE_RESP: u16 = NS_DRIVER;
+
+/// `struct gaudi_ib_device_info`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DeviceInfo {
+    pub comp_mask: u32,
+    pub model_version: u32,
+    pub devmem_size: u64,
+    pub devmem_free: u64,
+}
+
 /// A block of device memory.
 #[derive(Debug)]
 pub struct Hbm {
@@ -81,6 +96,19 @@ pub struct Hbm {
 }
 
 impl Context {
+    /// `GAUDI_IB_METHOD_QUERY_DEVICE`: the programming model and the
+    /// device memory.
+    pub fn query_device_info(&self) -> io::Result<DeviceInfo> {
+        let mut info = DeviceInfo::default();
+        ioctl(
+            self.file(),
+            GAUDI_IB_OBJECT_DEVICE,
+            METHOD_QUERY_DEVICE,
+            [Attr::output(ATTR_QUERY_DEVICE_RESP, &mut info)],
+        )?;
+        Ok(info)
+    }
+
     /// `GAUDI_IB_METHOD_HBM_ALLOC`: `length` bytes of device memory.
     pub fn hbm_alloc(&self, length: u64) -> io::Result<Hbm> {
         let req = HbmAlloc {

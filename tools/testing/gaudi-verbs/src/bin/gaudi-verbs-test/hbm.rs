@@ -60,6 +60,11 @@ fn drm_import(fd: &OwnedFd) -> i32 {
     std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
 }
 
+fn device_info(ctx: &Context) -> gaudi_verbs::hbm::DeviceInfo {
+    ctx.query_device_info()
+        .unwrap_or_else(|e| fail(format!("QUERY_DEVICE: {e}")))
+}
+
 /// The sysfs directory of the PCI device bound to gaudi_ib.
 fn pci_dir() -> std::path::PathBuf {
     let drv = std::path::Path::new("/sys/bus/pci/drivers/gaudi_ib");
@@ -142,6 +147,25 @@ impl HbmTarget {
     /// The target and its memory region.
     pub(crate) fn new(ctx: &Context, pd: &Pd, len: usize) -> (Self, Mr) {
         let len = len as u64;
+        let before = device_info(ctx);
+        // The emulator's programming model and its 256 MiB of device memory
+        // (its default), as BAR 4 shows them too.
+        check(
+            before.model_version == 0x0001_0001,
+            format!("programming model {:#x}", before.model_version),
+        );
+        let bar = std::fs::metadata(pci_dir().join("resource4")).map_or(0, |m| m.len());
+        check(
+            before.devmem_size == 256 << 20 && bar == before.devmem_size,
+            format!(
+                "{} bytes of device memory, BAR 4 of {bar} bytes",
+                before.devmem_size
+            ),
+        );
+        check(
+            before.devmem_free == before.devmem_size,
+            format!("all {} bytes free", before.devmem_free),
+        );
         let hbm = ctx
             .hbm_alloc(len)
             .unwrap_or_else(|e| fail(format!("HBM alloc of {len} bytes: {e}")));
@@ -150,6 +174,11 @@ impl HbmTarget {
             hbm.length, hbm.offset
         );
         check(hbm.length == len, format!("block of {len} bytes"));
+        let free = device_info(ctx).devmem_free;
+        check(
+            free == before.devmem_size - len,
+            format!("{free} bytes free after the allocation"),
+        );
         let buf = ctx
             .hbm_export(&hbm, HBM_EXPORT_CLOEXEC)
             .unwrap_or_else(|e| fail(format!("HBM export: {e}")));
@@ -205,6 +234,11 @@ impl HbmTarget {
         );
         ctx.hbm_destroy(other)
             .unwrap_or_else(|e| fail(format!("HBM destroy: {e}")));
+        let free = device_info(ctx).devmem_free;
+        check(
+            free == before.devmem_size - len,
+            format!("{free} bytes free with the block held by its dma-buf"),
+        );
         let mut window = BarWindow::new(offset, len as usize);
         window.bytes().fill(0);
         let t = Self {
@@ -237,6 +271,11 @@ impl HbmTarget {
     /// After the MR is deregistered: closing the dma-buf returns the block.
     pub(crate) fn finish(mut self, ctx: &Context) {
         drop(self.buf.take());
+        let info = device_info(ctx);
+        check(
+            info.devmem_free == info.devmem_size,
+            format!("all {} bytes free again", info.devmem_free),
+        );
         let again: Hbm = ctx
             .hbm_alloc(self.len)
             .unwrap_or_else(|e| fail(format!("HBM alloc after release: {e}")));

@@ -763,6 +763,46 @@ pub(crate) fn uapi_bad_attrs(_args: &[String]) {
 /// The methods of device memory: ALLOC, EXPORT and DESTROY. `mr` is the
 /// handle of a memory region (an object of another type).
 fn hbm_cases(c: &mut Cases<'_>, mr: u32) {
+    // QUERY_DEVICE.
+    let mut di = DeviceInfo::default();
+    c.expect(
+        "QUERY_DEVICE without the reply",
+        GAUDI_IB_OBJECT_DEVICE,
+        METHOD_QUERY_DEVICE,
+        [],
+        libc::EINVAL,
+    );
+    c.expect(
+        "QUERY_DEVICE with a short reply",
+        GAUDI_IB_OBJECT_DEVICE,
+        METHOD_QUERY_DEVICE,
+        [sized(Attr::output(ATTR_QUERY_DEVICE_RESP, &mut di), 16)],
+        libc::EINVAL,
+    );
+    c.expect(
+        "QUERY_DEVICE with an unknown mandatory attribute",
+        GAUDI_IB_OBJECT_DEVICE,
+        METHOD_QUERY_DEVICE,
+        [
+            Attr::output(ATTR_QUERY_DEVICE_RESP, &mut di),
+            Attr::value(UNKNOWN_ATTR, 0),
+        ],
+        libc::EPROTONOSUPPORT,
+    );
+    c.expect(
+        "QUERY_DEVICE",
+        GAUDI_IB_OBJECT_DEVICE,
+        METHOD_QUERY_DEVICE,
+        [Attr::output(ATTR_QUERY_DEVICE_RESP, &mut di)],
+        0,
+    );
+    check(
+        di.devmem_size != 0 && di.devmem_free == di.devmem_size,
+        format!(
+            "device memory: {} bytes, {} free",
+            di.devmem_size, di.devmem_free
+        ),
+    );
     let obj = GAUDI_IB_OBJECT_HBM;
     let good = HbmAlloc {
         length: 4096,
