@@ -1,10 +1,12 @@
 # SPDX-License-Identifier: GPL-2.0
 # The device goes away under a process whose QP set has its queues and
-# doorbell pages mapped (dv-hold): unbinding does not wait for it; the core
+# doorbell pages mapped and an exported HBM dma-buf registered as a memory
+# region (dv-hold): unbinding does not wait for it; the core
 # zaps the mappings and the driver lets go of the queues; the process then
 # writes a WQE, rings the doorbell and reads its CQ without a fault (the
-# mappings read and write a dummy page), gets EIO from the namespace and
-# exits, which frees the queue memory. Binding brings the device back, a
+# mappings read and write a dummy page), gets EIO from the namespace,
+# closes the dma-buf (the block goes after its device) and exits, which
+# frees the queue memory. Binding brings the device back, a
 # context can be opened, nothing leaks, no splat (KASAN would report a use
 # of the freed queues).
 . /lib/gaudi/guest-lib.sh

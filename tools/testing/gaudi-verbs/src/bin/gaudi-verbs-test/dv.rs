@@ -789,10 +789,28 @@ pub(crate) fn dv_hold(_args: &[String]) {
         matches!(cqe, Some(c) if c.status == CQE_SUCCESS) && dst.bytes() == src.bytes(),
         format!("a WRITE through the mapped queues: {cqe:?}"),
     );
+    // Device memory exported as a dma-buf and registered from it, held
+    // across the unbind too.
+    let hbm = ctx
+        .hbm_alloc(2 << 20)
+        .unwrap_or_else(|e| fail(format!("HBM alloc: {e}")));
+    let buf = ctx
+        .hbm_export(&hbm, gaudi_verbs::hbm::HBM_EXPORT_CLOEXEC)
+        .unwrap_or_else(|e| fail(format!("HBM export: {e}")));
+    let _hmr = ctx
+        .reg_dmabuf_mr(&pd, &buf, 0, 2 << 20, 0, ACCESS_REMOTE_WRITE)
+        .unwrap_or_else(|e| fail(format!("dma-buf MR: {e}")));
     println!("holding");
     std::io::stdout().flush().ok();
     let mut line = String::new();
     std::io::stdin().read_line(&mut line).ok();
+    expect_errno(
+        "HBM export after the device went away",
+        ctx.hbm_export(&hbm, 0),
+        libc::EIO,
+    );
+    // The last reference to the block goes after its device.
+    drop(buf);
     let qp = set.qp(1);
     qp.post_write(si.mmu_va, di.mmu_va, 4096, true, None);
     let after = qp.poll_spin(1000);
