@@ -232,7 +232,7 @@ for s in "${SESSIONS[@]}"; do
 	# Under TCG with KASAN, 100 bind cycles take about 140 s of guest time,
 	# the main session (1 GiB registrations, 1000 cycles) about 170 s, and
 	# the write session (1 GiB WRITEs, error recovery) 160 to 200 s.
-	case "$name" in rebind | main | write) limit=$((VM_TIMEOUT * 2)) ;; dv) limit=$((VM_TIMEOUT * 3)) ;; esac
+	case "$name" in rebind | main | write) limit=$((VM_TIMEOUT * 2)) ;; dv) limit=$((VM_TIMEOUT * 4)) ;; esac
 	vm_start "$name" "$(ports "$emu_args")" "$tests" "$(ports "$qemu_args")" "$kernel_args" "$mem" "$limit"
 	wait "$vm_pid" || status=$?
 	echo "# session $name (accelerator ${ACCEL:-tcg}): $((SECONDS - t0)) s, exit status $status"
@@ -248,7 +248,7 @@ for s in "${PAIRS[@]}"; do
 	# Two VMs share the CPUs: 1 GiB written and checked takes about 150 s,
 	# and two_hosts writes 2 GiB and 64 MiB.
 	limit=$((VM_TIMEOUT * 2))
-	[ "$name" = two_hosts ] && limit=$((VM_TIMEOUT * 3))
+	[ "$name" = two_hosts ] && limit=$((VM_TIMEOUT * 4))
 	mgmt_a=$(ports "$(nic mgmt @M0@ @M1@ 02:00:00:99:00:01)")
 	mgmt_b=$(ports "$(nic mgmt @M1@ @M0@ 02:00:00:99:00:02)")
 	vm_start "${name}_a" "$(ports "$emu_a")" "$tests_a" "$mgmt_a $(ports "$qemu_a")" "$kargs_a" "$mem" "$limit"

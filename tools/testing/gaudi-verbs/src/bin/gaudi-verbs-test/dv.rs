@@ -798,7 +798,14 @@ pub(crate) fn dv_hold(_args: &[String]) {
         .hbm_export(&hbm, gaudi_verbs::hbm::HBM_EXPORT_CLOEXEC)
         .unwrap_or_else(|e| fail(format!("HBM export: {e}")));
     let _hmr = ctx
-        .reg_dmabuf_mr(&pd, &buf, 0, 2 << 20, 0, ACCESS_REMOTE_WRITE)
+        .reg_dmabuf_mr(
+            &pd,
+            &buf,
+            0,
+            2 << 20,
+            0,
+            ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE,
+        )
         .unwrap_or_else(|e| fail(format!("dma-buf MR: {e}")));
     println!("holding");
     std::io::stdout().flush().ok();

@@ -212,10 +212,16 @@ impl HbmTarget {
             "dma-buf MR: rkey {:#x}, device VA {:#x}, pages of 2^{} bytes",
             mr.rkey, mr.resp.mmu_va, mr.resp.page_shift
         );
+        let rw = ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE;
         expect_errno(
             "dma-buf MR past the end of the dma-buf",
-            ctx.reg_dmabuf_mr(pd, &buf, 4096, len, 0, ACCESS_REMOTE_WRITE),
+            ctx.reg_dmabuf_mr(pd, &buf, 4096, len, 0, rw),
             libc::EINVAL,
+        );
+        expect_errno(
+            "dma-buf MR for remote reads (the NIC does RDMA WRITE only)",
+            ctx.reg_dmabuf_mr(pd, &buf, 0, len, 0, rw | ACCESS_REMOTE_READ),
+            libc::EOPNOTSUPP,
         );
         // The object goes; the dma-buf and the MR keep the block: a new
         // block of the same size lands elsewhere.
