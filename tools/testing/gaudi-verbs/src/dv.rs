@@ -154,24 +154,27 @@ pub struct Cqe {
     pub imm: u32,
 }
 
-/// A shared mapping of the device file.
-struct Map {
+/// A shared, readable and writable mapping of `len` bytes of a file (the
+/// device file at an offset the driver handed out, a BAR's sysfs
+/// resource), unmapped on drop.
+pub struct Map {
     ptr: *mut u8,
     len: usize,
 }
 
 impl Map {
-    fn new(ctx: &Context, offset: u64, len: usize) -> io::Result<Self> {
-        // SAFETY: a fresh shared mapping of the device file at an offset the
-        // driver handed out; no existing memory is affected.
+    pub fn new(file: &impl AsRawFd, offset: u64, len: usize) -> io::Result<Self> {
+        let off = libc::off_t::try_from(offset)
+            .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+        // SAFETY: a fresh shared mapping; no existing memory is affected.
         let ptr = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
                 len,
                 libc::PROT_READ | libc::PROT_WRITE,
                 libc::MAP_SHARED,
-                ctx.file().as_raw_fd(),
-                offset as libc::off_t,
+                file.as_raw_fd(),
+                off,
             )
         };
         if ptr == libc::MAP_FAILED {
@@ -181,6 +184,13 @@ impl Map {
             ptr: ptr.cast(),
             len,
         })
+    }
+
+    /// The mapped bytes. Another agent (the device) may change them.
+    pub fn bytes(&mut self) -> &mut [u8] {
+        // SAFETY: the mapping is `len` bytes, readable and writable, and
+        // borrowed mutably through `self`.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
     }
 }
 
@@ -409,9 +419,9 @@ impl Context {
                 Ok(DvQp {
                     port: info.port_num,
                     info,
-                    sq: Map::new(self, info.sq_offset, resp.sq_bytes as usize)?,
-                    cq: Map::new(self, info.cq_offset, resp.cq_bytes as usize)?,
-                    db: Map::new(self, info.db_offset, 4096)?,
+                    sq: Map::new(self.file(), info.sq_offset, resp.sq_bytes as usize)?,
+                    cq: Map::new(self.file(), info.cq_offset, resp.cq_bytes as usize)?,
+                    db: Map::new(self.file(), info.db_offset, 4096)?,
                     index: resp.index,
                     log_sq,
                     log_cq,

@@ -4,6 +4,7 @@
 //! memory region, so that remote WRITEs land in HBM.
 
 use super::*;
+use gaudi_verbs::dv::Map;
 use gaudi_verbs::hbm::{Hbm, HBM_EXPORT_CLOEXEC};
 use std::os::fd::{AsRawFd, OwnedFd};
 
@@ -77,10 +78,7 @@ fn pci_dir() -> std::path::PathBuf {
 }
 
 /// A window on device memory through BAR 4 (sysfs `resource4`).
-pub(crate) struct BarWindow {
-    ptr: *mut u8,
-    len: usize,
-}
+pub(crate) struct BarWindow(Map);
 
 impl BarWindow {
     fn new(offset: u64, len: usize) -> Self {
@@ -90,44 +88,15 @@ impl BarWindow {
             .write(true)
             .open(&path)
             .unwrap_or_else(|e| fail(format!("{}: {e}", path.display())));
-        // SAFETY: a fresh shared mapping of the BAR; nothing else in this
-        // process uses that address range.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                f.as_raw_fd(),
-                offset as libc::off_t,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            fail(format!(
-                "mmap {}: {}",
-                path.display(),
-                std::io::Error::last_os_error()
-            ));
-        }
-        Self {
-            ptr: ptr.cast(),
-            len,
-        }
+        let map = Map::new(&f, offset, len)
+            .unwrap_or_else(|e| fail(format!("mmap {}: {e}", path.display())));
+        Self(map)
     }
 }
 
 impl Region for BarWindow {
     fn bytes(&mut self) -> &mut [u8] {
-        // SAFETY: the mapping is `len` bytes, readable and writable, and
-        // borrowed mutably through `self`.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
-    }
-}
-
-impl Drop for BarWindow {
-    fn drop(&mut self) {
-        // SAFETY: `ptr`/`len` is our mapping.
-        unsafe { libc::munmap(self.ptr.cast(), self.len) };
+        self.0.bytes()
     }
 }
 
