@@ -1735,17 +1735,6 @@ fn write_target(args: &[String]) {
         if len == 0 || off + len > max {
             fail(format!("check outside the region: {l:?}"));
         }
-        let dst: &mut dyn Region = match (&mut host, &mut hbm) {
-            (Some(m), _) => m,
-            (None, Some(t)) => &mut t.window,
-            (None, None) => fail("no region".into()),
-        };
-        if let Some(at) = pattern_mismatch(&dst.bytes()[off..off + len], seed) {
-            peer.send(&format!("bad {at}"));
-            fail(format!(
-                "{len} bytes at offset {off}: first difference at byte {at}"
-            ));
-        }
         if let Some(t) = hbm.as_mut() {
             t.check_through_device(&mut emu, off, len);
         }
@@ -1754,7 +1743,14 @@ fn write_target(args: &[String]) {
             (None, Some(t)) => &mut t.window,
             (None, None) => fail("no region".into()),
         };
-        dst.bytes()[off..off + len].fill(0);
+        let region = &mut dst.bytes()[off..off + len];
+        if let Some(at) = pattern_mismatch(region, seed) {
+            peer.send(&format!("bad {at}"));
+            fail(format!(
+                "{len} bytes at offset {off}: first difference at byte {at}"
+            ));
+        }
+        region.fill(0);
         println!("ok: {len} bytes at offset {off} landed byte-exact");
         checks += 1;
         peer.send("ok");
