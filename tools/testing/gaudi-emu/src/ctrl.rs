@@ -14,10 +14,17 @@
 //! peek VA LEN              read LEN (up to 4096) bytes at device VA VA through
 //!                          the MMU: "data HEX", or err naming the fault
 //! poke VA HEX              write bytes at device VA VA through the MMU
+//! devmem-peek OFFSET LEN   read LEN (up to 4096) bytes of device memory at
+//!                          OFFSET: "data HEX", or err if outside it
 //! qps PORT                 "qps I J ...": the QP indexes that exist on the port
 //! stat                     "dma_audit N", "mmu_faults N", "eq_dropped N",
-//!                          "port P tx N rx N rx_drops N retransmits N
-//!                          naks N icrc_errors N injected N link up|down"
+//!                          "stale_translation N" (strict mode's audit of
+//!                          cached translations), "dma_no_master N" and
+//!                          "irq_no_master N" (DMA and interrupts refused
+//!                          while Bus Master Enable was clear or the vector
+//!                          not enabled), then per port "port P tx N rx N
+//!                          rx_drops N retransmits N naks N icrc_errors N
+//!                          injected N rnr_naks N link up|down"
 //! ```
 
 use crate::device::Device;
@@ -144,6 +151,18 @@ fn command(line: &str, device: &Mutex<Device>, captures: &Captures) -> Result<Ve
                 .map_err(|f| format!("fault {f:?}"))?;
             return Ok(vec![format!("data {}", hex(&buf))]);
         }
+        "devmem-peek" => {
+            let off = addr(w.next())?;
+            let len: usize = num(w.next(), "length")?;
+            if len == 0 || len > 4096 {
+                return Err("length 1 to 4096".into());
+            }
+            let mut buf = vec![0u8; len];
+            if !d.devmem().read(off, &mut buf) {
+                return Err(format!("{off:#x}+{len:#x} outside device memory"));
+            }
+            return Ok(vec![format!("data {}", hex(&buf))]);
+        }
         "poke" => {
             let va = addr(w.next())?;
             let data = unhex(w.next().unwrap_or(""))?;
@@ -165,11 +184,15 @@ fn command(line: &str, device: &Mutex<Device>, captures: &Captures) -> Result<Ve
             let mut out = vec![
                 format!("dma_audit {}", d.audit()),
                 format!("mmu_faults {}", d.mmu.faults),
+                format!("eq_dropped {}", d.eq_dropped()),
+                format!("stale_translation {}", d.stale_translations()),
+                format!("dma_no_master {}", d.dma_no_master()),
+                format!("irq_no_master {}", d.irq_no_master()),
             ];
             for (i, p) in d.ports.iter().enumerate() {
                 let c = &p.counters;
                 out.push(format!(
-                    "port {i} tx {} rx {} rx_drops {} retransmits {} naks {} icrc_errors {} injected {} link {}",
+                    "port {i} tx {} rx {} rx_drops {} retransmits {} naks {} icrc_errors {} injected {} rnr_naks {} link {}",
                     c.tx,
                     c.rx,
                     c.rx_drops,
@@ -177,6 +200,7 @@ fn command(line: &str, device: &Mutex<Device>, captures: &Captures) -> Result<Ve
                     c.naks_sent,
                     c.icrc_errors,
                     c.injected,
+                    c.rnr_naks_sent,
                     if p.link_up { "up" } else { "down" }
                 ));
             }

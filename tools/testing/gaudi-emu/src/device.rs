@@ -46,6 +46,11 @@ pub struct Options {
     pub addrs: HashMap<usize, Endpoint>,
     /// A reset never finishes: lets tests check the driver's timeout.
     pub reset_hangs: bool,
+    /// How long STATUS.READY reads 0 after a reset (0: it never does).
+    pub reset_delay: Duration,
+    /// Keep translations per message and audit their uses (see
+    /// [`crate::mmu`]); counted in [`Device::stale_translations`].
+    pub strict: bool,
 }
 
 impl Default for Options {
@@ -61,13 +66,15 @@ impl Default for Options {
             instance: 0,
             addrs: HashMap::new(),
             reset_hangs: false,
+            reset_delay: Duration::ZERO,
+            strict: false,
         }
     }
 }
 
 pub const MAX_MTU_LOG: u8 = 13;
 pub const MAX_MSG_LEN: u32 = 1 << 31;
-pub const FW_VERSION_STR: &str = "gaudi-emu 1.1";
+pub const FW_VERSION_STR: &str = "gaudi-emu 1.2";
 pub const MSIX_VECTORS: u32 = 8;
 
 /// Per-port packet counters.
@@ -77,7 +84,9 @@ pub struct Counters {
     pub rx: u32,
     pub rx_drops: u32,
     pub retransmits: u32,
+    /// NAKs sent, RNR NAKs not included.
     pub naks_sent: u32,
+    pub rnr_naks_sent: u32,
     pub icrc_errors: u32,
     /// Frames the fault injector dropped or corrupted.
     pub injected: u32,
@@ -107,7 +116,12 @@ pub struct Device {
     scratch: u32,
     cause: u32,
     test_irqs: u32,
+    /// False only when a reset hangs (`Options::reset_hangs`).
     ready: bool,
+    /// A reset finishes at this time (`Options::reset_delay`).
+    busy_until: Option<Instant>,
+    /// Interrupts not raised: bus mastering off, or the vector not enabled.
+    irq_no_master: u32,
     fatal: bool,
     dma_test_addr: u64,
     dma_test_len: u32,
@@ -151,6 +165,7 @@ impl Device {
                 ip_id: 0,
             })
             .collect();
+        let strict = opts.strict;
         Ok(Self {
             mem: Mem::new(opts.devmem)?,
             opts,
@@ -158,11 +173,13 @@ impl Device {
             cause: 0,
             test_irqs: 0,
             ready: true,
+            busy_until: None,
+            irq_no_master: 0,
             fatal: false,
             dma_test_addr: 0,
             dma_test_len: 0,
             dma_test_status: DMA_TEST_IDLE,
-            mmu: Mmu::default(),
+            mmu: Mmu::new(strict),
             eq_base: 0,
             eq_log_size: 0,
             eq_enabled: false,
@@ -194,6 +211,54 @@ impl Device {
         self.mem.audit
     }
 
+    /// Events dropped: event queue full or disabled (EQ_OVERFLOWS).
+    pub fn eq_dropped(&self) -> u32 {
+        self.eq_overflows
+    }
+
+    /// Host memory accesses refused because bus mastering was off.
+    pub fn dma_no_master(&self) -> u32 {
+        self.mem.no_master
+    }
+
+    /// Interrupts suppressed: bus mastering off or MSI-X (the vector)
+    /// not enabled.
+    pub fn irq_no_master(&self) -> u32 {
+        self.irq_no_master
+    }
+
+    /// Strict mode: uses of a cached translation that the page table no
+    /// longer backed.
+    pub fn stale_translations(&self) -> u32 {
+        self.mmu.stale
+    }
+
+    /// STATUS.READY: the last reset has finished. Until then the device
+    /// does no DMA, raises no interrupt and ignores doorbells, commands
+    /// and frames.
+    pub fn is_ready(&self) -> bool {
+        self.ready && self.busy_until.is_none_or(|t| Instant::now() >= t)
+    }
+
+    /// Raise MSI-X `vector`, as a PCI function can: only with bus
+    /// mastering on (MSI-X messages are memory writes) and the vector
+    /// enabled. Returns whether it was raised.
+    fn raise(&mut self, vector: usize) -> bool {
+        if self.mem.bus_master && self.vectors.raise(vector) {
+            return true;
+        }
+        self.irq_no_master = self.irq_no_master.wrapping_add(1);
+        log::warn!(
+            "interrupt on vector {vector} suppressed: {}",
+            if self.mem.bus_master {
+                "vector not enabled"
+            } else {
+                "bus master disabled"
+            }
+        );
+        false
+    }
+
     pub fn options(&self) -> &Options {
         &self.opts
     }
@@ -220,7 +285,9 @@ impl Device {
             ID => self.opts.id,
             VERSION => MODEL_VERSION,
             SCRATCH => self.scratch,
-            STATUS => u32::from(self.ready) * STATUS_READY | u32::from(self.fatal) * STATUS_FATAL,
+            STATUS => {
+                (u32::from(self.is_ready()) * STATUS_READY) | (u32::from(self.fatal) * STATUS_FATAL)
+            }
             IRQ_CAUSE => self.cause,
             IRQ_TEST_COUNT => self.test_irqs,
             DMA_TEST_ADDR_LO => self.dma_test_addr as u32,
@@ -252,6 +319,7 @@ impl Device {
             EQ_CI => self.eq_ci,
             EQ_PI => self.eq_pi,
             EQ_OVERFLOWS => self.eq_overflows,
+            CMD_STATUS if !self.is_ready() => EBUSY,
             CMD_STATUS => self.cmd_status,
             _ => 0,
         }
@@ -272,6 +340,7 @@ impl Device {
             PORT_RETRANSMITS => c.retransmits,
             PORT_NAKS_SENT => c.naks_sent,
             PORT_ICRC_ERRORS => c.icrc_errors,
+            PORT_RNR_NAKS_SENT => c.rnr_naks_sent,
             _ => 0,
         }
     }
@@ -280,6 +349,10 @@ impl Device {
     /// are ignored, as hardware would.
     pub fn write32(&mut self, off: u64, val: u32, now: Instant) {
         if (DB_BASE..DB_BASE + DB_STRIDE * self.ports.len() as u64).contains(&off) {
+            if !self.is_ready() {
+                log::warn!("doorbell write {off:#x} = {val:#x} while resetting: ignored");
+                return;
+            }
             let p = ((off - DB_BASE) / DB_STRIDE) as usize;
             self.doorbell(p, (off - DB_BASE) % DB_STRIDE, val);
             return;
@@ -292,18 +365,20 @@ impl Device {
         match off {
             SCRATCH => self.scratch = val,
             IRQ_CAUSE => self.cause &= !val,
+            IRQ_TEST if !self.is_ready() => log::warn!("test interrupt while resetting: ignored"),
             IRQ_TEST => {
                 self.cause |= CAUSE_TEST;
-                if self.vectors.raise(val as usize) {
+                if self.raise(val as usize) {
                     self.test_irqs = self.test_irqs.wrapping_add(1);
-                } else {
-                    log::warn!("test interrupt on vector {val}: vector not enabled");
                 }
             }
             RESET if val == RESET_MAGIC => self.reset(),
             DMA_TEST_ADDR_LO => set_lo(&mut self.dma_test_addr, val),
             DMA_TEST_ADDR_HI => set_hi(&mut self.dma_test_addr, val),
             DMA_TEST_LEN => self.dma_test_len = val,
+            DMA_TEST_CTRL if val == DMA_TEST_START && !self.is_ready() => {
+                log::warn!("DMA test while resetting: ignored");
+            }
             DMA_TEST_CTRL if val == DMA_TEST_START => self.dma_test_status = self.dma_test(),
             MMU_ROOT_LO => set_lo(&mut self.mmu.root, val & !0xfff),
             MMU_ROOT_HI => set_hi(&mut self.mmu.root, val),
@@ -317,6 +392,10 @@ impl Device {
             EQ_LOG_SIZE => self.eq_log_size = val,
             EQ_CTRL => self.eq_ctrl(val),
             EQ_CI => self.eq_ci = val,
+            CMD if !self.is_ready() => {
+                log::warn!("command {val:#x} while resetting: EBUSY");
+                self.cmd_status = EBUSY;
+            }
             CMD => self.cmd_status = self.command(val, now),
             _ => log::debug!("write to unknown or read-only register {off:#x} = {val:#x}"),
         }
@@ -347,6 +426,8 @@ impl Device {
             p.link_up = true;
         }
         self.ready = !self.opts.reset_hangs;
+        self.busy_until =
+            (!self.opts.reset_delay.is_zero()).then(|| Instant::now() + self.opts.reset_delay);
     }
 
     fn dma_test(&mut self) -> u32 {
@@ -384,7 +465,7 @@ impl Device {
     /// Post an event and raise vector 0.
     pub fn post_event(&mut self, ty: u8, port: usize, d0: u32, d1: u32) {
         log::debug!("event {ty} port {port} {d0:#x} {d1:#x}");
-        if !self.eq_enabled {
+        if !self.eq_enabled || !self.is_ready() {
             self.eq_overflows = self.eq_overflows.wrapping_add(1);
             return;
         }
@@ -407,7 +488,7 @@ impl Device {
         }
         self.eq_pi = self.eq_pi.wrapping_add(1);
         self.cause |= CAUSE_EQ;
-        self.vectors.raise(0);
+        self.raise(0);
     }
 
     /// Stop everything and report it (control interface, or an internal
@@ -451,7 +532,9 @@ impl Device {
         if self.fatal {
             return EIO;
         }
-        if port >= self.ports.len() {
+        // The device-wide commands ignore port and index.
+        let device_wide = matches!(opcode, CMD_RKEY_REVOKE | CMD_DEVMEM_FILL);
+        if port >= self.ports.len() && !device_wide {
             log::warn!("command {opcode:#x}: no port {port}");
             return EINVAL;
         }
@@ -464,8 +547,21 @@ impl Device {
                 Some(_) => 0,
                 None => ENOENT,
             },
+            CMD_RKEY_REVOKE => self.rkey_revoke(),
+            CMD_DEVMEM_FILL => self.devmem_fill(),
             _ => EINVAL,
         };
+        // Invalidation contract: once a command that removed a context, a
+        // ring or a region has completed, no message goes on with a
+        // translation made before it.
+        if r == 0
+            && matches!(
+                opcode,
+                CMD_CQ_DESTROY | CMD_QP_WRITE | CMD_QP_DESTROY | CMD_RKEY_REVOKE
+            )
+        {
+            self.mmu.forget_messages();
+        }
         if r != 0 {
             log::info!("command {opcode:#x} port {port} index {index}: error {r}");
         }
@@ -474,6 +570,49 @@ impl Device {
 
     fn data_u32(&self, o: usize) -> u32 {
         u32::from_le_bytes(self.cmd_data[o..o + 4].try_into().unwrap())
+    }
+
+    fn data_u64(&self, o: usize) -> u64 {
+        u64::from_le_bytes(self.cmd_data[o..o + 8].try_into().unwrap())
+    }
+
+    /// RKEY_REVOKE: every context on every port holding the key as its
+    /// local rkey stops accepting WRITEs, including the rest of a message
+    /// it is receiving (checked at each packet, see `responder`).
+    fn rkey_revoke(&mut self) -> u32 {
+        let key = self.data_u32(0);
+        if key == 0 {
+            return EINVAL;
+        }
+        let mut changed = 0u32;
+        for (p, port) in self.ports.iter_mut().enumerate() {
+            for (qpn, q) in port.qps.iter_mut() {
+                if q.ctx.local_rkey == key {
+                    q.ctx.revoke();
+                    changed += 1;
+                    log::debug!("QP {p}/{qpn}: rkey {key:#x} revoked");
+                }
+            }
+        }
+        self.cmd_data[4..8].copy_from_slice(&changed.to_le_bytes());
+        0
+    }
+
+    /// DEVMEM_FILL: whole 4 KiB pages of device memory get a pattern.
+    fn devmem_fill(&mut self) -> u32 {
+        let off = self.data_u64(0);
+        let len = self.data_u64(8);
+        let pattern = self.data_u32(16);
+        let size = self.mem.dev.size() as u64;
+        let aligned = off % DEVMEM_FILL_ALIGN == 0 && len % DEVMEM_FILL_ALIGN == 0;
+        if !aligned || len == 0 || off.checked_add(len).is_none_or(|end| end > size) {
+            log::info!("DEVMEM_FILL {off:#x}+{len:#x} refused (device memory {size:#x})");
+            return EINVAL;
+        }
+        if !self.mem.dev.fill(off, len, pattern) {
+            return EINVAL;
+        }
+        0
     }
 
     fn cq_create(&mut self, port: usize, cqn: u32) -> u32 {
@@ -536,6 +675,14 @@ impl Device {
         if qpn >= self.opts.max_qps {
             return EINVAL;
         }
+        if new.has_region() && (new.local_rkey == 0 || !new.region.is_valid()) {
+            log::info!(
+                "QP {port}/{qpn}: region {:x?} with rkey {:#x} refused",
+                new.region,
+                new.local_rkey
+            );
+            return EINVAL;
+        }
         let cur = self.ports[port].qps.get(&qpn).map(|q| q.ctx.state);
         let allowed = match (cur, new.state) {
             (None, QPS_RESET | QPS_INIT) => true,
@@ -580,8 +727,15 @@ impl Device {
             if new.dest.ip == [0; 4] {
                 return EOPNOTSUPP;
             }
+            if new.min_rnr_timer > aeth::TIMER_MASK {
+                return EINVAL;
+            }
         }
-        if new.state == QPS_RTS && (new.retry_cnt > 7 || new.timeout > 31 || new.sq_psn > PSN_MASK)
+        if new.state == QPS_RTS
+            && (new.retry_cnt > 7
+                || new.timeout > 31
+                || new.sq_psn > PSN_MASK
+                || new.rnr_retry > RNR_RETRY_FOREVER)
         {
             return EINVAL;
         }
@@ -598,6 +752,8 @@ impl Device {
                     q.una_psn = new.sq_psn;
                     q.retries_left = new.retry_cnt;
                     q.last_progress = now;
+                    q.rnr_naks = 0;
+                    q.rnr_until = None;
                 }
             }
             _ => {
@@ -675,7 +831,7 @@ impl Device {
             return;
         }
         let size = 1u32 << cq.log_size;
-        if cq.pi.wrapping_sub(cq.ci) >= size {
+        if cq.is_full() {
             cq.broken = true;
             log::warn!("CQ {port}/{cqn} overflow");
             self.post_event(EV_CQ_OVERFLOW, port, cqn, 0);
@@ -794,6 +950,13 @@ impl Device {
             if q.ctx.state != QPS_RTS {
                 return;
             }
+            // After an RNR NAK the requester keeps quiet for the timer.
+            if let Some(t) = q.rnr_until {
+                if now < t {
+                    return;
+                }
+                q.rnr_until = None;
+            }
             if q.next_psn.wrapping_sub(q.una_psn) & PSN_MASK >= WINDOW {
                 return;
             }
@@ -818,6 +981,7 @@ impl Device {
                     wqe,
                     first_psn: q.next_psn,
                     npkts: Qp::npkts(wqe.len, mtu),
+                    src: None,
                 });
                 if wqe.opcode != WQE_RDMA_WRITE && wqe.opcode != WQE_RDMA_WRITE_IMM {
                     log::info!(
@@ -832,12 +996,24 @@ impl Device {
                     return;
                 }
                 // Nothing is sent for a WQE whose source is not all mapped.
-                if let Err(f) =
+                // Strict mode keeps this translation for the WQE's packets.
+                let (va, len) = (wqe.local_va, wqe.len as usize);
+                let src = if self.opts.strict {
+                    self.mmu.cache(&mut self.mem, va, len, false).map(Some)
+                } else {
                     self.mmu
-                        .translate(&mut self.mem, wqe.local_va, wqe.len as usize, false)
-                {
-                    self.local_fault(port, qpn, index, f);
-                    return;
+                        .translate(&mut self.mem, va, len, false)
+                        .map(|_| None)
+                };
+                match src {
+                    Ok(src) => {
+                        let q = self.ports[port].qps.get_mut(&qpn).unwrap();
+                        q.pending.back_mut().unwrap().src = src;
+                    }
+                    Err(f) => {
+                        self.local_fault(port, qpn, index, f);
+                        return;
+                    }
                 }
                 continue;
             }
@@ -858,7 +1034,10 @@ impl Device {
     fn send_next_packet(&mut self, port: usize, qpn: u32, now: Instant) -> bool {
         let src = self.ports[port].ep;
         let q = self.ports[port].qps.get_mut(&qpn).unwrap();
-        let p = q.pending[q.send_pos];
+        let pos = q.send_pos;
+        let p = &mut q.pending[pos];
+        let mut cached = p.src.take();
+        let p = Pending { src: None, ..*p };
         let mtu = q.ctx.mtu();
         let off = q.send_off;
         let n = (u64::from(p.wqe.len) - off).min(mtu) as usize;
@@ -877,10 +1056,13 @@ impl Device {
         let seq = psn.wrapping_sub(p.first_psn) & PSN_MASK;
         let ctx = q.ctx;
         let mut payload = vec![0u8; n];
-        if let Err(f) = self
-            .mmu
-            .read(&mut self.mem, p.wqe.local_va + off, &mut payload)
-        {
+        let va = p.wqe.local_va + off;
+        let read = match cached.as_mut() {
+            Some(c) => self.mmu.read_cached(&mut self.mem, c, va, &mut payload),
+            None => self.mmu.read(&mut self.mem, va, &mut payload),
+        };
+        self.ports[port].qps.get_mut(&qpn).unwrap().pending[pos].src = cached;
+        if let Err(f) = read {
             self.local_fault(port, qpn, p.index, f);
             return false;
         }
@@ -930,8 +1112,11 @@ impl Device {
             aeth: Some((syndrome, q.msn)),
             ..Default::default()
         };
-        if syndrome != aeth::ACK {
-            self.ports[port].counters.naks_sent += 1;
+        let c = &mut self.ports[port].counters;
+        if aeth::is_rnr_nak(syndrome) {
+            c.rnr_naks_sent += 1;
+        } else if syndrome != aeth::ACK {
+            c.naks_sent += 1;
         }
         self.queue_frame(port, &pkt, now);
     }
@@ -945,10 +1130,10 @@ impl Device {
         }) else {
             return;
         };
-        let p = q.pending[pos];
+        let first_psn = q.pending[pos].first_psn;
         let sent_before = q.next_psn;
         q.send_pos = pos;
-        q.send_off = u64::from(una.wrapping_sub(p.first_psn) & PSN_MASK) * q.ctx.mtu();
+        q.send_off = u64::from(una.wrapping_sub(first_psn) & PSN_MASK) * q.ctx.mtu();
         q.next_psn = una;
         let resent = sent_before.wrapping_sub(una) & PSN_MASK;
         self.ports[port].counters.retransmits += resent;
@@ -959,6 +1144,10 @@ impl Device {
     /// A frame arrived on `port`'s link.
     pub fn receive(&mut self, port: usize, frame: &[u8], now: Instant) {
         if self.fatal || port >= self.ports.len() || !self.ports[port].link_up {
+            return;
+        }
+        if !self.is_ready() {
+            self.ports[port].counters.rx_drops += 1;
             return;
         }
         if let Some(reply) = crate::roce::arp_reply(frame, &self.ports[port].ep) {
@@ -1008,10 +1197,10 @@ impl Device {
         }
         let (syndrome, _msn) = pkt.aeth.unwrap_or((aeth::ACK, 0));
         let psn = pkt.psn;
-        // An ACK for PSN p acknowledges every PSN up to p, a NAK every PSN
-        // before p. Only una < new una <= next moves anything: stale and
-        // bogus acknowledgements do nothing.
-        let acked_to = if syndrome & 0xe0 == 0x60 {
+        // An ACK for PSN p acknowledges every PSN up to p, a NAK (RNR NAKs
+        // included) every PSN before p. Only una < new una <= next moves
+        // anything: stale and bogus acknowledgements do nothing.
+        let acked_to = if aeth::is_nak(syndrome) {
             psn.wrapping_sub(1) & PSN_MASK
         } else {
             psn
@@ -1021,6 +1210,7 @@ impl Device {
             q.una_psn = new_una;
             q.retries_left = q.ctx.retry_cnt;
             q.last_progress = now;
+            q.rnr_naks = 0;
         }
         // Retire the WQEs that are wholly acknowledged.
         let mut done = Vec::new();
@@ -1029,28 +1219,29 @@ impl Device {
             if q.send_pos == 0 || psn_lt(q.una_psn, end) {
                 break;
             }
-            done.push(*p);
+            done.push((p.index, p.wqe));
             q.pending.pop_front();
             q.send_pos -= 1;
         }
         let cqn = q.ctx.cqn;
-        for p in done {
-            if p.wqe.flags & WQE_SIGNALED != 0 {
+        for (index, wqe) in done {
+            if wqe.flags & WQE_SIGNALED != 0 {
                 self.push_cqe(
                     port,
                     cqn,
                     Cqe {
                         qpn,
-                        wqe_index: p.index,
+                        wqe_index: index,
                         opcode: CQE_SEND,
                         status: ST_SUCCESS,
-                        byte_len: p.wqe.len,
+                        byte_len: wqe.len,
                         imm: 0,
                     },
                 );
             }
         }
         match syndrome {
+            s if aeth::is_rnr_nak(s) => self.rnr_nak(port, qpn, psn, s, now),
             aeth::NAK_PSN_SEQ => self.rewind(port, qpn),
             aeth::NAK_REMOTE_ACCESS | aeth::NAK_INVALID_REQ | aeth::NAK_REMOTE_OP => {
                 let q = &self.ports[port].qps[&qpn];
@@ -1066,6 +1257,31 @@ impl Device {
             _ => {}
         }
         self.pump(port, qpn, now);
+    }
+
+    /// An RNR NAK for `psn`: the responder had no room for the CQE of a
+    /// WRITE with immediate. Wait the NAK's timer, then go back to `psn`;
+    /// RNR NAKs in a row beyond the QP's RNR retry count fail the oldest
+    /// WQE.
+    fn rnr_nak(&mut self, port: usize, qpn: u32, psn: u32, syndrome: u8, now: Instant) {
+        let q = self.ports[port].qps.get_mut(&qpn).unwrap();
+        // Only a NAK of the oldest outstanding packet means anything (the
+        // acknowledgement above has moved una to it).
+        if psn != q.una_psn || q.una_psn == q.next_psn {
+            return;
+        }
+        q.rnr_naks = q.rnr_naks.saturating_add(1);
+        if q.ctx.rnr_retry != RNR_RETRY_FOREVER && q.rnr_naks > q.ctx.rnr_retry {
+            let failed = q.pending.front().map(|p| p.index);
+            log::info!("QP {port}/{qpn}: RNR retries exhausted");
+            self.qp_error(port, qpn, ST_RNR_RETRY_EXC_ERR, failed);
+            return;
+        }
+        // An RNR NAK is a response: the ACK timeout counts again from the resend.
+        let resend = now + aeth::rnr_timer(syndrome);
+        q.rnr_until = Some(resend);
+        q.last_progress = resend;
+        self.rewind(port, qpn);
     }
 
     fn responder(&mut self, port: usize, qpn: u32, pkt: &Packet<'_>, now: Instant) {
@@ -1095,29 +1311,65 @@ impl Device {
                 return self.responder_error(port, qpn, psn, aeth::NAK_INVALID_REQ, None, now);
             }
             let r = pkt.reth.unwrap_or_default();
-            if q.ctx.flags & QPF_REMOTE_WRITE == 0 || r.rkey != q.ctx.local_rkey {
+            let len = u64::from(r.len);
+            let Some(grant) = q.ctx.grant(r.rkey) else {
                 log::info!("QP {port}/{qpn}: WRITE with rkey {:#x} refused", r.rkey);
                 return self.responder_error(port, qpn, psn, aeth::NAK_REMOTE_ACCESS, None, now);
-            }
-            if let Err(f) = self
-                .mmu
-                .translate(&mut self.mem, r.va, r.len as usize, true)
-            {
-                log::info!("QP {port}/{qpn}: WRITE target {f:?}");
-                return self.responder_error(port, qpn, psn, aeth::NAK_REMOTE_ACCESS, Some(f), now);
-            }
+            };
+            let Some(va) = QpCtx::target(&grant, r.va, len) else {
+                log::info!(
+                    "QP {port}/{qpn}: WRITE {:#x}+{len:#x} outside region {:x?}",
+                    r.va,
+                    q.ctx.region
+                );
+                return self.responder_error(port, qpn, psn, aeth::NAK_REMOTE_ACCESS, None, now);
+            };
+            // The whole target is translated before the first byte is
+            // stored; strict mode keeps the translation for the message.
+            let dst = if self.opts.strict {
+                self.mmu
+                    .cache(&mut self.mem, va, len as usize, true)
+                    .map(Some)
+            } else {
+                self.mmu
+                    .translate(&mut self.mem, va, len as usize, true)
+                    .map(|_| None)
+            };
+            let dst = match dst {
+                Ok(dst) => dst,
+                Err(f) => {
+                    log::info!("QP {port}/{qpn}: WRITE target {f:?}");
+                    return self.responder_error(
+                        port,
+                        qpn,
+                        psn,
+                        aeth::NAK_REMOTE_ACCESS,
+                        Some(f),
+                        now,
+                    );
+                }
+            };
             RecvWrite {
-                va: r.va,
-                remaining: u64::from(r.len),
+                va,
+                remaining: len,
                 total: r.len,
+                grant,
+                dst,
             }
         } else {
-            match q.recv {
-                Some(w) => w,
-                None => {
-                    return self.responder_error(port, qpn, psn, aeth::NAK_INVALID_REQ, None, now)
-                }
+            let Some(w) = q.recv.take() else {
+                return self.responder_error(port, qpn, psn, aeth::NAK_INVALID_REQ, None, now);
+            };
+            // The rest of a message is refused once the context no longer
+            // grants what admitted its first packet (RKEY_REVOKE, QP_WRITE).
+            if q.ctx.grant(w.grant.rkey) != Some(w.grant) {
+                log::info!(
+                    "QP {port}/{qpn}: rest of a WRITE refused, rkey {:#x} revoked or its region changed",
+                    w.grant.rkey
+                );
+                return self.responder_error(port, qpn, psn, aeth::NAK_REMOTE_ACCESS, None, now);
             }
+            w
         };
         let n = pkt.payload.len() as u64;
         let size_ok = if last {
@@ -1128,15 +1380,34 @@ impl Device {
         if !size_ok {
             return self.responder_error(port, qpn, psn, aeth::NAK_INVALID_REQ, None, now);
         }
-        if let Err(f) = self.mmu.write(&mut self.mem, w.va, pkt.payload) {
+        // Receiver not ready: no room for the CQE of a WRITE with
+        // immediate. Nothing of the packet is stored and the expected PSN
+        // stays: the requester sends it again after the timer.
+        let q = self.ports[port].qps.get_mut(&qpn).unwrap();
+        let cqn = q.ctx.cqn;
+        if last && pkt.imm.is_some() && self.ports[port].cqs.get(&cqn).is_some_and(Cq::is_full) {
+            let q = self.ports[port].qps.get_mut(&qpn).unwrap();
+            let timer = q.ctx.min_rnr_timer & aeth::TIMER_MASK;
+            q.recv = (!first).then_some(w);
+            // Like any NAK: later packets are dropped, not NAKed, until
+            // the expected one comes again.
+            q.nak_sent = true;
+            log::debug!("QP {port}/{qpn}: CQ {cqn} full, RNR NAK for PSN {psn}");
+            return self.send_ack(port, qpn, psn, aeth::RNR_NAK | timer, now);
+        }
+        let stored = match w.dst.as_mut() {
+            Some(c) => self.mmu.write_cached(&mut self.mem, c, w.va, pkt.payload),
+            None => self.mmu.write(&mut self.mem, w.va, pkt.payload),
+        };
+        if let Err(f) = stored {
             return self.responder_error(port, qpn, psn, aeth::NAK_REMOTE_ACCESS, Some(f), now);
         }
         w.va += n;
         w.remaining -= n;
+        let total = w.total;
         let q = self.ports[port].qps.get_mut(&qpn).unwrap();
         q.epsn = (psn + 1) & PSN_MASK;
         q.recv = (!last).then_some(w);
-        let cqn = q.ctx.cqn;
         if last {
             q.msn = (q.msn + 1) & PSN_MASK;
             if let Some(imm) = pkt.imm {
@@ -1148,7 +1419,7 @@ impl Device {
                         wqe_index: 0,
                         opcode: CQE_RECV_WRITE_IMM,
                         status: ST_SUCCESS,
-                        byte_len: w.total,
+                        byte_len: total,
                         imm,
                     },
                 );
@@ -1184,7 +1455,7 @@ impl Device {
 
     /// Advance time: retransmit timed-out QPs, keep windows full.
     pub fn step(&mut self, now: Instant) {
-        if self.fatal {
+        if self.fatal || !self.is_ready() {
             return;
         }
         for port in 0..self.ports.len() {
@@ -1234,3 +1505,6 @@ fn set_lo(r: &mut u64, v: u32) {
 fn set_hi(r: &mut u64, v: u32) {
     *r = (*r & 0xffff_ffff) | (u64::from(v) << 32);
 }
+
+#[cfg(test)]
+mod tests;

@@ -23,7 +23,12 @@ const USAGE: &str = "usage: gaudi-emu --socket PATH [options]
   --link PORT=LPORT:RPORT   attach a port to UDP 127.0.0.1:LPORT, sending to
                             127.0.0.1:RPORT (QEMU -netdev dgram compatible)
   --control PATH            control socket for tests
-  --reset-hangs             a reset never finishes (STATUS.READY stays 0)";
+  --reset-hangs             a reset never finishes (STATUS.READY stays 0)
+  --reset-delay-ms N        STATUS.READY reads 0 for N ms after a reset; the
+                            device does nothing meanwhile (default 0)
+  --strict                  keep translations per message and audit every
+                            use of one against the page table (stat
+                            stale_translation)";
 
 fn usage(msg: &str) -> ! {
     eprintln!("gaudi-emu: {msg}\n{USAGE}");
@@ -52,11 +57,9 @@ fn main() {
                 .cloned()
                 .unwrap_or_else(|| usage(&format!("{a} needs a value")))
         };
-        if a == "--reset-hangs" {
-            opts.reset_hangs = true;
-            continue;
-        }
         match a.as_str() {
+            "--reset-hangs" => opts.reset_hangs = true,
+            "--strict" => opts.strict = true,
             "--socket" => socket = Some(PathBuf::from(v())),
             "--control" => control = Some(PathBuf::from(v())),
             "--id" => {
@@ -75,6 +78,12 @@ fn main() {
                 opts.devmem = mib << 20;
             }
             "--instance" => opts.instance = v().parse().unwrap_or_else(|_| usage("bad --instance")),
+            "--reset-delay-ms" => {
+                let ms: u64 = v()
+                    .parse()
+                    .unwrap_or_else(|_| usage("bad --reset-delay-ms"));
+                opts.reset_delay = std::time::Duration::from_millis(ms);
+            }
             "--addr" => {
                 let s = v();
                 let parsed = s.split_once('=').and_then(|(p, rest)| {

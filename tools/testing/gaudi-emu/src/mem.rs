@@ -101,6 +101,34 @@ impl DevMem {
         unsafe { std::ptr::copy_nonoverlapping(buf.as_ptr(), self.base.add(o), buf.len()) };
         true
     }
+
+    /// Fill `[off, off + len)` with `pattern` (little-endian, repeated
+    /// from `off`). False, and nothing written, if the range is not all
+    /// inside device memory.
+    pub fn fill(&self, off: u64, len: u64, pattern: u32) -> bool {
+        let Ok(n) = usize::try_from(len) else {
+            return false;
+        };
+        if self.range(off, n).is_none() {
+            return false;
+        }
+        const CHUNK: usize = 64 << 10;
+        let chunk: Vec<u8> = pattern
+            .to_le_bytes()
+            .into_iter()
+            .cycle()
+            .take(CHUNK)
+            .collect();
+        let mut done = 0;
+        while done < n {
+            let k = (n - done).min(CHUNK);
+            // Chunks are multiples of 4 bytes long, so the pattern stays
+            // in phase with `off`.
+            self.write(off + done as u64, &chunk[..k]);
+            done += k;
+        }
+        true
+    }
 }
 
 impl Drop for DevMem {
@@ -122,6 +150,8 @@ pub enum Target {
 }
 
 impl Target {
+    /// `n` bytes further (not `std::ops::Add`: a target plus an offset).
+    #[allow(clippy::should_implement_trait)]
     pub fn add(self, n: u64) -> Self {
         match self {
             Target::Host(a) => Target::Host(a + n),
@@ -130,16 +160,19 @@ impl Target {
     }
 }
 
-/// The memories plus the audit counter.
+/// The memories plus the audit counters.
 pub struct Mem {
     pub guest: GuestMemory,
     pub dev: DevMem,
-    /// Accesses refused because they were outside reachable memory (or
-    /// bus mastering was off).
+    /// Accesses refused because they were outside reachable memory.
     pub audit: u32,
     /// PCI bus mastering enabled: without it the device reaches no host
     /// memory.
     pub bus_master: bool,
+    /// Host memory accesses refused because bus mastering was off (a PCI
+    /// function does no DMA then; counted apart from the audit, which is
+    /// about where the device tried to go).
+    pub no_master: u32,
 }
 
 impl Mem {
@@ -149,6 +182,7 @@ impl Mem {
             dev: DevMem::new(devmem)?,
             audit: 0,
             bus_master: false,
+            no_master: 0,
         })
     }
 
@@ -158,10 +192,24 @@ impl Mem {
         false
     }
 
+    /// Whether an access to `t` may go out: host memory needs bus
+    /// mastering (device memory is the device's own).
+    fn mastering(&mut self, t: Target, len: usize, what: &str) -> bool {
+        if matches!(t, Target::Host(_)) && !self.bus_master {
+            self.no_master = self.no_master.wrapping_add(1);
+            log::warn!("DMA {what} of {len} bytes at {t:x?} refused: bus master disabled");
+            return false;
+        }
+        true
+    }
+
     /// Read at `t`; an unreachable address is refused and audited.
     pub fn read(&mut self, t: Target, buf: &mut [u8]) -> bool {
+        if !self.mastering(t, buf.len(), "read") {
+            return false;
+        }
         let ok = match t {
-            Target::Host(a) => self.bus_master && self.guest.read(a, buf),
+            Target::Host(a) => self.guest.read(a, buf),
             Target::Dev(o) => self.dev.read(o, buf),
         };
         ok || self.refuse(t, buf.len(), "read")
@@ -169,10 +217,67 @@ impl Mem {
 
     /// Write at `t`; an unreachable address is refused and audited.
     pub fn write(&mut self, t: Target, buf: &[u8]) -> bool {
+        if !self.mastering(t, buf.len(), "write") {
+            return false;
+        }
         let ok = match t {
-            Target::Host(a) => self.bus_master && self.guest.write(a, buf),
+            Target::Host(a) => self.guest.write(a, buf),
             Target::Dev(o) => self.dev.write(o, buf),
         };
         ok || self.refuse(t, buf.len(), "write")
+    }
+
+    /// Read at `t` for the emulator's own checks (the strict-mode audit of
+    /// cached translations): not a device access, so neither bus
+    /// mastering nor the audit applies.
+    pub fn peek(&self, t: Target, buf: &mut [u8]) -> bool {
+        match t {
+            Target::Host(a) => self.guest.read(a, buf),
+            Target::Dev(o) => self.dev.read(o, buf),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_bus_master_no_host_dma_and_not_audited() {
+        let mut m = Mem::new(0x2000).unwrap();
+        m.guest
+            .map(0x1000, 0x1000, Some(memfd(c"ram", 0x1000).unwrap()), 0)
+            .unwrap();
+        assert!(!m.write(Target::Host(0x1000), &[1]));
+        assert!(!m.read(Target::Host(0x1000), &mut [0u8; 1]));
+        assert_eq!((m.no_master, m.audit), (2, 0));
+        // Device memory is the device's own: no bus mastering needed.
+        assert!(m.write(Target::Dev(0), &[1]));
+        m.bus_master = true;
+        assert!(m.write(Target::Host(0x1000), &[7]));
+        assert!(!m.write(Target::Host(0x3000), &[7]), "outside memory");
+        assert_eq!((m.no_master, m.audit), (2, 1));
+        let mut b = [0u8; 1];
+        m.bus_master = false;
+        assert!(m.peek(Target::Host(0x1000), &mut b));
+        assert_eq!((b[0], m.no_master), (7, 2));
+    }
+
+    #[test]
+    fn fill_repeats_the_pattern_inside_the_range_only() {
+        let d = DevMem::new(0x4_0000).unwrap();
+        d.write(0, &[0xee; 0x4_0000]);
+        assert!(d.fill(0x1000, 0x2_1000, 0x1122_3344));
+        let mut b = vec![0u8; 0x4_0000];
+        d.read(0, &mut b);
+        assert!(b[..0x1000].iter().all(|&x| x == 0xee));
+        assert!(b[0x1000..0x2_2000]
+            .chunks(4)
+            .all(|c| c == [0x44, 0x33, 0x22, 0x11]));
+        assert!(b[0x2_2000..].iter().all(|&x| x == 0xee));
+        assert!(!d.fill(0x3_f000, 0x2000, 0), "past the end");
+        assert!(!d.fill(u64::MAX - 0xfff, 0x1000, 0), "wraps");
+        d.read(0x3_f000, &mut b[..0x1000]);
+        assert!(b[..0x1000].iter().all(|&x| x == 0xee));
     }
 }

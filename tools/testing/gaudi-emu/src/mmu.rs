@@ -2,6 +2,13 @@
 //! The device MMU: one translation domain, a 3-level page table in host
 //! memory built by the driver, 4 KiB / 2 MiB / 1 GiB pages, and a
 //! translation cache that only MMU_INVALIDATE empties.
+//!
+//! Strict mode (`--strict`) models a device that also keeps the
+//! translation of a whole message ([`Cached`]) until an event of the
+//! invalidation contract, and audits every use of a cached translation
+//! against the page table as it is now: a use whose entry is gone or
+//! changed is a stale translation (the driver changed the table without
+//! invalidating, or the device kept a translation past an invalidation).
 
 use crate::mem::{Mem, Target};
 use crate::regs::{PTE_ADDR_MASK, PTE_DEVMEM, PTE_LEAF, PTE_RING, PTE_VALID, PTE_WRITE};
@@ -34,7 +41,7 @@ impl Fault {
     }
 }
 
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Entry {
     /// Target of the 4 KiB page.
     page: Target,
@@ -54,6 +61,21 @@ pub enum Use {
     Debug,
 }
 
+/// The translation of a message's range, kept for its packets (strict
+/// mode). It belongs to the epoch it was made in: an invalidation (or a
+/// command that removed a context or region) starts a new epoch, and the
+/// next use translates again.
+#[derive(Clone, Debug)]
+pub struct Cached {
+    /// VA of the first page of `pages` (page aligned).
+    start: u64,
+    /// End of the range the message covers.
+    end: u64,
+    write: bool,
+    epoch: u64,
+    pages: Vec<Entry>,
+}
+
 #[derive(Default)]
 pub struct Mmu {
     pub root: u64,
@@ -61,18 +83,52 @@ pub struct Mmu {
     cache: HashMap<u64, Entry>,
     pub faults: u32,
     pub last_fault_va: u64,
+    /// Audit every use of a cached translation (strict mode).
+    pub strict: bool,
+    /// Uses of a cached translation that the page table no longer backs.
+    pub stale: u32,
+    /// Advanced by every event after which no cached translation may be
+    /// used (see [`Cached`]).
+    epoch: u64,
 }
 
 impl Mmu {
+    /// A disabled MMU; `strict` audits uses of cached translations.
+    pub fn new(strict: bool) -> Self {
+        Self {
+            strict,
+            ..Self::default()
+        }
+    }
+
+    /// MMU_INVALIDATE: forget every cached translation.
     pub fn invalidate(&mut self) {
         self.cache.clear();
+        self.forget_messages();
     }
 
+    /// A command removed a context or region: translations kept for
+    /// messages are made again at their next use (the per-page cache is
+    /// MMU_INVALIDATE's business).
+    pub fn forget_messages(&mut self) {
+        self.epoch += 1;
+    }
+
+    /// Power-on state; the mode and the stale-use count stay.
     pub fn reset(&mut self) {
-        *self = Mmu::default();
+        *self = Mmu {
+            strict: self.strict,
+            stale: self.stale,
+            epoch: self.epoch + 1,
+            ..Mmu::default()
+        };
     }
 
-    fn walk(&self, mem: &mut Mem, va: u64) -> Result<Entry, Fault> {
+    fn walk(
+        &self,
+        va: u64,
+        read: &mut dyn FnMut(Target, &mut [u8]) -> bool,
+    ) -> Result<Entry, Fault> {
         if !self.enabled || va >> VA_BITS != 0 {
             return Err(Fault::Unmapped(va));
         }
@@ -81,7 +137,7 @@ impl Mmu {
             let shift = 30 - 9 * level;
             let idx = (va >> shift) & 0x1ff;
             let mut raw = [0u8; 8];
-            if !mem.read(Target::Host(table + idx * 8), &mut raw) {
+            if !read(Target::Host(table + idx * 8), &mut raw) {
                 return Err(Fault::Unreachable(va));
             }
             let pte = u64::from_le_bytes(raw);
@@ -113,12 +169,33 @@ impl Mmu {
         unreachable!()
     }
 
-    fn lookup(&mut self, mem: &mut Mem, va: u64, write: bool, u: Use) -> Result<Target, Fault> {
+    /// Strict mode: check a cached entry for the page of `va` against the
+    /// page table as it is now; count and report a use it no longer backs.
+    fn audit_use(&mut self, mem: &Mem, va: u64, e: &Entry) {
+        let now = self.walk(va, &mut |t, b| mem.peek(t, b));
+        if now.as_ref() != Ok(e) {
+            self.stale = self.stale.wrapping_add(1);
+            let page = va & !((1 << PAGE_SHIFT) - 1);
+            log::warn!(
+                "stale translation: device VA {page:#x} used as {:x?} ({}), the page table now says {now:x?}",
+                e.page,
+                if e.writable { "rw" } else { "ro" }
+            );
+        }
+    }
+
+    fn entry(&mut self, mem: &mut Mem, va: u64, write: bool, u: Use) -> Result<Entry, Fault> {
         let vpn = va >> PAGE_SHIFT;
         let e = match self.cache.get(&vpn) {
-            Some(e) => *e,
+            Some(e) => {
+                let e = *e;
+                if self.strict && u != Use::Debug {
+                    self.audit_use(mem, va, &e);
+                }
+                e
+            }
             None => {
-                let e = self.walk(mem, va)?;
+                let e = self.walk(va, &mut |t, b| mem.read(t, b))?;
                 self.cache.insert(vpn, e);
                 e
             }
@@ -130,7 +207,134 @@ impl Mmu {
             (Use::Data, true) | (Use::Ring, false) => return Err(Fault::Kind(va)),
             _ => {}
         }
+        Ok(e)
+    }
+
+    fn lookup(&mut self, mem: &mut Mem, va: u64, write: bool, u: Use) -> Result<Target, Fault> {
+        let e = self.entry(mem, va, write, u)?;
         Ok(e.page.add(va & ((1 << PAGE_SHIFT) - 1)))
+    }
+
+    fn count_fault<T>(&mut self, r: Result<T, Fault>) -> Result<T, Fault> {
+        if let Err(f) = &r {
+            self.faults = self.faults.wrapping_add(1);
+            self.last_fault_va = f.va();
+        }
+        r
+    }
+
+    /// Translate the data range `[va, va + len)` of a message and keep the
+    /// translation for it (strict mode). Nothing is kept when a page faults.
+    pub fn cache(
+        &mut self,
+        mem: &mut Mem,
+        va: u64,
+        len: usize,
+        write: bool,
+    ) -> Result<Cached, Fault> {
+        let r = self.cache_inner(mem, va, len as u64, write);
+        self.count_fault(r)
+    }
+
+    fn cache_inner(
+        &mut self,
+        mem: &mut Mem,
+        va: u64,
+        len: u64,
+        write: bool,
+    ) -> Result<Cached, Fault> {
+        let end = va.checked_add(len).ok_or(Fault::Unmapped(va))?;
+        let start = va & !((1 << PAGE_SHIFT) - 1);
+        let mut pages = Vec::new();
+        let mut page = start;
+        while page < end {
+            // The first page faults at `va` itself, as `translate` reports it.
+            pages.push(self.entry(mem, page.max(va), write, Use::Data)?);
+            page += 1 << PAGE_SHIFT;
+        }
+        Ok(Cached {
+            start,
+            end,
+            write,
+            epoch: self.epoch,
+            pages,
+        })
+    }
+
+    /// The pieces of `[va, va + len)` through the message translation `c`,
+    /// made again first if an invalidation came since (or the range is not
+    /// covered). Each page used is audited against the page table.
+    fn through(
+        &mut self,
+        mem: &mut Mem,
+        c: &mut Cached,
+        va: u64,
+        len: usize,
+    ) -> Result<Vec<(Target, usize)>, Fault> {
+        let end = va.checked_add(len as u64).ok_or(Fault::Unmapped(va))?;
+        // A translation just made was checked as it was made (a hit of
+        // the per-page cache is audited there).
+        let fresh = c.epoch != self.epoch || va < c.start || end > c.end;
+        if fresh {
+            let keep_to = c.end.max(end);
+            *c = self.cache(mem, va, (keep_to - va) as usize, c.write)?;
+        }
+        let mut out: Vec<(Target, usize)> = Vec::new();
+        let mut cur = va;
+        while cur < end {
+            let i = ((cur - c.start) >> PAGE_SHIFT) as usize;
+            let e = c.pages[i];
+            if !fresh {
+                self.audit_use(mem, cur, &e);
+            }
+            let page_end = (cur | ((1 << PAGE_SHIFT) - 1)) + 1;
+            let n = (page_end.min(end) - cur) as usize;
+            let t = e.page.add(cur & ((1 << PAGE_SHIFT) - 1));
+            match out.last_mut() {
+                Some((last, l)) if last.add(*l as u64) == t => *l += n,
+                _ => out.push((t, n)),
+            }
+            cur += n as u64;
+        }
+        Ok(out)
+    }
+
+    /// Read `buf.len()` bytes at `va` through the message translation `c`.
+    pub fn read_cached(
+        &mut self,
+        mem: &mut Mem,
+        c: &mut Cached,
+        va: u64,
+        buf: &mut [u8],
+    ) -> Result<(), Fault> {
+        let segs = self.through(mem, c, va, buf.len())?;
+        let mut off = 0;
+        for (t, n) in segs {
+            if !mem.read(t, &mut buf[off..off + n]) {
+                return Err(Fault::Unreachable(va + off as u64));
+            }
+            off += n;
+        }
+        Ok(())
+    }
+
+    /// Write `buf` at `va` through the message translation `c`.
+    pub fn write_cached(
+        &mut self,
+        mem: &mut Mem,
+        c: &mut Cached,
+        va: u64,
+        buf: &[u8],
+    ) -> Result<(), Fault> {
+        let segs = self.through(mem, c, va, buf.len())?;
+        let mut off = 0;
+        for (t, n) in segs {
+            if !mem.write(t, &buf[off..off + n]) {
+                return Err(Fault::Unreachable(va + off as u64));
+            }
+            off += n;
+        }
+        Ok(())
     }
 
     /// Translate `[va, va + len)` for a data access into physically
@@ -155,11 +359,7 @@ impl Mmu {
         u: Use,
     ) -> Result<Vec<(Target, usize)>, Fault> {
         let r = self.translate_inner(mem, va, len, write, u);
-        if let Err(f) = r {
-            self.faults = self.faults.wrapping_add(1);
-            self.last_fault_va = f.va();
-        }
-        r
+        self.count_fault(r)
     }
 
     fn translate_inner(
@@ -378,6 +578,89 @@ mod tests {
         assert!(u.translate(&mut m, 0x4000_0000, 1, false).is_ok());
         u.invalidate();
         assert!(u.translate(&mut m, 0x4000_0000, 1, false).is_err());
+    }
+
+    #[test]
+    fn strict_mode_audits_uses_of_cached_entries() {
+        for strict in [false, true] {
+            let mut m = mem();
+            let mut u = tables(&mut m);
+            u.strict = strict;
+            u.translate(&mut m, 0x4000_0000, 1, false).unwrap();
+            u.translate(&mut m, 0x4000_0000, 1, false).unwrap();
+            assert_eq!(u.stale, 0, "the entry is still there");
+            // Changed (another page) without invalidation.
+            put(
+                &mut m,
+                RAM + 0x2000,
+                (RAM + 0x30_0000) | PTE_VALID | PTE_WRITE,
+            );
+            assert_eq!(
+                u.translate(&mut m, 0x4000_0000, 1, false).unwrap(),
+                vec![(Target::Host(RAM + 0x10_0000), 1)],
+                "the cache answers"
+            );
+            assert_eq!(u.stale, u32::from(strict));
+            // Removed.
+            put(&mut m, RAM + 0x2000, 0);
+            u.translate(&mut m, 0x4000_0000, 1, false).unwrap();
+            assert_eq!(u.stale, 2 * u32::from(strict));
+            // Not a device access: no audit.
+            u.read_for(&mut m, 0x4000_0000, &mut [0u8; 1], Use::Debug)
+                .unwrap();
+            assert_eq!(u.stale, 2 * u32::from(strict));
+            u.invalidate();
+            assert!(u.translate(&mut m, 0x4000_0000, 1, false).is_err());
+            assert_eq!(u.stale, 2 * u32::from(strict));
+            assert_eq!(m.audit, 0, "the audit's own reads are not DMA");
+        }
+    }
+
+    #[test]
+    fn message_translations_last_until_an_invalidation() {
+        let mut m = mem();
+        let mut u = tables(&mut m);
+        u.strict = true;
+        let mut c = u.cache(&mut m, 0x4000_0ff0, 0x20, true).unwrap_err();
+        assert_eq!(c, Fault::ReadOnly(0x4000_1000), "page 1 is read-only");
+        put(
+            &mut m,
+            RAM + 0x2008,
+            (RAM + 0x20_0000) | PTE_VALID | PTE_WRITE,
+        );
+        u.invalidate();
+        let mut msg = u.cache(&mut m, 0x4000_0ff0, 0x20, true).unwrap();
+        u.write_cached(&mut m, &mut msg, 0x4000_0ff0, &[1; 0x10])
+            .unwrap();
+        // Page 1 goes without an invalidation: the message still uses it,
+        // and the use is counted.
+        put(&mut m, RAM + 0x2008, 0);
+        u.write_cached(&mut m, &mut msg, 0x4000_1000, &[2; 0x10])
+            .unwrap();
+        assert_eq!(u.stale, 1);
+        let mut b = [0u8; 0x10];
+        assert!(m.read(Target::Host(RAM + 0x20_0000), &mut b));
+        assert_eq!(b, [2; 0x10]);
+        // A command that removed a context: the message translates again,
+        // through the per-page cache (whose use is counted again).
+        u.forget_messages();
+        u.write_cached(&mut m, &mut msg, 0x4000_1000, &[3; 0x10])
+            .unwrap();
+        assert_eq!(u.stale, 2);
+        // After MMU_INVALIDATE the message translates again and faults.
+        u.invalidate();
+        c = u
+            .write_cached(&mut m, &mut msg, 0x4000_1000, &[4; 0x10])
+            .unwrap_err();
+        assert_eq!(c, Fault::Unmapped(0x4000_1000));
+        assert_eq!(u.stale, 2);
+        assert!(m.read(Target::Host(RAM + 0x20_0000), &mut b));
+        assert_eq!(b, [3; 0x10], "nothing written by the faulting use");
+        // Reading back through a message translation.
+        let mut r = u.cache(&mut m, 0x4000_0ff0, 0x10, false).unwrap();
+        let mut b = [0u8; 0x10];
+        u.read_cached(&mut m, &mut r, 0x4000_0ff0, &mut b).unwrap();
+        assert_eq!(b, [1; 0x10]);
     }
 
     #[test]

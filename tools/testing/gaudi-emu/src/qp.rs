@@ -1,12 +1,42 @@
 // SPDX-License-Identifier: GPL-2.0
 //! Queue-pair, completion-queue and work-queue-entry layouts and state.
 
+use crate::mmu::Cached;
 use crate::regs::*;
 use crate::roce::Endpoint;
 use std::collections::VecDeque;
 use std::time::Instant;
 
-/// The QP context as the driver writes it through CMD_DATA (64 bytes).
+/// (1.2) The local region of a QP: peers name `[iova, iova + len)`; byte
+/// `iova` is at device VA `va`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Region {
+    pub iova: u64,
+    pub len: u64,
+    pub va: u64,
+}
+
+impl Region {
+    /// QP_WRITE accepts a region that is not empty and whose two ranges do
+    /// not wrap around.
+    pub fn is_valid(&self) -> bool {
+        self.len != 0
+            && self.iova.checked_add(self.len).is_some()
+            && self.va.checked_add(self.len).is_some()
+    }
+
+    /// The device VA of `[addr, addr + len)` if the range lies inside the
+    /// region (computed without overflow; an empty range may sit at the
+    /// region's end).
+    pub fn resolve(&self, addr: u64, len: u64) -> Option<u64> {
+        let off = addr.checked_sub(self.iova)?;
+        let room = self.len.checked_sub(off)?;
+        (len <= room).then_some(self.va + off)
+    }
+}
+
+/// The QP context as the driver writes it through CMD_DATA (96 bytes;
+/// software written for model 1.1 writes the first 64 and zeros after).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct QpCtx {
     pub state: u8,
@@ -29,14 +59,33 @@ pub struct QpCtx {
     pub dest: Endpoint,
     pub udp_sport: u16,
     pub flags: u32,
+    /// (1.2) Bounds and addresses incoming WRITEs when [`QPF_REGION`] is set.
+    pub region: Region,
+    /// (1.2) RNR NAKs in a row the requester accepts, 0 to 7
+    /// ([`RNR_RETRY_FOREVER`]: without limit).
+    pub rnr_retry: u8,
+    /// (1.2) The RNR timer (5-bit IBA code) the responder asks for.
+    pub min_rnr_timer: u8,
+}
+
+/// What admitted an incoming WRITE at its first packet: the rest of the
+/// message is accepted only while the context still grants the same.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Grant {
+    pub rkey: u32,
+    pub region: Option<Region>,
 }
 
 fn u32_at(b: &[u8], o: usize) -> u32 {
     u32::from_le_bytes(b[o..o + 4].try_into().unwrap())
 }
 
+fn u64_at(b: &[u8], o: usize) -> u64 {
+    u64::from_le_bytes(b[o..o + 8].try_into().unwrap())
+}
+
 impl QpCtx {
-    pub const LEN: usize = 64;
+    pub const LEN: usize = 96;
 
     pub fn decode(b: &[u8]) -> Self {
         Self {
@@ -58,6 +107,13 @@ impl QpCtx {
             },
             udp_sport: u16::from_le_bytes([b[52], b[53]]),
             flags: u32_at(b, 56),
+            region: Region {
+                iova: u64_at(b, 64),
+                len: u64_at(b, 72),
+                va: u64_at(b, 80),
+            },
+            rnr_retry: b[88],
+            min_rnr_timer: b[89],
         }
     }
 
@@ -79,11 +135,49 @@ impl QpCtx {
         b[48..52].copy_from_slice(&self.dest.ip);
         b[52..54].copy_from_slice(&self.udp_sport.to_le_bytes());
         b[56..60].copy_from_slice(&self.flags.to_le_bytes());
+        b[64..72].copy_from_slice(&self.region.iova.to_le_bytes());
+        b[72..80].copy_from_slice(&self.region.len.to_le_bytes());
+        b[80..88].copy_from_slice(&self.region.va.to_le_bytes());
+        b[88] = self.rnr_retry;
+        b[89] = self.min_rnr_timer;
         b
     }
 
     pub fn mtu(&self) -> u64 {
         1 << self.log_mtu
+    }
+
+    pub fn has_region(&self) -> bool {
+        self.flags & QPF_REGION != 0
+    }
+
+    /// What the context grants a WRITE carrying `rkey`, if anything: rkey
+    /// 0 never matches (whatever the mode), and incoming WRITEs need
+    /// REMOTE_WRITE.
+    pub fn grant(&self, rkey: u32) -> Option<Grant> {
+        (self.flags & QPF_REMOTE_WRITE != 0 && rkey != 0 && rkey == self.local_rkey).then(|| {
+            Grant {
+                rkey,
+                region: self.has_region().then_some(self.region),
+            }
+        })
+    }
+
+    /// The device VA an incoming WRITE of `[va, va + len)` admitted by `g`
+    /// lands at: with a region, inside it and addressed by iova; without
+    /// (model 1.1), `va` is a device VA.
+    pub fn target(g: &Grant, va: u64, len: u64) -> Option<u64> {
+        match g.region {
+            Some(r) => r.resolve(va, len),
+            None => Some(va),
+        }
+    }
+
+    /// RKEY_REVOKE: the context no longer accepts any WRITE.
+    pub fn revoke(&mut self) {
+        self.local_rkey = 0;
+        self.flags &= !(QPF_REMOTE_WRITE | QPF_REGION);
+        self.region = Region::default();
     }
 }
 
@@ -172,21 +266,37 @@ pub struct Cq {
     pub broken: bool,
 }
 
+impl Cq {
+    /// Every entry produced and not consumed: one more would overflow.
+    pub fn is_full(&self) -> bool {
+        self.pi.wrapping_sub(self.ci) >= 1 << self.log_size
+    }
+}
+
 /// A WQE on the wire or waiting for its acknowledgement.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Pending {
     pub index: u16,
     pub wqe: Wqe,
     pub first_psn: u32,
     pub npkts: u32,
+    /// Strict mode: the translation of the source, made when the WQE
+    /// started and kept for its packets and resends.
+    pub src: Option<Cached>,
 }
 
 /// Where a WRITE being received continues.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct RecvWrite {
+    /// Device VA of the next byte.
     pub va: u64,
     pub remaining: u64,
     pub total: u32,
+    /// What admitted the message at its first packet.
+    pub grant: Grant,
+    /// Strict mode: the translation of the target, made at the first
+    /// packet and kept for the message.
+    pub dst: Option<Cached>,
 }
 
 pub struct Qp {
@@ -207,6 +317,10 @@ pub struct Qp {
     pub una_psn: u32,
     pub retries_left: u8,
     pub last_progress: Instant,
+    /// RNR NAKs received in a row (reset by progress).
+    pub rnr_naks: u8,
+    /// After an RNR NAK: nothing is sent before this time.
+    pub rnr_until: Option<Instant>,
     // Responder.
     pub epsn: u32,
     pub msn: u32,
@@ -227,6 +341,8 @@ impl Qp {
             una_psn: ctx.sq_psn,
             retries_left: ctx.retry_cnt,
             last_progress: now,
+            rnr_naks: 0,
+            rnr_until: None,
             epsn: ctx.rq_psn,
             msn: 0,
             recv: None,
@@ -268,9 +384,29 @@ mod tests {
                 ip: [10, 0, 0, 2],
             },
             udp_sport: 0xc001,
-            flags: QPF_REMOTE_WRITE,
+            flags: QPF_REMOTE_WRITE | QPF_REGION,
+            region: Region {
+                iova: 0x7f00_1234_5000,
+                len: 0x3000,
+                va: 0x4000_0000,
+            },
+            rnr_retry: 6,
+            min_rnr_timer: 31,
         };
-        assert_eq!(QpCtx::decode(&c.encode()), c);
+        let b = c.encode();
+        assert_eq!(QpCtx::decode(&b), c);
+        assert_eq!(b.len(), 96);
+        assert_eq!(
+            u64::from_le_bytes(b[64..72].try_into().unwrap()),
+            0x7f00_1234_5000
+        );
+        assert_eq!(u64::from_le_bytes(b[72..80].try_into().unwrap()), 0x3000);
+        assert_eq!(
+            u64::from_le_bytes(b[80..88].try_into().unwrap()),
+            0x4000_0000
+        );
+        assert_eq!((b[88], b[89]), (6, 31));
+        assert_eq!(u32::from_le_bytes(b[56..60].try_into().unwrap()), 3);
         let w = Wqe {
             opcode: WQE_RDMA_WRITE_IMM,
             flags: WQE_SIGNALED,
@@ -289,6 +425,84 @@ mod tests {
             imm: 8,
         };
         assert_eq!(Cqe::decode(&q.encode(true)), (q, true));
+    }
+
+    #[test]
+    fn region_bounds_and_translation() {
+        let r = Region {
+            iova: 0x1000,
+            len: 0x3000,
+            va: 0x4000_0000,
+        };
+        assert_eq!(r.resolve(0x1000, 0x3000), Some(0x4000_0000));
+        assert_eq!(r.resolve(0x2010, 0x10), Some(0x4000_1010));
+        assert_eq!(r.resolve(0x4000, 0), Some(0x4000_3000), "empty at the end");
+        assert_eq!(r.resolve(0x4000, 1), None, "one past the end");
+        assert_eq!(r.resolve(0x3fff, 2), None, "straddles the end");
+        assert_eq!(r.resolve(0xfff, 1), None, "before the start");
+        assert_eq!(r.resolve(0x4001, 0), None, "empty beyond the end");
+        assert_eq!(r.resolve(0x1000, u64::MAX), None);
+        assert_eq!(r.resolve(u64::MAX, u64::MAX), None);
+        assert!(r.is_valid());
+        for bad in [
+            Region { len: 0, ..r },
+            Region {
+                iova: u64::MAX - 0xfff,
+                ..r
+            },
+            Region {
+                va: u64::MAX - 0xfff,
+                ..r
+            },
+        ] {
+            assert!(!bad.is_valid(), "{bad:?}");
+        }
+        // The whole address space but one byte is a valid region.
+        let all = Region {
+            iova: 0,
+            len: u64::MAX,
+            va: 0,
+        };
+        assert!(all.is_valid());
+        assert_eq!(all.resolve(u64::MAX - 1, 1), Some(u64::MAX - 1));
+    }
+
+    #[test]
+    fn grants_need_the_flag_and_a_non_zero_matching_key() {
+        let mut c = QpCtx {
+            local_rkey: 0x55,
+            flags: QPF_REMOTE_WRITE,
+            ..Default::default()
+        };
+        assert_eq!(
+            c.grant(0x55),
+            Some(Grant {
+                rkey: 0x55,
+                region: None
+            })
+        );
+        assert_eq!(c.grant(0x56), None);
+        c.local_rkey = 0;
+        assert_eq!(c.grant(0), None, "rkey 0 never matches");
+        c.local_rkey = 0x55;
+        c.flags = 0;
+        assert_eq!(c.grant(0x55), None, "no REMOTE_WRITE");
+        c.flags = QPF_REMOTE_WRITE | QPF_REGION;
+        c.region = Region {
+            iova: 0x10_0000,
+            len: 0x1000,
+            va: 0x4000_0000,
+        };
+        let g = c.grant(0x55).unwrap();
+        assert_eq!(QpCtx::target(&g, 0x10_0800, 0x800), Some(0x4000_0800));
+        assert_eq!(
+            QpCtx::target(&g, 0x4000_0000, 1),
+            None,
+            "device VAs are not names"
+        );
+        c.revoke();
+        assert_eq!((c.local_rkey, c.flags, c.region), (0, 0, Region::default()));
+        assert_eq!(c.grant(0x55), None);
     }
 
     #[test]

@@ -103,6 +103,15 @@ pub const CMD_CQ_DESTROY: u32 = 0x02;
 pub const CMD_QP_WRITE: u32 = 0x03;
 pub const CMD_QP_READ: u32 = 0x04;
 pub const CMD_QP_DESTROY: u32 = 0x05;
+/// (1.2) Take a key away from every QP context holding it as local rkey.
+/// Argument: the key in CMD_DATA bytes 0..3; result: the number of
+/// contexts changed in bytes 4..7. Port and index are ignored.
+pub const CMD_RKEY_REVOKE: u32 = 0x06;
+/// (1.2) Fill device memory: offset (bytes 0..7), length (8..15), 32-bit
+/// pattern (16..19). Port and index are ignored.
+pub const CMD_DEVMEM_FILL: u32 = 0x07;
+/// DEVMEM_FILL offsets and lengths are multiples of this.
+pub const DEVMEM_FILL_ALIGN: u64 = 4096;
 
 // ---- Ports -------------------------------------------------------------
 
@@ -124,6 +133,8 @@ pub const PORT_RX_DROPS: u64 = 0x1c;
 pub const PORT_RETRANSMITS: u64 = 0x20;
 pub const PORT_NAKS_SENT: u64 = 0x24;
 pub const PORT_ICRC_ERRORS: u64 = 0x28;
+/// (1.2) RNR NAKs sent (a CQ with no room for a WRITE with immediate).
+pub const PORT_RNR_NAKS_SENT: u64 = 0x2c;
 
 // ---- Doorbells ---------------------------------------------------------
 
@@ -141,8 +152,9 @@ pub const DB_CQ_ARM: u64 = 0x0c;
 
 /// "GAU2".
 pub const ID_MAGIC: u32 = 0x4741_5532;
-/// Programming model 1.1 (1.1 added the RING page-table bit).
-pub const MODEL_VERSION: u32 = 0x0001_0001;
+/// Programming model 1.2 (1.1 added the RING page-table bit; 1.2 the
+/// QP's local region, RNR NAKs, RKEY_REVOKE and DEVMEM_FILL).
+pub const MODEL_VERSION: u32 = 0x0001_0002;
 pub const STATUS_READY: u32 = 1 << 0;
 pub const STATUS_FATAL: u32 = 1 << 1;
 pub const RESET_MAGIC: u32 = 0x5245_5345;
@@ -186,6 +198,9 @@ pub const ST_REM_ACCESS_ERR: u8 = 5;
 pub const ST_REM_OP_ERR: u8 = 6;
 pub const ST_RETRY_EXC_ERR: u8 = 7;
 pub const ST_REM_INV_REQ_ERR: u8 = 8;
+/// (1.2) The responder answered RNR NAKs more than RNR retry count times
+/// in a row.
+pub const ST_RNR_RETRY_EXC_ERR: u8 = 9;
 
 /// Event types.
 pub const EV_PORT_UP: u8 = 1;
@@ -205,6 +220,12 @@ pub const QPS_ERR: u8 = 4;
 
 /// QP context flags.
 pub const QPF_REMOTE_WRITE: u32 = 1 << 0;
+/// (1.2) The local region of the context bounds incoming WRITEs and
+/// addresses them by iova.
+pub const QPF_REGION: u32 = 1 << 1;
+
+/// RNR retry count meaning "retry without limit".
+pub const RNR_RETRY_FOREVER: u8 = 7;
 
 /// Page-table entry bits.
 pub const PTE_VALID: u64 = 1 << 0;

@@ -5,9 +5,10 @@
 
 use crate::qp::{Cqe, QpCtx, Wqe};
 use crate::regs::*;
-use crate::roce::Endpoint;
+use crate::roce::{Endpoint, Packet};
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{Ipv4Addr, UdpSocket};
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -50,6 +51,9 @@ impl Ram {
         RAM_BASE + start as u64
     }
 
+    // A view of shared memory that the device writes too, as a driver's
+    // view of DMA memory is: `&self` on purpose (see SAFETY).
+    #[allow(clippy::mut_from_ref)]
     pub fn slice(&self, bus: u64, len: usize) -> &mut [u8] {
         let off = (bus - RAM_BASE) as usize;
         assert!(off + len <= self.size);
@@ -217,7 +221,8 @@ impl Emu {
         panic!("control '{cmd}': connection closed");
     }
 
-    /// A named counter from `stat`: "dma_audit", or "port P FIELD".
+    /// A named counter from `stat`: "dma_audit", "stale_translation", ...,
+    /// or "port P FIELD".
     pub fn stat(&self, key: &str) -> u64 {
         let lines = self.ctl("stat");
         let mut k = key.split_whitespace();
@@ -279,6 +284,29 @@ impl Emu {
             self.ram.put_u64(slot, (bus + i * 4096) | PTE_VALID | flags);
         }
         self.wr(MMU_INVALIDATE, 1);
+    }
+
+    /// Remove the 4 KiB mappings of `pages` pages from device VA `va`;
+    /// with `invalidate`, then write MMU_INVALIDATE and read a register
+    /// (the invalidation has finished when the read returns), as the
+    /// model asks. Without, the device may go on with what it cached.
+    pub fn unmap(&mut self, va: u64, pages: u64, invalidate: bool) {
+        for i in 0..pages {
+            let v = va + i * 4096;
+            let mut table = self.pt_root;
+            for level in 0..2 {
+                let shift = 30 - 9 * level;
+                let slot = table + ((v >> shift) & 0x1ff) * 8;
+                let e = u64::from_le_bytes(self.ram.slice(slot, 8).try_into().unwrap());
+                assert!(e & PTE_VALID != 0, "unmap of {v:#x}: not mapped");
+                table = e & PTE_ADDR_MASK;
+            }
+            self.ram.put_u64(table + ((v >> 12) & 0x1ff) * 8, 0);
+        }
+        if invalidate {
+            self.wr(MMU_INVALIDATE, 1);
+            self.rd(STATUS);
+        }
     }
 
     // ---- Event queue ---------------------------------------------------
@@ -402,6 +430,24 @@ impl Emu {
         rkeys: (u32, u32),
         retry: (u8, u8),
     ) -> TestQp {
+        self.qp_with(port, qpn, cqn, sq_va, dest, dest_qpn, rkeys, retry, |_| {})
+    }
+
+    /// As [`Emu::qp`], with `tweak` applied to the context before it is
+    /// written (a region, RNR parameters, flags).
+    #[allow(clippy::too_many_arguments)]
+    pub fn qp_with(
+        &mut self,
+        port: u32,
+        qpn: u32,
+        cqn: u32,
+        sq_va: u64,
+        dest: Endpoint,
+        dest_qpn: u32,
+        rkeys: (u32, u32),
+        retry: (u8, u8),
+        tweak: impl FnOnce(&mut QpCtx),
+    ) -> TestQp {
         let sq_log = 6;
         let bytes = WQE_SIZE << sq_log;
         let sq_bus = self.ram.alloc(bytes, 4096);
@@ -422,7 +468,9 @@ impl Emu {
             dest,
             udp_sport: qpn as u16,
             flags: QPF_REMOTE_WRITE,
+            ..Default::default()
         };
+        tweak(&mut ctx);
         for s in [QPS_INIT, QPS_RTR, QPS_RTS] {
             ctx.state = s;
             assert_eq!(
@@ -439,6 +487,15 @@ impl Emu {
             sq_log,
             pi: 0,
         }
+    }
+
+    /// QP_READ: the context of `qpn` on `port` as the device has it.
+    pub fn qp_read(&mut self, port: u32, qpn: u32) -> QpCtx {
+        assert_eq!(self.cmd(CMD_QP_READ, port, qpn, &[]), 0, "QP_READ");
+        let b: Vec<u8> = (0..QpCtx::LEN as u64 / 4)
+            .flat_map(|i| self.rd(CMD_DATA + 4 * i).to_le_bytes())
+            .collect();
+        QpCtx::decode(&b)
     }
 
     /// Write `wqe` into the ring and ring the doorbell.
@@ -463,5 +520,57 @@ impl Emu {
             mac: [lo[0], lo[1], lo[2], lo[3], hi[0], hi[1]],
             ip: self.rd(base + PORT_IPV4).to_be_bytes(),
         }
+    }
+}
+
+/// A raw RoCEv2 peer on the other end of an emulator port's link: the
+/// test builds the frames, so it decides what arrives when.
+pub struct Peer {
+    socket: UdpSocket,
+    /// Where the emulator's port listens.
+    emu: std::net::SocketAddr,
+    pub ep: Endpoint,
+}
+
+impl Peer {
+    /// A peer at UDP `local`, talking to the emulator port bound to
+    /// `emu_port` (`--link P=EMU_PORT:LOCAL`), with endpoint `ep`.
+    pub fn bind(local: u16, emu_port: u16, ep: Endpoint) -> Self {
+        let socket = UdpSocket::bind((Ipv4Addr::LOCALHOST, local)).expect("bind peer socket");
+        Self {
+            socket,
+            emu: (Ipv4Addr::LOCALHOST, emu_port).into(),
+            ep,
+        }
+    }
+
+    /// Send `pkt` (its source is the peer, its ICRC computed).
+    pub fn send(&self, pkt: &Packet<'_>) {
+        let mut p = pkt.clone();
+        p.src = self.ep;
+        self.socket.send_to(&p.encode(1), self.emu).unwrap();
+    }
+
+    /// The next frame from the emulator, within `timeout`.
+    pub fn recv(&self, timeout: Duration) -> Option<Vec<u8>> {
+        self.socket.set_read_timeout(Some(timeout)).unwrap();
+        let mut buf = vec![0u8; 16384];
+        match self.socket.recv(&mut buf) {
+            Ok(n) => Some(buf[..n].to_vec()),
+            Err(_) => None,
+        }
+    }
+
+    /// The AETH (syndrome, MSN) and PSN of the next acknowledgement.
+    pub fn recv_ack(&self, timeout: Duration) -> Option<(u8, u32)> {
+        let t0 = Instant::now();
+        while let Some(f) = self.recv(timeout.saturating_sub(t0.elapsed())) {
+            if let Ok(p) = Packet::decode(&f) {
+                if let Some((syndrome, _msn)) = p.aeth {
+                    return Some((syndrome, p.psn));
+                }
+            }
+        }
+        None
     }
 }

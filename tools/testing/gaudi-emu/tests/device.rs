@@ -3,12 +3,13 @@
 //! would drive it: registers, commands, the MMU, and RDMA WRITEs between
 //! emulator processes over their links.
 
-use gaudi_emu::qp::{Cqe, Wqe};
+use gaudi_emu::qp::{Cqe, QpCtx, Region, Wqe};
 use gaudi_emu::regs::*;
-use gaudi_emu::testkit::{udp_ports, Emu, TestCq, TestQp};
+use gaudi_emu::roce::{aeth, op, Endpoint, Packet, Reth};
+use gaudi_emu::testkit::{udp_ports, Emu, Peer, TestCq, TestQp};
 use std::path::Path;
 use std::process::Command;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 const EMU: &str = env!("CARGO_BIN_EXE_gaudi-emu");
 const WAIT: Duration = Duration::from_secs(10);
@@ -47,39 +48,85 @@ struct Side {
 
 /// Two emulators, port 0 of each linked to the other; a QP on each.
 fn pair(retry: (u8, u8)) -> (Side, Side) {
-    pair_with_rkey(retry, RKEY_B)
+    pair_cfg(Cfg::new(retry))
 }
 
 /// As [`pair`], with `a` carrying `a_remote_rkey` in its WRITEs.
 fn pair_with_rkey(retry: (u8, u8), a_remote_rkey: u32) -> (Side, Side) {
+    pair_cfg(Cfg {
+        a_remote_rkey,
+        ..Cfg::new(retry)
+    })
+}
+
+/// How [`pair_cfg`] builds the two sides.
+struct Cfg {
+    retry: (u8, u8),
+    a_remote_rkey: u32,
+    b_local_rkey: u32,
+    /// log2 of the entries of b's CQ.
+    b_cq_log: u32,
+    /// Extra emulator arguments, both sides.
+    args: &'static [&'static str],
+    /// Adjust the QP contexts before they are written.
+    tweak_a: fn(&mut QpCtx),
+    tweak_b: fn(&mut QpCtx),
+}
+
+impl Cfg {
+    fn new(retry: (u8, u8)) -> Self {
+        Self {
+            retry,
+            a_remote_rkey: RKEY_B,
+            b_local_rkey: RKEY_B,
+            b_cq_log: 6,
+            args: &[],
+            tweak_a: |_| {},
+            tweak_b: |_| {},
+        }
+    }
+}
+
+fn pair_cfg(cfg: Cfg) -> (Side, Side) {
     let base = udp_ports(2);
     let (pa, pb) = (base.to_string(), (base + 1).to_string());
-    let mut a = emu(&[
-        "--ports",
-        "2",
-        "--instance",
-        "1",
-        "--link",
-        &format!("0={pa}:{pb}"),
-    ]);
-    let mut b = emu(&[
-        "--ports",
-        "2",
-        "--instance",
-        "2",
-        "--link",
-        &format!("0={pb}:{pa}"),
-    ]);
+    let args = |inst: &str, l: &str, r: &str| {
+        let mut v: Vec<String> = ["--ports", "2", "--instance", inst, "--link"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        v.push(format!("0={l}:{r}"));
+        v.extend(cfg.args.iter().map(|s| s.to_string()));
+        v
+    };
+    let mut a = Emu::start(Path::new(EMU), &args("1", &pa, &pb), 64);
+    let mut b = Emu::start(Path::new(EMU), &args("2", &pb, &pa), 64);
     let (ea, eb) = (a.endpoint(0), b.endpoint(0));
     let mut sides = Vec::new();
-    for (e, peer, qpn, peer_qpn, rkeys) in [
-        (&mut a, eb, 7, 9, (a_remote_rkey, RKEY_A)),
-        (&mut b, ea, 9, 7, (RKEY_A, RKEY_B)),
+    for (e, peer, qpn, peer_qpn, rkeys, cq_log, tweak) in [
+        (
+            &mut a,
+            eb,
+            7,
+            9,
+            (cfg.a_remote_rkey, RKEY_A),
+            6,
+            cfg.tweak_a,
+        ),
+        (
+            &mut b,
+            ea,
+            9,
+            7,
+            (RKEY_A, cfg.b_local_rkey),
+            cfg.b_cq_log,
+            cfg.tweak_b,
+        ),
     ] {
         e.mmu_enable();
         e.eq_enable(6);
-        let cq = e.cq(0, 1, CQ_VA, 6);
-        let qp = e.qp(0, qpn, 1, SQ_VA, peer, peer_qpn, rkeys, retry);
+        let cq = e.cq(0, 1, CQ_VA, cq_log);
+        let qp = e.qp_with(0, qpn, 1, SQ_VA, peer, peer_qpn, rkeys, cfg.retry, tweak);
         sides.push((cq, qp));
     }
     let (cqb, qpb) = sides.pop().unwrap();
@@ -159,7 +206,8 @@ fn registers_and_capabilities() {
     let fw: Vec<u8> = (0..FW_VERSION_LEN as u64 / 4)
         .flat_map(|i| e.rd(FW_VERSION + 4 * i).to_le_bytes())
         .collect();
-    assert!(fw.starts_with(b"gaudi-emu 1.1\0"));
+    assert!(fw.starts_with(b"gaudi-emu 1.2\0"));
+    assert_eq!(e.rd(PORT_BASE + PORT_RNR_NAKS_SENT), 0);
     // Read-only registers ignore writes; scratch holds until reset.
     e.wr(ID, 0);
     e.wr(NUM_PORTS, 99);
@@ -192,14 +240,27 @@ fn registers_and_capabilities() {
     e.wr(DMA_TEST_CTRL, DMA_TEST_START);
     assert_eq!(e.rd(DMA_TEST_CTRL), DMA_TEST_FAULT);
     assert_eq!(e.rd(DMA_FAULT_COUNT), 1);
-    // Without bus mastering the device reaches no host memory at all.
+    // Without bus mastering the device reaches no host memory at all and
+    // raises no interrupt; that is counted apart from the DMA audit.
+    e.irqs();
+    e.wr(IRQ_TEST, 0);
+    assert_eq!(e.irqs(), 1);
     e.config_write16(4, 0x0002);
     e.wr64(DMA_TEST_ADDR_LO, buf);
     e.wr(DMA_TEST_CTRL, DMA_TEST_START);
     assert_eq!(e.rd(DMA_TEST_CTRL), DMA_TEST_FAULT);
-    assert_eq!(e.rd(DMA_FAULT_COUNT), 2);
+    assert_eq!(e.rd(DMA_FAULT_COUNT), 1, "not an address outside memory");
+    assert_eq!(e.stat("dma_no_master"), 1);
     assert_eq!(e.ram.slice(buf, 64), &want[..], "untouched");
+    e.wr(IRQ_TEST, 0);
+    assert_eq!(e.irqs(), 0, "no interrupt");
+    assert_eq!(e.stat("irq_no_master"), 1);
     e.config_write16(4, 0x0006);
+    e.wr(IRQ_TEST, 0);
+    assert_eq!(e.irqs(), 1);
+    e.wr(DMA_TEST_CTRL, DMA_TEST_START);
+    assert_eq!(e.rd(DMA_TEST_CTRL), DMA_TEST_DONE);
+    assert_eq!((e.stat("dma_no_master"), e.stat("irq_no_master")), (1, 1));
     // Device memory is reachable through BAR4.
     let mut b = [0u8; 4];
     e.region_read(4, 0, &mut b);
@@ -634,4 +695,364 @@ fn control_interface_faults() {
     l.clear();
     r.read_line(&mut l).unwrap();
     assert!(l.starts_with("err unknown command"), "{l}");
+}
+
+// ---- Model 1.2 ---------------------------------------------------------
+
+/// Where peers name b's region.
+const IOVA: u64 = 0x7f12_3456_0000;
+
+fn with_region(c: &mut QpCtx) {
+    c.flags = QPF_REMOTE_WRITE | QPF_REGION;
+    c.region = Region {
+        iova: IOVA,
+        len: 3 * 4096,
+        va: DST_VA,
+    };
+}
+
+fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while !cond() {
+        assert!(t0.elapsed() < WAIT, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+#[test]
+fn region_write_by_iova_lands_and_outside_is_refused() {
+    let (mut a, mut b) = pair_cfg(Cfg {
+        tweak_b: with_region,
+        ..Cfg::new((7, 14))
+    });
+    let c = b.emu.qp_read(0, 9);
+    assert_eq!((c.flags, c.region.iova, c.region.len), (3, IOVA, 3 * 4096));
+    let len = 5000;
+    let data = pattern(len, 21);
+    let src = buffer(&mut a.emu, SRC_VA, len + 4096, 0);
+    fill(&a.emu, &src, &data);
+    // One page more than the region is mapped: the region bounds WRITEs.
+    let dst = buffer(&mut b.emu, DST_VA, 4 * 4096, PTE_WRITE);
+    let mut w = write_wqe(len, None);
+    w.remote_va = IOVA + 4096 + 100;
+    a.emu.post(&mut a.qp, w);
+    assert_eq!(expect_cqe(&mut a.emu, &mut a.cq).status, ST_SUCCESS);
+    let got = gather(&b.emu, &dst, 4 * 4096);
+    assert!(got[4196..4196 + len] == data[..], "landed at DST_VA + 4196");
+    assert!(got[..4196]
+        .iter()
+        .chain(&got[4196 + len..])
+        .all(|&x| x == 0));
+    // Runs one byte past the region's end: refused, nothing stored.
+    let mut w = write_wqe(4097, None);
+    w.remote_va = IOVA + 2 * 4096;
+    let idx = a.emu.post(&mut a.qp, w);
+    let c = expect_cqe(&mut a.emu, &mut a.cq);
+    assert_eq!((c.status, c.wqe_index), (ST_REM_ACCESS_ERR, idx));
+    assert!(gather(&b.emu, &dst, 4 * 4096) == got, "nothing more landed");
+    let ev = b.emu.events();
+    assert!(
+        ev.contains(&(EV_QP_ERROR, 0, 9, u32::from(ST_REM_ACCESS_ERR))),
+        "{ev:?}"
+    );
+    assert!(!ev.iter().any(|e| e.0 == EV_MMU_FAULT), "{ev:?}");
+    assert_eq!(b.emu.stat("mmu_faults"), 0);
+    assert_eq!(b.emu.qp_read(0, 9).state, QPS_ERR);
+    assert_eq!(a.emu.stat("dma_audit") + b.emu.stat("dma_audit"), 0);
+}
+
+#[test]
+fn rkey_zero_is_refused() {
+    let (mut a, mut b) = pair_cfg(Cfg {
+        a_remote_rkey: 0,
+        b_local_rkey: 0,
+        ..Cfg::new((7, 14))
+    });
+    let src = buffer(&mut a.emu, SRC_VA, 64, 0);
+    fill(&a.emu, &src, &[0x11; 64]);
+    let dst = buffer(&mut b.emu, DST_VA, 64, PTE_WRITE);
+    a.emu.post(&mut a.qp, write_wqe(64, None));
+    assert_eq!(expect_cqe(&mut a.emu, &mut a.cq).status, ST_REM_ACCESS_ERR);
+    assert!(b.emu.ram.slice(dst[0], 64).iter().all(|&x| x == 0));
+    assert_eq!(b.emu.stat("port 0 naks"), 1);
+}
+
+#[test]
+fn qp_write_refuses_bad_regions() {
+    let mut e = emu(&["--ports", "1"]);
+    e.mmu_enable();
+    e.cq(0, 1, CQ_VA, 4);
+    let mut c = QpCtx {
+        state: QPS_INIT,
+        cqn: 1,
+        sq_base: SQ_VA,
+        sq_log_size: 4,
+        local_rkey: 0,
+        ..Default::default()
+    };
+    with_region(&mut c);
+    assert_eq!(e.cmd(CMD_QP_WRITE, 0, 3, &c.encode()), 22, "rkey 0");
+    c.local_rkey = 5;
+    c.region.len = 0;
+    assert_eq!(e.cmd(CMD_QP_WRITE, 0, 3, &c.encode()), 22, "empty");
+    c.region.len = u64::MAX - IOVA + 1;
+    assert_eq!(e.cmd(CMD_QP_WRITE, 0, 3, &c.encode()), 22, "iova wraps");
+    c.region.len = 4096;
+    c.region.va = u64::MAX - 100;
+    assert_eq!(e.cmd(CMD_QP_WRITE, 0, 3, &c.encode()), 22, "VA wraps");
+    c.region.va = DST_VA;
+    assert_eq!(e.cmd(CMD_QP_WRITE, 0, 3, &c.encode()), 0);
+    assert_eq!(e.qp_read(0, 3).region, c.region);
+}
+
+#[test]
+fn rkey_revoke_refuses_the_rest_of_an_incoming_write() {
+    let base = udp_ports(2);
+    let mut b = emu(&[
+        "--ports",
+        "1",
+        "--instance",
+        "2",
+        "--link",
+        &format!("0={}:{}", base + 1, base),
+    ]);
+    let peer = Peer::bind(
+        base,
+        base + 1,
+        Endpoint {
+            mac: [2, 0, 0, 0, 0, 0x99],
+            ip: [10, 9, 9, 9],
+        },
+    );
+    let eb = b.endpoint(0);
+    b.mmu_enable();
+    b.eq_enable(6);
+    b.cq(0, 1, CQ_VA, 6);
+    b.qp_with(
+        0,
+        9,
+        1,
+        SQ_VA,
+        peer.ep,
+        77,
+        (1, RKEY_B),
+        (7, 14),
+        with_region,
+    );
+    // A second QP holding the key; one holding another.
+    b.qp(0, 10, 1, 0x30_0000, peer.ep, 78, (1, RKEY_B), (7, 14));
+    b.qp(0, 11, 1, 0x40_0000, peer.ep, 79, (1, RKEY_A), (7, 14));
+    let dst = buffer(&mut b, DST_VA, 3 * 4096, PTE_WRITE);
+    let data = pattern(3 * 4096, 22);
+    let packet = |opcode: u8, psn: u32, i: usize| Packet {
+        dst: eb,
+        sport: 0xc000,
+        opcode,
+        dqpn: 9,
+        ackreq: true,
+        psn,
+        reth: (opcode == op::WRITE_FIRST).then_some(Reth {
+            va: IOVA,
+            rkey: RKEY_B,
+            len: 3 * 4096,
+        }),
+        payload: &data[i * 4096..(i + 1) * 4096],
+        ..Default::default()
+    };
+    peer.send(&packet(op::WRITE_FIRST, 1000, 0));
+    assert_eq!(peer.recv_ack(WAIT), Some((aeth::ACK, 1000)));
+    assert_eq!(b.cmd(CMD_RKEY_REVOKE, 0, 0, &RKEY_B.to_le_bytes()), 0);
+    assert_eq!(b.rd(CMD_DATA + 4), 2, "contexts changed");
+    peer.send(&packet(op::WRITE_MIDDLE, 1001, 1));
+    assert_eq!(peer.recv_ack(WAIT), Some((aeth::NAK_REMOTE_ACCESS, 1001)));
+    peer.send(&packet(op::WRITE_LAST, 1002, 2));
+    let got = gather(&b, &dst, 3 * 4096);
+    assert!(got[..4096] == data[..4096], "the first packet landed");
+    assert!(got[4096..].iter().all(|&x| x == 0), "the rest did not");
+    let c = b.qp_read(0, 9);
+    assert_eq!(
+        (c.state, c.local_rkey, c.flags, c.region),
+        (QPS_ERR, 0, 0, Region::default())
+    );
+    assert_eq!(b.qp_read(0, 10).local_rkey, 0);
+    assert_eq!(b.qp_read(0, 11).local_rkey, RKEY_A);
+    assert_eq!(b.cmd(CMD_RKEY_REVOKE, 0, 0, &0u32.to_le_bytes()), 22);
+    assert_eq!(b.stat("port 0 naks"), 1);
+    assert_eq!(b.stat("dma_audit"), 0);
+}
+
+#[test]
+fn devmem_fill_fills_exactly_the_range() {
+    let mut e = emu(&["--ports", "1", "--devmem", "1"]);
+    let fill = |e: &mut Emu, off: u64, len: u64, pattern: u32| {
+        let mut d = [0u8; 20];
+        d[0..8].copy_from_slice(&off.to_le_bytes());
+        d[8..16].copy_from_slice(&len.to_le_bytes());
+        d[16..20].copy_from_slice(&pattern.to_le_bytes());
+        e.cmd(CMD_DEVMEM_FILL, 0, 0, &d)
+    };
+    assert_eq!(fill(&mut e, 0x2000, 0x3000, 0xcafe_f00d), 0);
+    let mut b = vec![0u8; 0x6000];
+    e.region_read(4, 0, &mut b);
+    assert!(b[..0x2000].iter().all(|&x| x == 0));
+    assert!(b[0x2000..0x5000]
+        .chunks(4)
+        .all(|c| c == 0xcafe_f00du32.to_le_bytes()));
+    assert!(b[0x5000..].iter().all(|&x| x == 0));
+    assert_eq!(
+        e.ctl("devmem-peek 0x4ffc 8"),
+        vec!["data 0df0feca00000000".to_string()]
+    );
+    for (off, len) in [
+        (0x800, 0x1000),
+        (0x1000, 0x10),
+        (0x1000, 0),
+        (0xff000, 0x2000),
+        (!0xfff, 0x1000),
+    ] {
+        assert_eq!(fill(&mut e, off, len, 1), 22, "{off:#x}+{len:#x}");
+    }
+    assert_eq!(fill(&mut e, 0xff000, 0x1000, 0x0101_0101), 0, "last page");
+    e.region_read(4, 0, &mut b);
+    assert!(
+        b[..0x2000].iter().all(|&x| x == 0),
+        "refused fills wrote nothing"
+    );
+}
+
+#[test]
+fn full_responder_cq_answers_rnr_naks_then_everything_lands() {
+    let (mut a, mut b) = pair_cfg(Cfg {
+        b_cq_log: 2,
+        tweak_a: |c| c.rnr_retry = RNR_RETRY_FOREVER,
+        // 5.12 ms.
+        tweak_b: |c| c.min_rnr_timer = 18,
+        ..Cfg::new((7, 14))
+    });
+    let n = 10;
+    let src = buffer(&mut a.emu, SRC_VA, 64, 0);
+    fill(&a.emu, &src, &[0x33; 64]);
+    let dst = buffer(&mut b.emu, DST_VA, 4096, PTE_WRITE);
+    for i in 0..n {
+        let mut w = write_wqe(64, Some(0x500 + i));
+        w.remote_va = DST_VA + u64::from(i) * 64;
+        a.emu.post(&mut a.qp, w);
+    }
+    wait_for("an RNR NAK", || b.emu.stat("port 0 rnr_naks") > 0);
+    let landed = |b: &Side| {
+        b.emu
+            .ram
+            .slice(dst[0], 64 * n as usize)
+            .chunks(64)
+            .filter(|c| c[0] == 0x33)
+            .count()
+    };
+    assert_eq!(landed(&b), 4, "as many as the CQ holds");
+    assert_eq!(b.emu.qp_read(0, 9).state, QPS_RTS);
+    // The consumer moves: the rest comes in.
+    let imms: Vec<u32> = (0..n)
+        .map(|_| expect_cqe(&mut b.emu, &mut b.cq).imm)
+        .collect();
+    assert_eq!(imms, (0..n).map(|i| 0x500 + i).collect::<Vec<_>>());
+    assert_eq!(landed(&b), n as usize);
+    for _ in 0..n {
+        assert_eq!(expect_cqe(&mut a.emu, &mut a.cq).status, ST_SUCCESS);
+    }
+    assert!(!b.emu.events().iter().any(|e| e.0 == EV_CQ_OVERFLOW));
+    assert_eq!(b.emu.stat("port 0 naks"), 0, "RNR NAKs are counted apart");
+    assert!(b.emu.rd(PORT_BASE + PORT_RNR_NAKS_SENT) >= 1);
+    assert!(a.emu.stat("port 0 retransmits") >= 1);
+}
+
+#[test]
+fn rnr_retries_exhausted() {
+    let (mut a, mut b) = pair_cfg(Cfg {
+        b_cq_log: 1,
+        tweak_a: |c| c.rnr_retry = 3,
+        // 10 us.
+        tweak_b: |c| c.min_rnr_timer = 1,
+        ..Cfg::new((7, 14))
+    });
+    buffer(&mut a.emu, SRC_VA, 64, 0);
+    buffer(&mut b.emu, DST_VA, 4096, PTE_WRITE);
+    let idx: Vec<u16> = (0..4)
+        .map(|i| a.emu.post(&mut a.qp, write_wqe(64, Some(i))))
+        .collect();
+    let got: Vec<(u16, u8)> = (0..4)
+        .map(|_| {
+            let c = expect_cqe(&mut a.emu, &mut a.cq);
+            (c.wqe_index, c.status)
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (idx[0], ST_SUCCESS),
+            (idx[1], ST_SUCCESS),
+            (idx[2], ST_RNR_RETRY_EXC_ERR),
+            (idx[3], ST_WR_FLUSH_ERR)
+        ]
+    );
+    assert!(a
+        .emu
+        .events()
+        .contains(&(EV_QP_ERROR, 0, 7, u32::from(ST_RNR_RETRY_EXC_ERR))));
+    assert_eq!(b.emu.stat("port 0 rnr_naks"), 4, "retry count 3: 4 NAKs");
+    assert_eq!(b.emu.qp_read(0, 9).state, QPS_RTS);
+}
+
+/// `--strict`: a's WQE source loses its second page while the WQE waits
+/// for a retransmission (link down); `invalidate` says whether the test
+/// (the driver) writes MMU_INVALIDATE after removing it.
+fn strict_resend(invalidate: bool) -> (Side, Side, Cqe) {
+    let (mut a, mut b) = pair_cfg(Cfg {
+        args: &["--strict"],
+        ..Cfg::new((7, 14))
+    });
+    let len = 8192;
+    let src = buffer(&mut a.emu, SRC_VA, len, 0);
+    fill(&a.emu, &src, &pattern(len, 23));
+    buffer(&mut b.emu, DST_VA, len, PTE_WRITE);
+    a.emu.ctl("link 0 down");
+    a.emu.post(&mut a.qp, write_wqe(len, None));
+    wait_for("a retransmission", || a.emu.stat("port 0 retransmits") > 0);
+    a.emu.unmap(SRC_VA + 4096, 1, invalidate);
+    a.emu.ctl("link 0 up");
+    let c = expect_cqe(&mut a.emu, &mut a.cq);
+    (a, b, c)
+}
+
+#[test]
+fn strict_mode_counts_a_stale_translation() {
+    let (a, b, c) = strict_resend(false);
+    assert_eq!(c.status, ST_SUCCESS, "the cached translation was used");
+    assert!(a.emu.stat("stale_translation") >= 1);
+    assert_eq!(b.emu.stat("stale_translation"), 0);
+}
+
+#[test]
+fn strict_mode_counts_nothing_after_mmu_invalidate() {
+    let (a, _b, c) = strict_resend(true);
+    assert_eq!(c.status, ST_LOC_PROT_ERR, "translated again, and faulted");
+    assert_eq!(a.emu.stat("stale_translation"), 0);
+    assert_eq!(a.emu.stat("dma_audit"), 0);
+}
+
+#[test]
+fn ready_stays_0_during_the_reset_delay() {
+    let mut e = emu(&["--ports", "1", "--reset-delay-ms", "400"]);
+    assert_eq!(e.rd(STATUS) & STATUS_READY, STATUS_READY);
+    e.irqs();
+    let t0 = Instant::now();
+    e.wr(RESET, RESET_MAGIC);
+    assert_eq!(e.rd(STATUS) & STATUS_READY, 0);
+    assert_eq!(e.cmd(CMD_QP_READ, 0, 1, &[]), 16, "EBUSY");
+    e.wr(IRQ_TEST, 0);
+    assert_eq!(e.rd(IRQ_TEST_COUNT), 0);
+    assert_eq!(e.irqs(), 0);
+    wait_for("READY", || e.rd(STATUS) & STATUS_READY != 0);
+    assert!(t0.elapsed() >= Duration::from_millis(400));
+    assert_eq!(e.cmd(CMD_QP_READ, 0, 1, &[]), 2, "commands run again");
+    e.wr(IRQ_TEST, 0);
+    assert_eq!(e.irqs(), 1);
 }

@@ -1,0 +1,994 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The device in-process: two devices whose port 0 frames the test moves
+//! by hand, on a clock the test advances. What arrives when is the test's
+//! choice, so packet-level races (a key revoked between two packets of a
+//! message, a page-table entry removed mid-message, RNR timers) are
+//! deterministic.
+
+use super::*;
+use crate::qp::Region;
+
+const RAM: u64 = 0x1000_0000;
+const RAM_SIZE: usize = 16 << 20;
+const CQ_VA: u64 = 0x10_0000;
+const SQ_VA: u64 = 0x20_0000;
+const SRC_VA: u64 = 0x4000_0000;
+const DST_VA: u64 = 0x8000_0000;
+/// Where peers name b's region (an address in some process).
+const IOVA: u64 = 0x7f12_3456_0000;
+const KEY_A: u32 = 0xa11c_e000;
+const KEY_B: u32 = 0xb0b0_0000;
+const QPN_A: u32 = 7;
+const QPN_B: u32 = 9;
+const MTU: usize = 4096;
+
+/// One device as a driver sees it, with guest RAM and a bump allocator.
+struct Dev {
+    d: Device,
+    now: Instant,
+    next: u64,
+    root: u64,
+    eq: u64,
+    eq_ci: u32,
+}
+
+struct TCq {
+    cqn: u32,
+    bus: u64,
+    log: u32,
+    ci: u32,
+}
+
+struct TQp {
+    qpn: u32,
+    sq_bus: u64,
+    pi: u32,
+}
+
+const EQ_LOG: u32 = 6;
+
+impl Dev {
+    fn new(instance: u8, tweak: impl FnOnce(&mut Options)) -> Self {
+        let mut opts = Options {
+            ports: 1,
+            devmem: 1 << 20,
+            instance,
+            ..Default::default()
+        };
+        tweak(&mut opts);
+        let vectors = Arc::new(Vectors::new(MSIX_VECTORS as usize));
+        let mut d = Device::new(opts, vectors).unwrap();
+        let ram = crate::mem::memfd(c"ram", RAM_SIZE).unwrap();
+        d.memory().map(RAM, RAM_SIZE as u64, Some(ram), 0).unwrap();
+        d.set_bus_master(true);
+        let mut s = Self {
+            d,
+            now: Instant::now(),
+            next: RAM,
+            root: 0,
+            eq: 0,
+            eq_ci: 0,
+        };
+        s.root = s.alloc(4096);
+        s.wr64(MMU_ROOT_LO, s.root);
+        s.wr(MMU_CTRL, 1);
+        s.eq = s.alloc(EQE_SIZE << EQ_LOG);
+        s.wr64(EQ_BASE_LO, s.eq);
+        s.wr(EQ_LOG_SIZE, EQ_LOG);
+        s.wr(EQ_CTRL, 1);
+        s
+    }
+
+    fn wr(&mut self, off: u64, v: u32) {
+        self.d.write32(off, v, self.now);
+    }
+
+    fn wr64(&mut self, off: u64, v: u64) {
+        self.wr(off, v as u32);
+        self.wr(off + 4, (v >> 32) as u32);
+    }
+
+    fn rd(&mut self, off: u64) -> u32 {
+        self.d.read32(off)
+    }
+
+    fn alloc(&mut self, len: usize) -> u64 {
+        let at = self.next;
+        self.next += (len as u64).next_multiple_of(4096);
+        assert!(self.next <= RAM + RAM_SIZE as u64, "test RAM exhausted");
+        at
+    }
+
+    fn put(&mut self, bus: u64, b: &[u8]) {
+        assert!(self.d.memory().write(bus, b));
+    }
+
+    fn get(&mut self, bus: u64, len: usize) -> Vec<u8> {
+        let mut b = vec![0u8; len];
+        assert!(self.d.memory().read(bus, &mut b));
+        b
+    }
+
+    fn pte_slot(&mut self, va: u64, create: bool) -> u64 {
+        let mut table = self.root;
+        for level in 0..2 {
+            let slot = table + ((va >> (30 - 9 * level)) & 0x1ff) * 8;
+            let e = u64::from_le_bytes(self.get(slot, 8).try_into().unwrap());
+            table = if e & PTE_VALID != 0 {
+                e & PTE_ADDR_MASK
+            } else {
+                assert!(create, "{va:#x} not mapped");
+                let t = self.alloc(4096);
+                self.put(slot, &(t | PTE_VALID).to_le_bytes());
+                t
+            };
+        }
+        table + ((va >> 12) & 0x1ff) * 8
+    }
+
+    /// Map `pages` 4 KiB pages from `va` to `bus` (host memory, or device
+    /// memory offsets with PTE_DEVMEM in `flags`).
+    fn map(&mut self, va: u64, bus: u64, pages: u64, flags: u64) {
+        for i in 0..pages {
+            let slot = self.pte_slot(va + i * 4096, true);
+            self.put(slot, &((bus + i * 4096) | PTE_VALID | flags).to_le_bytes());
+        }
+        self.wr(MMU_INVALIDATE, 1);
+    }
+
+    /// Remove the mapping of the page at `va`, invalidating or not.
+    fn unmap(&mut self, va: u64, invalidate: bool) {
+        let slot = self.pte_slot(va, false);
+        self.put(slot, &0u64.to_le_bytes());
+        if invalidate {
+            self.wr(MMU_INVALIDATE, 1);
+        }
+    }
+
+    /// A physically contiguous buffer of `len` bytes at `va`.
+    fn buffer(&mut self, va: u64, len: usize, flags: u64) -> u64 {
+        let bus = self.alloc(len);
+        self.map(va, bus, len.div_ceil(4096) as u64, flags);
+        bus
+    }
+
+    fn cmd(&mut self, opcode: u32, index: u32, data: &[u8]) -> u32 {
+        self.cmd_on(opcode, 0, index, data)
+    }
+
+    fn cmd_on(&mut self, opcode: u32, port: u32, index: u32, data: &[u8]) -> u32 {
+        let mut d = [0u8; CMD_DATA_LEN];
+        d[..data.len()].copy_from_slice(data);
+        for (i, c) in d.chunks(4).enumerate() {
+            self.wr(
+                CMD_DATA + 4 * i as u64,
+                u32::from_le_bytes(c.try_into().unwrap()),
+            );
+        }
+        self.wr(CMD, opcode << 24 | port << 16 | index);
+        self.rd(CMD_STATUS)
+    }
+
+    fn ctx(&mut self, qpn: u32) -> QpCtx {
+        assert_eq!(self.cmd(CMD_QP_READ, qpn, &[]), 0);
+        let b: Vec<u8> = (0..QpCtx::LEN as u64 / 4)
+            .flat_map(|i| self.rd(CMD_DATA + 4 * i).to_le_bytes())
+            .collect();
+        QpCtx::decode(&b)
+    }
+
+    fn cq(&mut self, cqn: u32, va: u64, log: u32) -> TCq {
+        let bus = self.buffer(va, CQE_SIZE << log, PTE_WRITE | PTE_RING);
+        let mut d = [0u8; 16];
+        d[0..8].copy_from_slice(&va.to_le_bytes());
+        d[8..12].copy_from_slice(&log.to_le_bytes());
+        assert_eq!(self.cmd(CMD_CQ_CREATE, cqn, &d), 0);
+        TCq {
+            cqn,
+            bus,
+            log,
+            ci: 0,
+        }
+    }
+
+    /// The next CQE of `cq`, if there is one; consuming it moves the
+    /// consumer index (doorbell).
+    fn poll(&mut self, cq: &mut TCq) -> Option<Cqe> {
+        let at = cq.bus + u64::from(cq.ci & ((1 << cq.log) - 1)) * CQE_SIZE as u64;
+        let (cqe, owner) = Cqe::decode(&self.get(at, CQE_SIZE));
+        if owner != ((cq.ci >> cq.log) & 1 == 0) {
+            return None;
+        }
+        cq.ci += 1;
+        self.wr(DB_BASE + DB_CQ, cq.cqn << 16 | (cq.ci & 0xffff));
+        Some(cqe)
+    }
+
+    fn drain(&mut self, cq: &mut TCq) -> Vec<Cqe> {
+        std::iter::from_fn(|| self.poll(cq)).collect()
+    }
+
+    /// A QP in RTS talking to `peer`, context as `tweak` leaves it.
+    fn qp(
+        &mut self,
+        qpn: u32,
+        peer: Endpoint,
+        dest_qpn: u32,
+        keys: (u32, u32),
+        tweak: impl FnOnce(&mut QpCtx),
+    ) -> TQp {
+        let sq_log = 6;
+        let sq_va = SQ_VA + u64::from(qpn) * 0x1_0000;
+        let sq_bus = self.buffer(sq_va, WQE_SIZE << sq_log, PTE_RING);
+        let mut ctx = QpCtx {
+            log_mtu: MTU.trailing_zeros() as u8,
+            retry_cnt: 7,
+            timeout: 14,
+            cqn: 1,
+            sq_base: sq_va,
+            sq_log_size: sq_log,
+            dest_qpn,
+            sq_psn: 1000,
+            rq_psn: 1000,
+            remote_rkey: keys.0,
+            local_rkey: keys.1,
+            dest: peer,
+            udp_sport: qpn as u16,
+            flags: QPF_REMOTE_WRITE,
+            ..Default::default()
+        };
+        tweak(&mut ctx);
+        for s in [QPS_INIT, QPS_RTR, QPS_RTS] {
+            ctx.state = s;
+            assert_eq!(self.cmd(CMD_QP_WRITE, qpn, &ctx.encode()), 0, "QP to {s}");
+        }
+        TQp { qpn, sq_bus, pi: 0 }
+    }
+
+    fn post(&mut self, qp: &mut TQp, wqe: Wqe) -> u16 {
+        let idx = qp.pi as u16;
+        self.put(
+            qp.sq_bus + u64::from(qp.pi % 64) * WQE_SIZE as u64,
+            &wqe.encode(),
+        );
+        qp.pi += 1;
+        self.wr(DB_BASE + DB_SQ, qp.qpn << 16 | (qp.pi & 0xffff));
+        idx
+    }
+
+    /// Events since the last call: (type, data0, data1).
+    fn events(&mut self) -> Vec<(u8, u32, u32)> {
+        let mut out = Vec::new();
+        loop {
+            let at = self.eq + u64::from(self.eq_ci % (1 << EQ_LOG)) * EQE_SIZE as u64;
+            let e = self.get(at, EQE_SIZE);
+            if (e[15] & 1 != 0) != ((self.eq_ci >> EQ_LOG) & 1 == 0) {
+                break;
+            }
+            let w = |o: usize| u32::from_le_bytes(e[o..o + 4].try_into().unwrap());
+            out.push((e[0], w(4), w(8)));
+            self.eq_ci += 1;
+        }
+        self.wr(EQ_CI, self.eq_ci);
+        out
+    }
+
+    fn counters(&self) -> Counters {
+        self.d.ports[0].counters
+    }
+}
+
+/// Two devices, port 0 of each wired to the other by the test.
+struct Rig {
+    a: Dev,
+    b: Dev,
+}
+
+impl Rig {
+    /// a (requester) and b (responder), QP 7 on a and QP 9 on b, CQ 1 of
+    /// 2^`cq_log` entries on each; `tweak_a` and `tweak_b` adjust the
+    /// contexts, `opts` both devices.
+    fn new(
+        cq_log: u32,
+        opts: impl Fn(&mut Options),
+        tweak_a: impl FnOnce(&mut QpCtx),
+        tweak_b: impl FnOnce(&mut QpCtx),
+    ) -> (Self, TCq, TQp, TCq) {
+        let mut a = Dev::new(1, &opts);
+        let mut b = Dev::new(2, &opts);
+        let (ea, eb) = (a.d.ports[0].ep, b.d.ports[0].ep);
+        let cqa = a.cq(1, CQ_VA, 6);
+        let cqb = b.cq(1, CQ_VA, cq_log);
+        let qpa = a.qp(QPN_A, eb, QPN_B, (KEY_B, KEY_A), tweak_a);
+        b.qp(QPN_B, ea, QPN_A, (KEY_A, KEY_B), tweak_b);
+        (Self { a, b }, cqa, qpa, cqb)
+    }
+
+    /// Frames a sends now (after letting it work).
+    fn sent_by_a(&mut self) -> Vec<Vec<u8>> {
+        self.a.d.step(self.a.now);
+        self.a.d.take_tx(0, self.a.now)
+    }
+
+    fn deliver_to_b(&mut self, frames: &[Vec<u8>]) {
+        for f in frames {
+            self.b.d.receive(0, f, self.b.now);
+        }
+    }
+
+    /// Move frames both ways until both devices are quiet.
+    fn run(&mut self) {
+        for _ in 0..10_000 {
+            self.a.d.step(self.a.now);
+            self.b.d.step(self.b.now);
+            let fa = self.a.d.take_tx(0, self.a.now);
+            let fb = self.b.d.take_tx(0, self.b.now);
+            if fa.is_empty() && fb.is_empty() {
+                return;
+            }
+            self.deliver_to_b(&fa);
+            for f in &fb {
+                self.a.d.receive(0, f, self.a.now);
+            }
+        }
+        panic!("the devices never went quiet");
+    }
+
+    fn advance(&mut self, d: Duration) {
+        self.a.now += d;
+        self.b.now += d;
+    }
+}
+
+fn wqe(len: usize, remote_va: u64, imm: Option<u32>) -> Wqe {
+    Wqe {
+        opcode: if imm.is_some() {
+            WQE_RDMA_WRITE_IMM
+        } else {
+            WQE_RDMA_WRITE
+        },
+        flags: WQE_SIGNALED,
+        len: len as u32,
+        local_va: SRC_VA,
+        remote_va,
+        imm: imm.unwrap_or(0),
+    }
+}
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) | 1)
+        .collect()
+}
+
+fn region(len: u64) -> impl FnOnce(&mut QpCtx) {
+    move |c: &mut QpCtx| {
+        c.flags = QPF_REMOTE_WRITE | QPF_REGION;
+        c.region = Region {
+            iova: IOVA,
+            len,
+            va: DST_VA,
+        };
+    }
+}
+
+// ---- Region, rkey ------------------------------------------------------
+
+#[test]
+fn write_by_iova_lands_at_the_region_address() {
+    let (mut r, mut cqa, mut qpa, _) = Rig::new(6, |_| {}, |_| {}, region(3 * 4096));
+    let len = 5000;
+    let data = pattern(len, 1);
+    let src = r.a.buffer(SRC_VA, len, 0);
+    r.a.put(src, &data);
+    let dst = r.b.buffer(DST_VA, 3 * 4096, PTE_WRITE);
+    r.a.post(&mut qpa, wqe(len, IOVA + 4096 + 100, None));
+    r.run();
+    assert_eq!(r.a.poll(&mut cqa).unwrap().status, ST_SUCCESS);
+    let got = r.b.get(dst, 3 * 4096);
+    assert_eq!(&got[4096 + 100..4096 + 100 + len], &data[..]);
+    assert!(got[..4096 + 100].iter().all(|&x| x == 0), "nothing before");
+    assert!(
+        got[4096 + 100 + len..].iter().all(|&x| x == 0),
+        "nothing after"
+    );
+    // An empty WRITE at the very end of the region is inside it.
+    r.a.post(&mut qpa, wqe(0, IOVA + 3 * 4096, None));
+    r.run();
+    assert_eq!(r.a.poll(&mut cqa).unwrap().status, ST_SUCCESS);
+    assert_eq!(r.b.ctx(QPN_B).state, QPS_RTS);
+}
+
+#[test]
+fn write_outside_the_region_is_refused_and_nothing_lands() {
+    let cases: [(u64, usize, &str); 5] = [
+        (IOVA + 2 * 4096, 4096 + 1, "runs past the end"),
+        (IOVA - 1, 2, "starts before"),
+        (IOVA + 3 * 4096, 1, "starts at the end"),
+        (DST_VA, 16, "a device VA instead of the iova"),
+        (IOVA, 3 * 4096 + 4096, "longer than the region"),
+    ];
+    for (va, len, what) in cases {
+        let (mut r, mut cqa, mut qpa, _) = Rig::new(6, |_| {}, |_| {}, region(3 * 4096));
+        let src = r.a.buffer(SRC_VA, len, 0);
+        r.a.put(src, &pattern(len, 2));
+        // b maps more than the region: the region, not the MMU, refuses.
+        let dst = r.b.buffer(DST_VA - 4096, 5 * 4096, PTE_WRITE);
+        let idx = r.a.post(&mut qpa, wqe(len, va, None));
+        r.run();
+        let c = r.a.poll(&mut cqa).unwrap();
+        assert_eq!((c.status, c.wqe_index), (ST_REM_ACCESS_ERR, idx), "{what}");
+        assert!(
+            r.b.get(dst, 5 * 4096).iter().all(|&x| x == 0),
+            "{what}: nothing landed"
+        );
+        assert_eq!(r.b.ctx(QPN_B).state, QPS_ERR, "{what}");
+        let ev = r.b.events();
+        assert!(
+            ev.contains(&(EV_QP_ERROR, QPN_B, u32::from(ST_REM_ACCESS_ERR))),
+            "{what}: {ev:?}"
+        );
+        assert!(
+            !ev.iter().any(|e| e.0 == EV_MMU_FAULT),
+            "{what}: not a translation fault"
+        );
+        assert_eq!(r.b.d.mmu.faults, 0, "{what}");
+        assert_eq!(r.b.counters().naks_sent, 1, "{what}");
+    }
+}
+
+#[test]
+fn rkey_zero_never_matches() {
+    // Model 1.1 contexts (no region) with key 0 on both ends.
+    let (mut r, mut cqa, mut qpa, _) =
+        Rig::new(6, |_| {}, |c| c.remote_rkey = 0, |c| c.local_rkey = 0);
+    let src = r.a.buffer(SRC_VA, 64, 0);
+    r.a.put(src, &[0x77; 64]);
+    let dst = r.b.buffer(DST_VA, 4096, PTE_WRITE);
+    r.a.post(&mut qpa, wqe(64, DST_VA, None));
+    r.run();
+    assert_eq!(r.a.poll(&mut cqa).unwrap().status, ST_REM_ACCESS_ERR);
+    assert!(r.b.get(dst, 64).iter().all(|&x| x == 0));
+    assert_eq!(r.b.ctx(QPN_B).state, QPS_ERR);
+}
+
+#[test]
+fn model_1_1_contexts_still_address_device_vas() {
+    let (mut r, mut cqa, mut qpa, _) = Rig::new(6, |_| {}, |_| {}, |_| {});
+    let data = pattern(10_000, 3);
+    let src = r.a.buffer(SRC_VA, data.len(), 0);
+    r.a.put(src, &data);
+    let dst = r.b.buffer(DST_VA, data.len(), PTE_WRITE);
+    r.a.post(&mut qpa, wqe(data.len(), DST_VA, None));
+    r.run();
+    assert_eq!(r.a.poll(&mut cqa).unwrap().status, ST_SUCCESS);
+    assert_eq!(r.b.get(dst, data.len()), data);
+    let c = r.b.ctx(QPN_B);
+    assert_eq!(
+        (c.flags, c.region, c.rnr_retry),
+        (QPF_REMOTE_WRITE, Region::default(), 0)
+    );
+}
+
+#[test]
+fn qp_write_validates_the_region() {
+    let mut d = Dev::new(1, |_| {});
+    d.cq(1, CQ_VA, 4);
+    d.buffer(SQ_VA, 4096, PTE_RING);
+    let good = QpCtx {
+        state: QPS_INIT,
+        cqn: 1,
+        sq_base: SQ_VA,
+        sq_log_size: 4,
+        local_rkey: 5,
+        flags: QPF_REMOTE_WRITE | QPF_REGION,
+        region: Region {
+            iova: 0x1000,
+            len: 0x2000,
+            va: DST_VA,
+        },
+        ..Default::default()
+    };
+    let bad = [
+        QpCtx {
+            local_rkey: 0,
+            ..good
+        },
+        QpCtx {
+            region: Region {
+                len: 0,
+                ..good.region
+            },
+            ..good
+        },
+        QpCtx {
+            region: Region {
+                iova: u64::MAX - 0x1000,
+                ..good.region
+            },
+            ..good
+        },
+        QpCtx {
+            region: Region {
+                va: u64::MAX - 0x1000,
+                ..good.region
+            },
+            ..good
+        },
+    ];
+    for c in bad {
+        assert_eq!(d.cmd(CMD_QP_WRITE, 3, &c.encode()), EINVAL, "{c:?}");
+    }
+    assert_eq!(d.cmd(CMD_QP_READ, 3, &[]), ENOENT, "nothing created");
+    // Without REGION the region fields are not looked at (1.1 software
+    // writes zeros; anything else is ignored as well).
+    let no_region = QpCtx {
+        flags: QPF_REMOTE_WRITE,
+        local_rkey: 0,
+        ..bad[1]
+    };
+    assert_eq!(d.cmd(CMD_QP_WRITE, 3, &no_region.encode()), 0);
+    assert_eq!(d.cmd(CMD_QP_WRITE, 4, &good.encode()), 0);
+    assert_eq!(d.ctx(4).region, good.region);
+    // RNR parameters: a retry count beyond 7 cannot go to RTS, a timer
+    // beyond 5 bits cannot go to RTR.
+    let mut c = QpCtx {
+        state: QPS_RTR,
+        log_mtu: 12,
+        dest: Endpoint {
+            mac: [2, 0, 0, 0, 0, 1],
+            ip: [10, 0, 0, 1],
+        },
+        min_rnr_timer: 32,
+        ..good
+    };
+    assert_eq!(d.cmd(CMD_QP_WRITE, 4, &c.encode()), EINVAL);
+    c.min_rnr_timer = 31;
+    assert_eq!(d.cmd(CMD_QP_WRITE, 4, &c.encode()), 0);
+    c.state = QPS_RTS;
+    c.rnr_retry = 8;
+    assert_eq!(d.cmd(CMD_QP_WRITE, 4, &c.encode()), EINVAL);
+    c.rnr_retry = 7;
+    assert_eq!(d.cmd(CMD_QP_WRITE, 4, &c.encode()), 0);
+    let got = d.ctx(4);
+    assert_eq!(
+        (got.rnr_retry, got.min_rnr_timer, got.region),
+        (7, 31, good.region)
+    );
+}
+
+// ---- RKEY_REVOKE -------------------------------------------------------
+
+#[test]
+fn rkey_revoke_refuses_the_rest_of_a_message() {
+    for region_mode in [false, true] {
+        let tweak_b: Box<dyn FnOnce(&mut QpCtx)> = if region_mode {
+            Box::new(region(3 * 4096))
+        } else {
+            Box::new(|_: &mut QpCtx| {})
+        };
+        let (mut r, mut cqa, mut qpa, _) = Rig::new(6, |_| {}, |_| {}, tweak_b);
+        let len = 3 * MTU;
+        let src = r.a.buffer(SRC_VA, len, 0);
+        r.a.put(src, &pattern(len, 4));
+        let dst = r.b.buffer(DST_VA, len, PTE_WRITE);
+        let remote = if region_mode { IOVA } else { DST_VA };
+        r.a.post(&mut qpa, wqe(len, remote, None));
+        let frames = r.sent_by_a();
+        assert_eq!(frames.len(), 3, "First, Middle, Last");
+        r.deliver_to_b(&frames[..1]);
+        // Another QP on b with the same key, and one with another key.
+        let ea = r.a.d.ports[0].ep;
+        r.b.qp(20, ea, 1, (0, KEY_B), |_| {});
+        r.b.qp(21, ea, 1, (0, 0x1234), |_| {});
+        assert_eq!(r.b.cmd(CMD_RKEY_REVOKE, 0, &KEY_B.to_le_bytes()), 0);
+        assert_eq!(r.b.rd(CMD_DATA + 4), 2, "two contexts changed");
+        r.deliver_to_b(&frames[1..]);
+        r.run();
+        assert_eq!(r.a.poll(&mut cqa).unwrap().status, ST_REM_ACCESS_ERR);
+        let got = r.b.get(dst, len);
+        assert_eq!(
+            &got[..MTU],
+            &pattern(len, 4)[..MTU],
+            "the first packet landed"
+        );
+        assert!(got[MTU..].iter().all(|&x| x == 0), "the rest did not");
+        let c = r.b.ctx(QPN_B);
+        assert_eq!(
+            (c.state, c.local_rkey, c.flags, c.region),
+            (QPS_ERR, 0, 0, Region::default())
+        );
+        assert_eq!(r.b.ctx(20).local_rkey, 0);
+        assert_eq!(r.b.ctx(21).local_rkey, 0x1234, "other keys stay");
+        assert_eq!(r.b.counters().naks_sent, 1);
+    }
+}
+
+#[test]
+fn rkey_revoke_arguments() {
+    let mut d = Dev::new(1, |_| {});
+    assert_eq!(
+        d.cmd(CMD_RKEY_REVOKE, 0, &0u32.to_le_bytes()),
+        EINVAL,
+        "key 0"
+    );
+    assert_eq!(
+        d.cmd(CMD_RKEY_REVOKE, 0, &7u32.to_le_bytes()),
+        0,
+        "no QP holds it"
+    );
+    assert_eq!(d.rd(CMD_DATA + 4), 0);
+    // Port and index are ignored, even a port the device does not have.
+    assert_eq!(
+        d.cmd_on(CMD_RKEY_REVOKE, 31, 0xffff, &7u32.to_le_bytes()),
+        0
+    );
+}
+
+#[test]
+fn qp_write_with_another_region_refuses_the_rest_of_a_message() {
+    let (mut r, mut cqa, mut qpa, _) = Rig::new(6, |_| {}, |_| {}, region(2 * 4096));
+    let len = 2 * MTU;
+    let src = r.a.buffer(SRC_VA, len, 0);
+    r.a.put(src, &pattern(len, 5));
+    let dst = r.b.buffer(DST_VA, 2 * len, PTE_WRITE);
+    r.a.post(&mut qpa, wqe(len, IOVA, None));
+    let frames = r.sent_by_a();
+    r.deliver_to_b(&frames[..1]);
+    let mut c = r.b.ctx(QPN_B);
+    c.region.va = DST_VA + len as u64;
+    assert_eq!(r.b.cmd(CMD_QP_WRITE, QPN_B, &c.encode()), 0, "RTS to RTS");
+    r.deliver_to_b(&frames[1..]);
+    r.run();
+    assert_eq!(r.a.poll(&mut cqa).unwrap().status, ST_REM_ACCESS_ERR);
+    assert!(r
+        .b
+        .get(dst + MTU as u64, 2 * len - MTU)
+        .iter()
+        .all(|&x| x == 0));
+}
+
+// ---- DEVMEM_FILL -------------------------------------------------------
+
+#[test]
+fn devmem_fill_fills_exactly_the_range() {
+    let mut d = Dev::new(1, |_| {});
+    let size = 1u64 << 20;
+    let fill = |d: &mut Dev, off: u64, len: u64, pat: u32| {
+        let mut a = [0u8; 20];
+        a[0..8].copy_from_slice(&off.to_le_bytes());
+        a[8..16].copy_from_slice(&len.to_le_bytes());
+        a[16..20].copy_from_slice(&pat.to_le_bytes());
+        d.cmd(CMD_DEVMEM_FILL, 0, &a)
+    };
+    assert!(d.d.devmem().write(0, &vec![0xee; size as usize]));
+    assert_eq!(fill(&mut d, 0x1000, 0x2000, 0xdead_beef), 0);
+    let mut b = vec![0u8; 0x4000];
+    d.d.devmem().read(0, &mut b);
+    assert!(b[..0x1000].iter().all(|&x| x == 0xee));
+    assert!(b[0x1000..0x3000]
+        .chunks(4)
+        .all(|c| c == 0xdead_beefu32.to_le_bytes()));
+    assert!(b[0x3000..].iter().all(|&x| x == 0xee));
+    for (off, len, what) in [
+        (1, 0x1000, "offset not page aligned"),
+        (0x1000, 0x800, "length not page aligned"),
+        (0x1000, 0, "empty"),
+        (size - 0x1000, 0x2000, "past the end"),
+        (size, 0x1000, "at the end"),
+        (u64::MAX - 0xfff, 0x1000, "wraps"),
+        (0x1000, u64::MAX - 0xfff, "huge"),
+    ] {
+        assert_eq!(fill(&mut d, off, len, 0), EINVAL, "{what}");
+    }
+    assert_eq!(
+        fill(&mut d, size - 0x1000, 0x1000, 0x0102_0304),
+        0,
+        "the last page"
+    );
+    d.d.devmem().read(size - 4, &mut b[..4]);
+    assert_eq!(&b[..4], &[4, 3, 2, 1]);
+    d.d.devmem().read(0x3000, &mut b[..4]);
+    assert_eq!(&b[..4], &[0xee; 4], "refused fills wrote nothing");
+}
+
+// ---- RNR ---------------------------------------------------------------
+
+/// b's CQ has 2^`cq_log` entries and b's QP asks for RNR timer `timer`;
+/// a retries RNR NAKs `rnr_retry` times.
+fn rnr_rig(cq_log: u32, rnr_retry: u8, timer: u8) -> (Rig, TCq, TQp, TCq, u64) {
+    let (mut r, cqa, qpa, cqb) = Rig::new(
+        cq_log,
+        |_| {},
+        |c| c.rnr_retry = rnr_retry,
+        |c| c.min_rnr_timer = timer,
+    );
+    let src = r.a.buffer(SRC_VA, 64, 0);
+    r.a.put(src, &[0x42; 64]);
+    let dst = r.b.buffer(DST_VA, 16 * 64, PTE_WRITE);
+    (r, cqa, qpa, cqb, dst)
+}
+
+fn imm_write(i: u32) -> Wqe {
+    wqe(64, DST_VA + u64::from(i) * 64, Some(0x100 + i))
+}
+
+#[test]
+fn full_responder_cq_answers_rnr_naks_until_the_consumer_moves() {
+    // Timer 14: 1.28 ms.
+    let (mut r, mut cqa, mut qpa, mut cqb, dst) = rnr_rig(1, RNR_RETRY_FOREVER, 14);
+    for i in 0..5 {
+        r.a.post(&mut qpa, imm_write(i));
+    }
+    r.run();
+    // Two fit; the third gets an RNR NAK, the others wait behind it.
+    assert_eq!(r.b.counters().rnr_naks_sent, 1);
+    assert_eq!(r.b.counters().naks_sent, 0, "RNR NAKs are counted apart");
+    assert_eq!(r.b.rd(PORT_BASE + PORT_RNR_NAKS_SENT), 1);
+    assert_eq!(r.a.drain(&mut cqa).len(), 2);
+    let landed = |r: &mut Rig| {
+        r.b.get(dst, 5 * 64)
+            .chunks(64)
+            .filter(|c| c[0] == 0x42)
+            .count()
+    };
+    assert_eq!(landed(&mut r), 2, "nothing of the NAKed packet stored");
+    assert_eq!(r.b.ctx(QPN_B).state, QPS_RTS);
+    assert_eq!(r.b.ctx(QPN_B).rq_psn, 1002, "expected PSN kept");
+    // Before the timer the requester keeps quiet.
+    r.advance(Duration::from_micros(1200));
+    assert!(r.sent_by_a().is_empty(), "nothing before the RNR timer");
+    // After it, it resends; the CQ is still full: another RNR NAK.
+    r.advance(Duration::from_micros(100));
+    r.run();
+    assert_eq!(r.b.counters().rnr_naks_sent, 2);
+    // The consumer frees the CQ: everything lands, in order.
+    let mut imms: Vec<u32> = r.b.drain(&mut cqb).iter().map(|c| c.imm).collect();
+    for _ in 0..10 {
+        r.advance(Duration::from_millis(2));
+        r.run();
+        imms.extend(r.b.drain(&mut cqb).iter().map(|c| c.imm));
+    }
+    assert_eq!(imms, (0..5).map(|i| 0x100 + i).collect::<Vec<_>>());
+    assert_eq!(landed(&mut r), 5);
+    let done = r.a.drain(&mut cqa);
+    assert_eq!(done.len(), 3);
+    assert!(done.iter().all(|c| c.status == ST_SUCCESS));
+    assert!(!r.b.events().iter().any(|e| e.0 == EV_CQ_OVERFLOW));
+    assert_eq!(r.a.ctx(QPN_A).state, QPS_RTS);
+}
+
+#[test]
+fn write_without_immediate_needs_no_cq_room() {
+    let (mut r, mut cqa, mut qpa, _, dst) = rnr_rig(1, 0, 1);
+    for i in 0..2 {
+        r.a.post(&mut qpa, imm_write(i));
+    }
+    r.run();
+    r.a.post(&mut qpa, wqe(64, DST_VA + 0x200, None));
+    r.run();
+    assert_eq!(r.a.drain(&mut cqa).len(), 3);
+    assert_eq!(r.b.get(dst + 0x200, 64), vec![0x42; 64]);
+    assert_eq!(r.b.counters().rnr_naks_sent, 0);
+}
+
+#[test]
+fn rnr_retries_exhausted() {
+    for retry in [0u8, 2] {
+        // Timer 1: 10 us.
+        let (mut r, mut cqa, mut qpa, _, _) = rnr_rig(1, retry, 1);
+        let idx: Vec<u16> = (0..4).map(|i| r.a.post(&mut qpa, imm_write(i))).collect();
+        r.run();
+        for _ in 0..10 {
+            r.advance(Duration::from_millis(1));
+            r.run();
+        }
+        assert_eq!(
+            r.b.counters().rnr_naks_sent,
+            u32::from(retry) + 1,
+            "retry count {retry}"
+        );
+        let c = r.a.drain(&mut cqa);
+        let got: Vec<(u16, u8)> = c.iter().map(|c| (c.wqe_index, c.status)).collect();
+        assert_eq!(
+            got,
+            [
+                (idx[0], ST_SUCCESS),
+                (idx[1], ST_SUCCESS),
+                (idx[2], ST_RNR_RETRY_EXC_ERR),
+                (idx[3], ST_WR_FLUSH_ERR)
+            ],
+            "retry count {retry}"
+        );
+        assert_eq!(r.a.ctx(QPN_A).state, QPS_ERR);
+        assert!(r
+            .a
+            .events()
+            .contains(&(EV_QP_ERROR, QPN_A, u32::from(ST_RNR_RETRY_EXC_ERR))));
+        assert_eq!(r.b.ctx(QPN_B).state, QPS_RTS, "the responder is fine");
+    }
+}
+
+#[test]
+fn requester_waits_the_timer_of_the_nak() {
+    // Code 0 is the longest timer (655.36 ms), 31 the next (491.52 ms).
+    for (code, wait) in [(0u8, 655_360u64), (31, 491_520)] {
+        let (mut r, _, mut qpa, _, _) = rnr_rig(1, RNR_RETRY_FOREVER, code);
+        for i in 0..3 {
+            r.a.post(&mut qpa, imm_write(i));
+        }
+        r.run();
+        assert_eq!(r.b.counters().rnr_naks_sent, 1);
+        r.advance(Duration::from_micros(wait - 1000));
+        assert!(r.sent_by_a().is_empty(), "code {code}: too early");
+        r.advance(Duration::from_micros(1000));
+        assert_eq!(r.sent_by_a().len(), 1, "code {code}: resent at the timer");
+    }
+}
+
+// ---- Strict mode -------------------------------------------------------
+
+/// A 3-packet WRITE whose first packet reached b, then b's mapping of the
+/// target's last page is removed (and invalidated or not); then the rest
+/// arrives.
+fn unmap_mid_message(strict: bool, invalidate: bool) -> (Rig, Cqe, Vec<u8>) {
+    let (mut r, mut cqa, mut qpa, _) = Rig::new(6, |o| o.strict = strict, |_| {}, |_| {});
+    let len = 3 * MTU;
+    let src = r.a.buffer(SRC_VA, len, 0);
+    r.a.put(src, &pattern(len, 6));
+    let dst = r.b.buffer(DST_VA, len, PTE_WRITE);
+    r.a.post(&mut qpa, wqe(len, DST_VA, None));
+    let frames = r.sent_by_a();
+    r.deliver_to_b(&frames[..1]);
+    r.b.unmap(DST_VA + 2 * 4096, invalidate);
+    r.deliver_to_b(&frames[1..]);
+    r.run();
+    let c = r.a.poll(&mut cqa).unwrap();
+    let got = r.b.get(dst, len);
+    (r, c, got)
+}
+
+#[test]
+fn strict_mode_counts_a_translation_used_after_its_entry_went() {
+    let (r, c, got) = unmap_mid_message(true, false);
+    // The device went on with what it had cached, as hardware may: the
+    // audit says the driver broke the contract.
+    assert_eq!(c.status, ST_SUCCESS);
+    assert_eq!(got, pattern(3 * MTU, 6));
+    assert_eq!(r.b.d.stale_translations(), 1, "one packet used the page");
+}
+
+#[test]
+fn strict_mode_counts_nothing_when_the_driver_invalidates() {
+    let (mut r, c, got) = unmap_mid_message(true, true);
+    // The message translates again after MMU_INVALIDATE and faults.
+    assert_eq!(c.status, ST_REM_ACCESS_ERR);
+    assert!(got[2 * MTU..].iter().all(|&x| x == 0));
+    assert_eq!(r.b.d.stale_translations(), 0);
+    assert!(r
+        .b
+        .events()
+        .contains(&(EV_MMU_FAULT, QPN_B, (DST_VA + 2 * 4096) as u32)));
+    assert_eq!(r.b.ctx(QPN_B).state, QPS_ERR);
+}
+
+#[test]
+fn default_mode_does_not_audit() {
+    let (r, c, _) = unmap_mid_message(false, false);
+    assert_eq!(c.status, ST_SUCCESS, "the per-page cache still maps it");
+    assert_eq!(r.b.d.stale_translations(), 0);
+    let (_, c, _) = unmap_mid_message(false, true);
+    assert_eq!(c.status, ST_REM_ACCESS_ERR);
+}
+
+#[test]
+fn strict_mode_requester_resends_through_its_cached_translation() {
+    for invalidate in [false, true] {
+        let (mut r, mut cqa, mut qpa, _) = Rig::new(6, |o| o.strict = true, |_| {}, |_| {});
+        let len = 2 * MTU;
+        let src = r.a.buffer(SRC_VA, len, 0);
+        r.a.put(src, &pattern(len, 7));
+        r.b.buffer(DST_VA, len, PTE_WRITE);
+        r.a.post(&mut qpa, wqe(len, DST_VA, None));
+        // The frames are lost; the source's second page goes meanwhile.
+        assert_eq!(r.sent_by_a().len(), 2);
+        r.a.unmap(SRC_VA + 4096, invalidate);
+        r.advance(Duration::from_millis(100));
+        r.run();
+        let c = r.a.poll(&mut cqa).unwrap();
+        if invalidate {
+            assert_eq!(c.status, ST_LOC_PROT_ERR);
+            assert_eq!(r.a.d.stale_translations(), 0);
+        } else {
+            assert_eq!(c.status, ST_SUCCESS);
+            assert!(r.a.d.stale_translations() >= 1);
+        }
+    }
+}
+
+// ---- Reset, bus master -------------------------------------------------
+
+#[test]
+fn nothing_happens_until_a_delayed_reset_finishes() {
+    let delay = Duration::from_millis(150);
+    let mut d = Dev::new(1, |o| o.reset_delay = delay);
+    assert_eq!(d.rd(STATUS), STATUS_READY, "power-on is not a reset");
+    let t0 = Instant::now();
+    d.wr(RESET, RESET_MAGIC);
+    assert_eq!(d.rd(STATUS) & STATUS_READY, 0);
+    let mut cq = [0u8; 16];
+    cq[0..8].copy_from_slice(&CQ_VA.to_le_bytes());
+    cq[8] = 4;
+    assert_eq!(d.cmd(CMD_CQ_CREATE, 1, &cq), EBUSY);
+    d.wr(IRQ_TEST, 0);
+    assert_eq!(d.rd(IRQ_TEST_COUNT), 0);
+    let buf = d.alloc(64);
+    d.wr64(DMA_TEST_ADDR_LO, buf);
+    d.wr(DMA_TEST_LEN, 64);
+    d.wr(DMA_TEST_CTRL, DMA_TEST_START);
+    assert_eq!(d.rd(DMA_TEST_CTRL), DMA_TEST_IDLE, "no DMA");
+    assert_eq!(d.get(buf, 64), vec![0; 64]);
+    while d.rd(STATUS) & STATUS_READY == 0 {
+        assert!(t0.elapsed() < Duration::from_secs(5));
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(t0.elapsed() >= delay);
+    assert_eq!(d.rd(CMD_STATUS), EBUSY, "the refused command's status");
+    assert_eq!(
+        d.cmd(CMD_CQ_CREATE, 1, &cq),
+        0,
+        "the refused command did nothing"
+    );
+    d.wr(DMA_TEST_CTRL, DMA_TEST_START);
+    assert_eq!(d.rd(DMA_TEST_CTRL), DMA_TEST_DONE);
+}
+
+#[test]
+fn no_dma_and_no_interrupt_without_bus_master() {
+    let mut d = Dev::new(1, |_| {});
+    // SAFETY: eventfd has no preconditions; the result is checked.
+    let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK) };
+    assert!(fd >= 0);
+    // SAFETY: a fresh descriptor nothing else owns.
+    let ev = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    d.d.vectors
+        .set(0, 1, vec![ev.try_clone().unwrap()])
+        .unwrap();
+    let fired = || {
+        let mut b = [0u8; 8];
+        std::io::Read::read(&mut &ev, &mut b).map_or(0, |_| u64::from_le_bytes(b))
+    };
+    d.wr(IRQ_TEST, 0);
+    assert_eq!((fired(), d.rd(IRQ_TEST_COUNT)), (1, 1));
+    let buf = d.alloc(64);
+    d.put(buf, &[0x0f; 64]);
+    d.wr64(DMA_TEST_ADDR_LO, buf);
+    d.wr(DMA_TEST_LEN, 64);
+    d.d.set_bus_master(false);
+    d.wr(DMA_TEST_CTRL, DMA_TEST_START);
+    assert_eq!(d.rd(DMA_TEST_CTRL), DMA_TEST_FAULT);
+    assert_eq!(d.get(buf, 64), vec![0x0f; 64], "untouched");
+    assert_eq!((d.d.dma_no_master(), d.d.audit()), (1, 0));
+    d.wr(IRQ_TEST, 0);
+    assert_eq!(
+        (fired(), d.rd(IRQ_TEST_COUNT), d.d.irq_no_master()),
+        (0, 1, 1)
+    );
+    // An event is neither written nor signalled.
+    d.d.set_link(0, false);
+    assert_eq!(fired(), 0);
+    assert_eq!(
+        d.d.irq_no_master(),
+        1,
+        "no EQ write, so no interrupt either"
+    );
+    assert!(d.d.dma_no_master() >= 2);
+    d.d.set_bus_master(true);
+    assert!(d.events().is_empty(), "the event was lost, not queued");
+    // A vector without an eventfd (MSI-X disabled) is suppressed too.
+    d.wr(IRQ_TEST, 3);
+    assert_eq!(d.d.irq_no_master(), 2);
+    d.wr(IRQ_TEST, 0);
+    assert_eq!((fired(), d.rd(IRQ_TEST_COUNT)), (1, 2));
+    assert_eq!(d.d.audit(), 0);
+}
