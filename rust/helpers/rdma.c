@@ -7,7 +7,7 @@
 #include <rdma/ib_verbs.h>
 #include <rdma/uverbs_ioctl.h>
 
-#if IS_BUILTIN(CONFIG_INFINIBAND) && IS_ENABLED(CONFIG_INFINIBAND_USER_ACCESS)
+#if IS_BUILTIN(CONFIG_INFINIBAND) && IS_BUILTIN(CONFIG_INFINIBAND_USER_ACCESS)
 
 __rust_helper struct uverbs_attr_bundle *
 rust_helper_rdma_udata_to_uverbs_attr_bundle(struct ib_udata *udata)

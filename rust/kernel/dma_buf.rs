@@ -58,6 +58,49 @@ use crate::{
 };
 use core::{marker::PhantomData, ptr::NonNull};
 
+/// Largest length of one scatterlist entry (a 32-bit field), kept page-aligned.
+const SG_MAX_LEN: usize = 1 << 31;
+
+/// Set the DMA address and length of `sg` (`sg_dma_address()`, `sg_dma_len()`), wherever the
+/// architecture keeps the DMA length.
+///
+/// # Safety
+///
+/// `sg` must be a valid entry of a table the caller owns.
+unsafe fn sg_set_dma(sg: *mut bindings::scatterlist, addr: u64, len: u32) {
+    // SAFETY: By the safety requirements.
+    unsafe {
+        (*sg).dma_address = addr;
+        #[cfg(CONFIG_NEED_SG_DMA_LENGTH)]
+        {
+            (*sg).dma_length = len;
+        }
+        #[cfg(not(CONFIG_NEED_SG_DMA_LENGTH))]
+        {
+            (*sg).length = len;
+        }
+    }
+}
+
+/// The DMA length of `sg` (`sg_dma_len()`).
+///
+/// # Safety
+///
+/// `sg` must be a valid entry of a live table.
+unsafe fn sg_dma_len(sg: *mut bindings::scatterlist) -> u32 {
+    // SAFETY: By the safety requirements.
+    unsafe {
+        #[cfg(CONFIG_NEED_SG_DMA_LENGTH)]
+        {
+            (*sg).dma_length
+        }
+        #[cfg(not(CONFIG_NEED_SG_DMA_LENGTH))]
+        {
+            (*sg).length
+        }
+    }
+}
+
 /// Device memory exported as a dma-buf: a range of a PCI BAR of the provider device.
 pub trait BarRange: Send + Sync + Sized + 'static {
     /// The PCI device whose BAR holds the memory.
@@ -201,15 +244,11 @@ impl<E: BarRange> BarOps<E> {
 
     /// The PCI device of a `struct device`, if it is one.
     fn pci_dev(dev: &device::Device) -> Option<*mut bindings::pci_dev> {
-        // SAFETY: `dev` is a live device; its bus never changes.
-        if unsafe { (*dev.as_raw()).bus } != (&raw const bindings::pci_bus_type).cast_mut() {
-            return None;
-        }
-        // SAFETY: A device on the PCI bus is the `dev` field of a `struct pci_dev`.
-        Some(unsafe {
-            dev.as_raw()
-                .byte_sub(core::mem::offset_of!(bindings::pci_dev, dev))
-                .cast()
+        // `pci::Device` is a transparent wrapper of `struct pci_dev`.
+        <&crate::pci::Device>::try_from(dev).ok().map(|p| {
+            core::ptr::from_ref(p)
+                .cast::<bindings::pci_dev>()
+                .cast_mut()
         })
     }
 
@@ -276,7 +315,12 @@ impl<E: BarRange> BarOps<E> {
             // SAFETY: The core passes a valid attachment of a dma-buf of ours.
             let (range, dev) = unsafe { (Self::range((*attach).dmabuf), (*attach).dev) };
             let (phys, len) = range.phys_range()?;
-            let len32 = u32::try_from(len).map_err(|_| EINVAL)?;
+            // One mapping, described by as many entries as the entries' 32-bit lengths need.
+            let entries = len.div_ceil(SG_MAX_LEN);
+            let nents = u32::try_from(entries).map_err(|_| EINVAL)?;
+            if len == 0 {
+                return Err(EINVAL);
+            }
             // SAFETY: `dev` is the live importing device; the range is device memory of the
             // provider, which the attach check found reachable peer-to-peer.
             let dma = unsafe { bindings::dma_map_resource(dev, phys, len, dir, MAP_ATTRS) };
@@ -296,18 +340,24 @@ impl<E: BarRange> BarOps<E> {
                 }
             };
             // SAFETY: `sgt` is a zeroed, owned `struct sg_table`.
-            let ret = unsafe { bindings::sg_alloc_table(sgt, 1, bindings::GFP_KERNEL) };
+            let ret = unsafe { bindings::sg_alloc_table(sgt, nents, bindings::GFP_KERNEL) };
             if let Err(e) = to_result(ret) {
                 // SAFETY: `sgt` came from `KBox::into_raw` and holds no table.
                 drop(unsafe { KBox::from_raw(sgt) });
                 unmap();
                 return Err(e);
             }
-            // SAFETY: The table has one entry; it describes the DMA range only (no page).
+            // SAFETY: The table has `nents` entries, visited in order; they describe the DMA
+            // range only (no page).
             unsafe {
-                let sg = (*sgt).sgl;
-                (*sg).dma_address = dma;
-                (*sg).dma_length = len32;
+                let mut sg = (*sgt).sgl;
+                let mut done = 0usize;
+                while done < len {
+                    let n = (len - done).min(SG_MAX_LEN);
+                    sg_set_dma(sg, dma + done as u64, n as u32);
+                    done += n;
+                    sg = bindings::sg_next(sg);
+                }
             }
             Ok(sgt)
         })();
@@ -328,11 +378,16 @@ impl<E: BarRange> BarOps<E> {
         // SAFETY: `sgt` is a table returned by `map` for this attachment, which the importer no
         // longer uses; its one entry holds the mapping.
         unsafe {
-            let sg = (*sgt).sgl;
+            let mut len = 0usize;
+            let mut sg = (*sgt).sgl;
+            for _ in 0..(*sgt).nents {
+                len += sg_dma_len(sg) as usize;
+                sg = bindings::sg_next(sg);
+            }
             bindings::dma_unmap_resource(
                 (*attach).dev,
-                (*sg).dma_address,
-                (*sg).dma_length as usize,
+                (*(*sgt).sgl).dma_address,
+                len,
                 dir,
                 MAP_ATTRS,
             );

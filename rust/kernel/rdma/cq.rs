@@ -31,6 +31,8 @@ pub enum WcStatus {
     RemOpErr = bindings::ib_wc_status_IB_WC_REM_OP_ERR,
     /// No acknowledgement after every retry.
     RetryExcErr = bindings::ib_wc_status_IB_WC_RETRY_EXC_ERR,
+    /// The responder was not ready (receiver not ready NAKs) after every retry.
+    RnrRetryExcErr = bindings::ib_wc_status_IB_WC_RNR_RETRY_EXC_ERR,
     /// The responder found the request invalid.
     RemInvReqErr = bindings::ib_wc_status_IB_WC_REM_INV_REQ_ERR,
     /// Any other error; the vendor error code says more.

@@ -8,7 +8,8 @@
 //! A driver offers a range of device memory (a doorbell page, a queue in a BAR) to a user
 //! context with [`Ucontext::mmap_insert`], which returns the offset user space passes to
 //! `mmap()` on the device file. [`Driver::mmap`] then maps the range into the VMA with
-//! [`Vma::io_map`]. An entry is removed by [`Ucontext::mmap_remove`] or when the context goes
+//! [`Vma::io_map_bar`], which takes the range from a memory BAR of the device's own PCI
+//! function and checks it, so that no driver can map other memory. An entry is removed by [`Ucontext::mmap_remove`] or when the context goes
 //! away, and freed once no VMA maps it any more: its data is dropped after
 //! [`Driver::mmap_free`]. The driver keeps offsets, never references to entries, so nothing
 //! it holds can outlive the context.
@@ -25,11 +26,11 @@
 //! use kernel::prelude::*;
 //! use kernel::rdma::mmap::{Caching, MmapEntry, Vma};
 //!
-//! /// Map the doorbell page at physical frame `pfn` for `entry`.
-//! fn map_doorbell<T: kernel::rdma::Driver>(entry: &MmapEntry<T>, vma: &mut Vma<'_>, pfn: u64)
+//! /// Map the doorbell page at `offset` of BAR 0 for `entry`.
+//! fn map_doorbell<T: kernel::rdma::Driver>(entry: &MmapEntry<T>, vma: &mut Vma<'_>, offset: u64)
 //!     -> Result
 //! {
-//!     vma.io_map(entry, pfn, 4096, Caching::Uncached)
+//!     vma.io_map_bar(entry, 0, offset, 4096, Caching::Uncached)
 //! }
 //! ```
 
@@ -244,7 +245,7 @@ impl<'a> Vma<'a> {
     pub fn map_coherent<T: Driver>(&mut self, entry: &MmapEntry<T>) -> Result {
         let mem = entry.mem.as_ref().ok_or(EINVAL)?;
         let size = entry.len();
-        if size != self.len() || mem.size() < size {
+        if size != self.len() || mem.size() < size || !self.owns(entry) {
             return Err(EINVAL);
         }
         // SAFETY: `vma` belongs to a running `mmap()` on `ctx`, and `entry` is an entry of it.
@@ -263,19 +264,58 @@ impl<'a> Vma<'a> {
         })
     }
 
-    /// Map `size` bytes of device memory at physical frame `pfn` for `entry`; `size` must be
-    /// the length of the VMA (`EINVAL` otherwise). The core zaps the mapping when the context is
-    /// disassociated.
-    pub fn io_map<T: Driver>(
+    /// Whether `entry` was inserted into this VMA's context: the core finds entries by the
+    /// context of the file being mapped, but an entry of another context must not be mapped
+    /// here either way.
+    fn owns<T: Driver>(&self, entry: &MmapEntry<T>) -> bool {
+        // SAFETY: `entry` is a live inserted entry; `ucontext` is set at insertion and never
+        // changes.
+        core::ptr::eq(unsafe { (*entry.as_raw()).ucontext }, self.ctx)
+    }
+
+    /// Map `size` bytes at `offset` of memory BAR `bar` of the PCI function the device belongs
+    /// to (the parent of the InfiniBand device) for `entry`. `size` must be the length of the
+    /// VMA, at most the entry's, and `offset` and `size` multiples of the page size inside the
+    /// BAR (`EINVAL` otherwise, also for an I/O port BAR or a device that is not PCI). The core
+    /// zaps the mapping when the context is disassociated.
+    ///
+    /// Only the driver's own device registers can be mapped this way: never RAM, never another
+    /// device.
+    pub fn io_map_bar<T: Driver>(
         &mut self,
         entry: &MmapEntry<T>,
-        pfn: u64,
+        bar: u32,
+        offset: u64,
         size: usize,
         caching: Caching,
     ) -> Result {
-        if size != self.len() || size > entry.len() {
+        let page = bindings::PAGE_SIZE as u64;
+        if size != self.len() || size > entry.len() || !self.owns(entry) {
             return Err(EINVAL);
         }
+        let len = u64::try_from(size)?;
+        if offset % page != 0 || len % page != 0 {
+            return Err(EINVAL);
+        }
+        // SAFETY: `ctx` is the context of a running `mmap()` (type invariants); its device is
+        // registered, and its parent (set at registration) bound, for the call.
+        let parent = unsafe { (*(*self.ctx).device).__bindgen_anon_1.dev.parent };
+        // SAFETY: As above, `parent` is a live device.
+        let parent = unsafe { device::Device::from_raw(parent) };
+        let pdev = <&crate::pci::Device>::try_from(parent)?;
+        let start = pdev.resource_start(bar)?;
+        let bar_len = pdev.resource_len(bar)?;
+        // `pci::Device` is a transparent wrapper of `struct pci_dev`.
+        let raw = core::ptr::from_ref(pdev).cast::<bindings::pci_dev>();
+        // SAFETY: `bar` is a valid BAR index (checked by `resource_start`) of a live `pci_dev`.
+        let flags = unsafe { (*raw).resource[bar as usize].flags };
+        if flags & bindings::IORESOURCE_MEM as usize == 0 || start % page != 0 {
+            return Err(EINVAL);
+        }
+        if offset.checked_add(len).is_none_or(|end| end > bar_len) {
+            return Err(EINVAL);
+        }
+        let pfn = (start + offset) >> bindings::PAGE_SHIFT;
         // SAFETY: `vma` is valid; computing the page protection has no side effects.
         let prot = unsafe {
             let base = (*self.vma).vm_page_prot;
@@ -284,7 +324,8 @@ impl<'a> Vma<'a> {
                 Caching::WriteCombine => bindings::pgprot_writecombine(base),
             }
         };
-        // SAFETY: `vma` belongs to a running `mmap()` on `ctx`, and `entry` is an entry of it.
+        // SAFETY: `vma` belongs to a running `mmap()` on `ctx`, and `entry` is an entry of it;
+        // the frames are the checked part of a memory BAR of the device's own PCI function.
         to_result(unsafe {
             bindings::rdma_user_mmap_io(
                 self.ctx,

@@ -358,6 +358,12 @@ impl<'a> QpAttr<'a> {
             .then_some(self.raw.rnr_retry)
     }
 
+    /// The receiver-not-ready NAK timer the responder asks for (IBA encoding).
+    pub fn min_rnr_timer(&self) -> Option<u8> {
+        self.has(QpAttrMask::MIN_RNR_TIMER)
+            .then_some(self.raw.min_rnr_timer)
+    }
+
     /// Outstanding RDMA READs and atomics as initiator.
     pub fn max_rd_atomic(&self) -> Option<u8> {
         self.has(QpAttrMask::MAX_QP_RD_ATOMIC)

@@ -26,7 +26,9 @@
 //! }
 //! ```
 
-use crate::{bindings, error::from_err_ptr, prelude::*, rdma::Device, rdma::Driver};
+use crate::{
+    bindings, device, error::from_err_ptr, prelude::*, rdma::Device, rdma::Driver, sync::aref::ARef,
+};
 use core::{marker::PhantomData, ptr::NonNull};
 
 /// Access rights of a memory region (`enum ib_access_flags`).
@@ -94,13 +96,36 @@ impl BlockSize {
     }
 }
 
+/// References on the devices a umem is released through: `ib_umem_release()` reads the
+/// InfiniBand device and unmaps through its DMA device. A umem may be dropped after the
+/// InfiniBand device was unregistered and deallocated (it is `'static` and `Send`), so it
+/// keeps both structures alive until it is released.
+struct DevRefs {
+    _ib: ARef<device::Device>,
+    _dma: ARef<device::Device>,
+}
+
+impl DevRefs {
+    fn new<T: Driver>(dev: &Device<T>) -> Self {
+        // SAFETY: `dev` is a registered device: its embedded `struct device` is initialised.
+        let ib: &device::Device =
+            unsafe { device::Device::from_raw(&raw mut (*dev.as_raw()).__bindgen_anon_1.dev) };
+        Self {
+            _ib: ARef::from(ib),
+            _dma: dev.parent().into(),
+        }
+    }
+}
+
 /// Pinned, DMA-mapped user memory (`struct ib_umem`).
 ///
 /// # Invariants
 ///
-/// `ptr` is a umem returned by `ib_umem_get*()`, owned by this object and released on drop.
+/// `ptr` is a umem returned by `ib_umem_get*()`, owned by this object and released on drop,
+/// before `_devs` lets go of the devices it is released through.
 pub struct Umem {
     ptr: NonNull<bindings::ib_umem>,
+    _devs: DevRefs,
 }
 
 // SAFETY: A umem is not tied to the task that created it: it holds its own references on the
@@ -131,6 +156,7 @@ impl Umem {
         // INVARIANT: `ib_umem_get_attr_or_va()` returned a umem that we own.
         Ok(Self {
             ptr: NonNull::new(ptr).ok_or(ENOMEM)?,
+            _devs: DevRefs::new(dev),
         })
     }
 
@@ -207,9 +233,11 @@ impl Drop for Umem {
 ///
 /// # Invariants
 ///
-/// `ptr` is a pinned, mapped umem_dmabuf owned by this object and released on drop.
+/// `ptr` is a pinned, mapped umem_dmabuf owned by this object and released on drop, before
+/// `_devs` lets go of the devices it is released through.
 pub struct UmemDmabuf {
     ptr: NonNull<bindings::ib_umem_dmabuf>,
+    _devs: DevRefs,
 }
 
 // SAFETY: As for `Umem`: the import holds its own references and may be released anywhere.
@@ -244,6 +272,7 @@ impl UmemDmabuf {
         // INVARIANT: A pinned and mapped import that we own.
         Ok(Self {
             ptr: NonNull::new(ptr).ok_or(ENOMEM)?,
+            _devs: DevRefs::new(dev),
         })
     }
 

@@ -309,6 +309,16 @@ impl AttrDef {
         self.0.id
     }
 
+    /// The object type of a handle attribute ([`AttrDef::idr`]); `None` for other kinds.
+    pub const fn idr_type(&self) -> Option<u16> {
+        if self.0.attr.type_ as u32 == bindings::uverbs_attr_type_UVERBS_ATTR_TYPE_IDR {
+            // SAFETY: Handle attributes use the `obj` arm of the union (`AttrDef::idr`).
+            Some(unsafe { self.0.attr.u.obj.obj_type })
+        } else {
+            None
+        }
+    }
+
     /// Whether user space must give the attribute.
     pub fn presence(&self) -> Presence {
         if self.0.attr.mandatory() != 0 {
@@ -389,7 +399,7 @@ unsafe extern "C" fn method_handler<M: Method>(bundle: *mut bindings::uverbs_att
     from_result(|| {
         // SAFETY: The core calls the handler with the parsed bundle of a call of method `M` of a
         // device of `M::Driver` (its namespace is only installed on those), valid for the call.
-        let mut call = unsafe { Call::<M::Driver>::from_raw(bundle) };
+        let mut call = unsafe { Call::<M::Driver>::from_raw(bundle, M::ATTRS) };
         M::handle(&mut call)?;
         Ok(0)
     })
@@ -629,9 +639,11 @@ impl<T: Driver> UapiDef<T> {
 ///
 /// # Invariants
 ///
-/// `raw` is the parsed attribute bundle of a running call of a method on a device of driver `T`.
+/// `raw` is the parsed attribute bundle of a running call of a method on a device of driver `T`,
+/// whose attributes the core checked against `attrs`.
 pub struct Call<'a, T: Driver> {
     raw: *mut bindings::uverbs_attr_bundle,
+    attrs: &'static [&'static AttrDef],
     _p: PhantomData<(&'a mut bindings::uverbs_attr_bundle, T)>,
 }
 
@@ -639,13 +651,53 @@ impl<'a, T: Driver> Call<'a, T> {
     /// # Safety
     ///
     /// `raw` must be the bundle of a running call of a method on a device of driver `T`, valid
-    /// for `'a`.
-    pub(crate) unsafe fn from_raw(raw: *mut bindings::uverbs_attr_bundle) -> Self {
+    /// for `'a`, parsed by the core against the attribute specifications `attrs`.
+    pub(crate) unsafe fn from_raw(
+        raw: *mut bindings::uverbs_attr_bundle,
+        attrs: &'static [&'static AttrDef],
+    ) -> Self {
         // INVARIANT: By the safety requirements.
         Self {
             raw,
+            attrs,
             _p: PhantomData,
         }
+    }
+
+    /// The object type of attribute `id` if the method declares it as a handle: only then does
+    /// the bundle hold a uobject for it (for other kinds the same slot holds the user's inline
+    /// data). `EINVAL` for an attribute the method does not have or that is not a handle.
+    fn idr_type(&self, id: u16) -> Result<u16> {
+        self.attrs
+            .iter()
+            .find(|a| a.id() == id)
+            .and_then(|a| a.idr_type())
+            .ok_or(EINVAL)
+    }
+
+    /// The uobject of handle attribute `id`, once [`Self::idr_type`] said it is one.
+    fn uobject(&self, id: u16) -> Result<*mut bindings::ib_uobject> {
+        // SAFETY: `raw` is a valid bundle.
+        let uobj =
+            crate::error::from_err_ptr(unsafe { bindings::uverbs_attr_get_uobject(self.raw, id) })?;
+        if uobj.is_null() {
+            return Err(EINVAL);
+        }
+        Ok(uobj)
+    }
+
+    /// Whether `uobj`, the uobject of a handle attribute, is a driver object ([`Object`]),
+    /// whose object pointer is a [`Boxed`] value.
+    ///
+    /// # Safety
+    ///
+    /// `uobj` must be the uobject of a handle attribute of this call.
+    unsafe fn is_driver_object(uobj: *mut bindings::ib_uobject) -> bool {
+        // SAFETY: A uobject of a parsed handle attribute points to its object type's uAPI
+        // description for as long as the call runs.
+        let api = unsafe { (*uobj).uapi_object };
+        // SAFETY: As above; `api` is valid if not null.
+        !api.is_null() && core::ptr::eq(unsafe { (*api).type_attrs }, &IDR_OBJECT.0.type_)
     }
 
     /// The raw attribute bundle.
@@ -746,11 +798,10 @@ impl<'a, T: Driver> Call<'a, T> {
     /// [`Access::New`]). From here on the object belongs to the handle: if the method fails
     /// later, the core destroys it ([`Object::destroy`] with [`RemoveReason::Abort`]).
     pub fn new_object<O: Object<Driver = T>>(&mut self, id: u16, value: O) -> Result<&'a O> {
-        // SAFETY: `raw` is a valid bundle.
-        let uobj =
-            crate::error::from_err_ptr(unsafe { bindings::uverbs_attr_get_uobject(self.raw, id) })?;
-        // SAFETY: `uobj` is the uobject of attribute `id`, alive for the call.
-        if uobj.is_null() || !unsafe { (*uobj).object }.is_null() {
+        self.idr_type(id)?;
+        let uobj = self.uobject(id)?;
+        // SAFETY: `uobj` is the uobject of handle attribute `id`, alive for the call.
+        if !unsafe { Self::is_driver_object(uobj) } || !unsafe { (*uobj).object }.is_null() {
             return Err(EINVAL);
         }
         let boxed = KBox::new(
@@ -776,9 +827,12 @@ impl<'a, T: Driver> Call<'a, T> {
     /// The object of handle attribute `id` (an [`AttrDef::idr`] with [`Access::Read`],
     /// [`Access::Write`] or [`Access::Destroy`]); `EINVAL` if it is not an `O`.
     pub fn object<O: Object<Driver = T>>(&self, id: u16) -> Result<&'a O> {
-        // SAFETY: `raw` is a valid bundle.
-        let uobj =
-            crate::error::from_err_ptr(unsafe { bindings::uverbs_attr_get_uobject(self.raw, id) })?;
+        self.idr_type(id)?;
+        let uobj = self.uobject(id)?;
+        // SAFETY: `uobj` is the uobject of handle attribute `id`, alive for the call.
+        if !unsafe { Self::is_driver_object(uobj) } {
+            return Err(EINVAL);
+        }
         // SAFETY: `uobj` is the locked uobject of attribute `id`, alive for the call.
         let hdr = unsafe { (*uobj).object }.cast::<BoxHeader>();
         if hdr.is_null() {
@@ -795,17 +849,18 @@ impl<'a, T: Driver> Call<'a, T> {
 
     /// The memory region of handle attribute `id` (an [`AttrDef::idr`] of `UVERBS_OBJECT_MR`).
     pub fn mr(&self, id: u16) -> Result<&'a crate::rdma::Mr<T>> {
-        // SAFETY: `raw` is a valid bundle.
-        let uobj =
-            crate::error::from_err_ptr(unsafe { bindings::uverbs_attr_get_uobject(self.raw, id) })?;
+        if self.idr_type(id)? != OBJECT_MR {
+            return Err(EINVAL);
+        }
+        let uobj = self.uobject(id)?;
         // SAFETY: `uobj` is the locked uobject of attribute `id`, alive for the call.
         let mr = unsafe { (*uobj).object }.cast::<bindings::ib_mr>();
         if mr.is_null() {
             return Err(EINVAL);
         }
-        // SAFETY: The attribute's specification names `UVERBS_OBJECT_MR`, so the core checked
-        // the handle is an MR of the calling context, a device of driver `T`; it stays locked,
-        // and alive, for the call.
+        // SAFETY: The method declares attribute `id` as a handle of `UVERBS_OBJECT_MR` (checked
+        // above), so the core checked the handle is an MR of the calling context, a device of
+        // driver `T`; it stays locked, and alive, for the call.
         Ok(unsafe { crate::rdma::Mr::from_raw(mr) })
     }
 
@@ -979,7 +1034,7 @@ mod tests {
         const ABSENT: u16 = NS_DRIVER + 2;
         let mut b = fake(&[(A, 8, 5), (B, 8, 11), (C, 4, 0x1234_5678)]);
         // SAFETY: The fake bundle lives for the calls; only inline attributes are read.
-        let call = unsafe { Call::<TestDriver>::from_raw(&mut b.bundle) };
+        let call = unsafe { Call::<TestDriver>::from_raw(&mut b.bundle, &[]) };
         assert!(call.has(A) && call.has(B) && call.has(C));
         assert!(!call.has(ABSENT));
         assert_eq!(call.len(A), Ok(8));
@@ -994,6 +1049,41 @@ mod tests {
         assert_eq!(call.read::<u64>(ABSENT), Err(ENOENT));
         assert_eq!(call.flags(A, 0xff), Ok(5));
         assert_eq!(call.flags(A, 0x4), Err(EINVAL));
+    }
+
+    /// Handle lookups trust only attributes the method declares as handles: for any other id
+    /// the bundle's slot holds user data (here the value 0x1000, which must never be used as
+    /// a pointer), so the call is refused before the bundle is read.
+    #[test]
+    fn handle_attributes_checked() {
+        const PTR: u16 = NS_DRIVER;
+        const CONST: u16 = NS_DRIVER + 1;
+        const MR: u16 = NS_DRIVER + 2;
+        const UNDECLARED: u16 = NS_DRIVER + 3;
+        static ATTRS: [&AttrDef; 3] = [
+            &AttrDef::ptr_in::<u64>(PTR, Presence::Mandatory),
+            &AttrDef::const_in(CONST, Presence::Mandatory),
+            &AttrDef::idr(MR, OBJECT_MR, Access::Read, Presence::Mandatory),
+        ];
+        assert_eq!(ATTRS[0].idr_type(), None);
+        assert_eq!(ATTRS[1].idr_type(), None);
+        assert_eq!(ATTRS[2].idr_type(), Some(OBJECT_MR));
+        let mut b = fake(&[
+            (PTR, 8, 0x1000),
+            (CONST, 8, 0x1000),
+            (UNDECLARED, 8, 0x1000),
+        ]);
+        // SAFETY: The fake bundle lives for the calls; every lookup below is refused before it
+        // reads a uobject from it.
+        let mut call = unsafe { Call::<TestDriver>::from_raw(&mut b.bundle, &ATTRS) };
+        for id in [PTR, CONST, UNDECLARED] {
+            assert_eq!(call.object::<TestObj>(id).err(), Some(EINVAL));
+            assert_eq!(call.mr(id).err(), Some(EINVAL));
+            assert_eq!(
+                call.new_object(id, TestObj { refuse: false }).err(),
+                Some(EINVAL)
+            );
+        }
     }
 
     static DROPS: crate::sync::atomic::Atomic<u32> = crate::sync::atomic::Atomic::new(0);

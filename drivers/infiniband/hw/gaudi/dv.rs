@@ -42,7 +42,11 @@ use kernel::{
 };
 
 use crate::{
-    ib::GaudiRdma,
+    ib::{
+        Charge,
+        GaudiRdma,
+        Limit, //
+    },
     ids::Ids,
     queue::{
         self,
@@ -78,13 +82,16 @@ pub(crate) enum Map {
     Queue,
 }
 
-/// Map `entry` into `vma`; `db_base` is the bus address of BAR0.
-pub(crate) fn mmap(db_base: u64, entry: &MmapEntry<GaudiRdma>, vma: &mut Vma<'_>) -> Result {
+/// Map `entry` into `vma`.
+pub(crate) fn mmap(entry: &MmapEntry<GaudiRdma>, vma: &mut Vma<'_>) -> Result {
     match entry.data() {
-        Map::Doorbell { port } => {
-            let addr = db_base + regs::doorbell(*port) as u64;
-            vma.io_map(entry, addr >> PAGE_SHIFT, PAGE_SIZE, Caching::Uncached)
-        }
+        Map::Doorbell { port } => vma.io_map_bar(
+            entry,
+            0,
+            regs::doorbell(*port) as u64,
+            PAGE_SIZE,
+            Caching::Uncached,
+        ),
         Map::Queue => vma.map_coherent(entry),
     }
 }
@@ -229,6 +236,8 @@ pub(crate) struct QpSet {
     attrs: Pin<KBox<Mutex<KVec<QpAttrs>>>>,
     /// mmap offsets of the set's entries (queues and doorbell pages).
     offsets: KVec<u64>,
+    /// Given back to the context's limits with the set.
+    charge: Option<Charge>,
 }
 
 impl QpSet {
@@ -255,6 +264,7 @@ impl QpSet {
             ports: KVec::new(),
             attrs: KBox::pin_init(new_mutex!(KVec::new()), GFP_KERNEL)?,
             offsets: KVec::new(),
+            charge: None,
         };
         set.ports.reserve(n, GFP_KERNEL)?;
         let params = SetParams {
@@ -486,7 +496,16 @@ impl Method for Create {
         if call.len(ATTR_CREATE_PORTS)? < mask.count_ones() as usize * size_of::<PortResp>() {
             return Err(ENOSPC);
         }
+        d.claim(dev, ctx.data())?;
         let want = (req.flags & CREATE_INDEX != 0).then_some(req.index);
+        let queue_bytes = u64::from(mask.count_ones())
+            * ((WQE_SIZE << req.log_sq_entries).next_multiple_of(PAGE_SIZE)
+                + (CQE_SIZE << req.log_cq_entries).next_multiple_of(PAGE_SIZE))
+                as u64;
+        let charge = ctx
+            .data()
+            .usage()
+            .charge(&[(Limit::Sets, 1), (Limit::QueueBytes, queue_bytes)])?;
         let mut set = QpSet::new(
             d.shared(),
             &d.ids,
@@ -498,14 +517,15 @@ impl Method for Create {
         )
         .inspect_err(|e| {
             if *e == EBUSY {
-                pr_info!(
+                kernel::ratelimited!(pr_info!(
                     "{}: QP set refused: index {} is in use on one of ports {:#x}\n",
                     dev.name(),
                     req.index,
                     req.ports
-                );
+                ));
             }
         })?;
+        set.charge = Some(charge);
         let mut out = KVec::new();
         set.offsets = Create::offer(ctx, &set, &mut out)?;
         let resp = CreateResp {
@@ -589,6 +609,7 @@ impl Modify {
                     },
                     remote_rkey: req.remote_rkey,
                     local_rkey: req.local_rkey,
+                    ..Default::default()
                 };
                 DEV_RTR
             }
@@ -636,6 +657,8 @@ impl Method for Modify {
         let mut a = *attrs.get(slot).ok_or(EINVAL)?;
         a.port = port;
         let state = Modify::apply(d, ctx, set.index, &req, &mut a)?;
+        let bindings = d.bindings();
+        d.resolve_local(&bindings, ctx.data().pd_id(), &mut a);
         // The device checks the transition itself.
         set.ports[slot]
             .write(state, &a, set.log_sq)

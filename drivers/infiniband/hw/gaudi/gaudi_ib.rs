@@ -62,6 +62,16 @@ const NUM_VECTORS: u32 = 4;
 /// How long the device may take to become ready after a reset (device model: one second).
 const RESET_TIMEOUT: Delta = Delta::from_secs(1);
 
+/// Messages about faults that user space or a peer can cause by the thousand (a QP error, a
+/// translation fault of a user's WQE) are logged at most `FLOOD_BURST` times per
+/// `FLOOD_INTERVAL`; the device's counters say how many there were.
+const FLOOD_INTERVAL: Delta = Delta::from_secs(60);
+const FLOOD_BURST: u32 = 10;
+
+/// Pages entered in or removed from the device MMU between two scheduling points: a region of
+/// hundreds of GiB is millions of pages.
+const RESCHED_PAGES: u64 = 4096;
+
 type Bar0 = pci::DevresBar<{ regs::BAR0_SIZE }>;
 type Bar<'a> = pci::Bar<'a, { regs::BAR0_SIZE }>;
 
@@ -115,6 +125,9 @@ impl Shared {
                 break;
             }
             mapped += 1;
+            if mapped % RESCHED_PAGES == 0 {
+                kernel::task::cond_resched();
+            }
         }
         if res.is_ok() && mapped != count {
             res = Err(EINVAL);
@@ -135,6 +148,9 @@ impl Shared {
         let mut freed = KVec::new();
         let mut m = self.mmu.lock();
         for i in 0..pages {
+            if i % RESCHED_PAGES == RESCHED_PAGES - 1 {
+                kernel::task::cond_resched();
+            }
             if let Err(e) = m
                 .tables
                 .unmap(range.start + (i << shift), shift, &mut freed)
@@ -147,7 +163,12 @@ impl Shared {
                 );
             }
         }
-        if let Err(e) = m.space.free(range) {
+        drop(m);
+        self.invalidate_translations();
+        // Only now may the tables that left the tree be freed, and the VAs be handed out
+        // again: a new region at them must not meet translations cached for this one.
+        drop(freed);
+        if let Err(e) = self.mmu.lock().space.free(range) {
             dev_warn!(
                 self.dev,
                 "device VAs {:#x}+{:#x} not reusable: {:?}\n",
@@ -156,10 +177,6 @@ impl Shared {
                 e
             );
         }
-        drop(m);
-        self.invalidate_translations();
-        // Only now may the tables that left the tree be freed.
-        drop(freed);
     }
 
     /// Make the device forget cached translations, and wait until it has.
@@ -179,9 +196,34 @@ impl PinnedDrop for Shared {
         // device first. The last reference goes at unbind at the latest (from the driver data,
         // the InfiniBand device's data or the interrupt handlers, all dropped while the BAR is
         // still mapped and bus mastering on).
-        if let Some(bar) = self.bar.try_access() {
+        {
+            let Some(bar) = self.bar.try_access() else {
+                return;
+            };
             EventQueue::disable(&bar);
             bar.write32(regs::RESET_MAGIC, regs::RESET);
+        }
+        // The device has stopped (no event write, no page walk) only once the reset has
+        // finished; until then the memory it may reach must stay. The BAR guard is an RCU
+        // read-side section: take it for each read only, and sleep outside it.
+        if read_poll_timeout(
+            || {
+                self.bar
+                    .try_access()
+                    .map(|bar| bar.read32(regs::STATUS))
+                    .ok_or(ENODEV)
+            },
+            |s| s & regs::STATUS_READY != 0,
+            Delta::from_millis(1),
+            RESET_TIMEOUT,
+        )
+        .is_err()
+        {
+            dev_err!(
+                self.dev,
+                "device not ready {} ms after the reset at teardown\n",
+                RESET_TIMEOUT.as_millis()
+            );
         }
     }
 }
@@ -249,7 +291,11 @@ impl VectorHandler {
                 }
             };
             if lost != 0 {
-                dev_warn!(self.shared.dev, "event queue full: {} events lost\n", lost);
+                kernel::ratelimited!(dev_warn!(
+                    self.shared.dev,
+                    "event queue full: {} events lost\n",
+                    lost
+                ));
             }
             for e in &batch[..n] {
                 self.event(e);
@@ -313,60 +359,72 @@ impl VectorHandler {
                     })
                 });
                 match reported {
-                    Some(Some(true)) => dev_info!(
-                        dev,
-                        "QP {} (port {}): error, status {}\n",
-                        e.data0,
-                        port + 1,
-                        e.data1
+                    Some(Some(true)) => kernel::ratelimited!(
+                        FLOOD_INTERVAL,
+                        FLOOD_BURST,
+                        dev_info!(
+                            dev,
+                            "QP {} (port {}): error, status {}\n",
+                            e.data0,
+                            port + 1,
+                            e.data1
+                        )
                     ),
                     // Not a QP of the standard verbs: a QP set's, whose owner sees the error
                     // CQE on its own ring.
-                    Some(None) => dev_info!(
-                        dev,
-                        "QP set {} (port {}): error, status {}\n",
-                        e.data0,
-                        port + 1,
-                        e.data1
+                    Some(None) => kernel::ratelimited!(
+                        FLOOD_INTERVAL,
+                        FLOOD_BURST,
+                        dev_info!(
+                            dev,
+                            "QP set {} (port {}): error, status {}\n",
+                            e.data0,
+                            port + 1,
+                            e.data1
+                        )
                     ),
                     _ => {}
                 }
             }
             eq::CQ_OVERFLOW => {
-                dev_warn!(
+                kernel::ratelimited!(dev_warn!(
                     dev,
                     "CQ {} (port {}) overflowed: completions lost\n",
                     e.data0,
                     u32::from(e.port) + 1
-                );
+                ));
                 self.with_ib(|ib| ib.with_cq(e.data0, |cq| cq.dispatch_error()));
             }
             eq::MMU_FAULT => {
                 if e.data0 == u32::MAX {
-                    dev_warn!(
+                    kernel::ratelimited!(dev_warn!(
                         dev,
                         "translation fault writing a CQ ring (port {}, VA {:#x})\n",
                         u32::from(e.port) + 1,
                         e.data1
-                    );
+                    ));
                 } else {
-                    dev_info!(
-                        dev,
-                        "translation fault of QP {} (port {}, VA {:#x})\n",
-                        e.data0,
-                        u32::from(e.port) + 1,
-                        e.data1
+                    kernel::ratelimited!(
+                        FLOOD_INTERVAL,
+                        FLOOD_BURST,
+                        dev_info!(
+                            dev,
+                            "translation fault of QP {} (port {}, VA {:#x})\n",
+                            e.data0,
+                            u32::from(e.port) + 1,
+                            e.data1
+                        )
                     );
                 }
             }
-            _ => dev_warn!(
+            _ => kernel::ratelimited!(dev_warn!(
                 dev,
                 "unknown event type {} (port {}, {:#x}, {:#x}): ignored\n",
                 e.kind,
                 e.port,
                 e.data0,
                 e.data1
-            ),
+            )),
         }
     }
 
@@ -497,9 +555,17 @@ impl GaudiIb<'_> {
         };
         let bad = if caps.ports == 0 || caps.ports > regs::MAX_PORTS {
             Some("NUM_PORTS")
-        } else if caps.max_qps == 0 || caps.max_cqs == 0 {
+        } else if caps.max_qps == 0
+            || caps.max_cqs == 0
+            || caps.max_qps > regs::MAX_INDEXES
+            || caps.max_cqs > regs::MAX_INDEXES
+        {
             Some("MAX_QPS/MAX_CQS")
-        } else if !caps.max_cqe.is_power_of_two() || !caps.max_sqe.is_power_of_two() {
+        } else if !caps.max_cqe.is_power_of_two()
+            || !caps.max_sqe.is_power_of_two()
+            || caps.max_cqe > regs::MAX_CQE_LIMIT
+            || caps.max_sqe > regs::MAX_SQE_LIMIT
+        {
             Some("MAX_CQE/MAX_SQE")
         } else if caps.max_mtu < 256 || caps.page_sizes & (1 << 12) == 0 || caps.max_msg == 0 {
             Some("MAX_MTU/MMU_PAGE_SIZES/MAX_MSG")
@@ -563,7 +629,20 @@ impl GaudiIb<'_> {
         bar.write32((addr >> 32) as u32, regs::DMA_TEST_ADDR_HI);
         bar.write32(LEN as u32, regs::DMA_TEST_LEN);
         bar.write32(regs::DMA_TEST_START, regs::DMA_TEST_CTRL);
-        let status = bar.read32(regs::DMA_TEST_CTRL);
+        // The buffer may be freed only once the device is done with it (or has given up).
+        let status = read_poll_timeout(
+            || Ok(bar.read32(regs::DMA_TEST_CTRL)),
+            |s| *s != regs::DMA_TEST_IDLE,
+            Delta::from_millis(1),
+            RESET_TIMEOUT,
+        )
+        .unwrap_or(regs::DMA_TEST_IDLE);
+        if status == regs::DMA_TEST_IDLE {
+            // Still running: keep the buffer rather than free memory the device writes.
+            dev_err!(pdev, "DMA self-test did not finish\n");
+            core::mem::forget(buf);
+            return Err(EIO);
+        }
         if status != regs::DMA_TEST_DONE {
             dev_err!(pdev, "DMA self-test failed, status {}\n", status);
             return Err(EIO);
@@ -679,6 +758,11 @@ impl pci::Driver for GaudiIbDriver {
             GFP_KERNEL,
         )?;
 
+        if hbm.size() != 0 {
+            // Device memory keeps its contents across resets and drivers.
+            shared.clear_devmem(0, hbm.size())?;
+        }
+
         let msix = pci::IrqTypes::default().with(pci::IrqType::MsiX);
         let irqs = pdev
             .request_threaded_irq_handlers(NUM_VECTORS, msix, DRV_NAME, |vector| {
@@ -714,13 +798,7 @@ impl pci::Driver for GaudiIbDriver {
                 // The node GUID is the EUI-64 of the first port's MAC address.
                 node_guid: ib::eui64(ib::port_mac(shared.bar.access(pdev.as_ref())?, 0)?),
             },
-            ib::IbDev::new(
-                shared.clone(),
-                caps,
-                pdev.device_id().into(),
-                pdev.resource_start(0)?,
-                hbm.clone(),
-            ),
+            ib::IbDev::new(shared.clone(), caps, pdev.device_id().into(), hbm.clone()),
         )
         .inspect_err(|e| dev_err!(pdev, "cannot register the InfiniBand device: {:?}\n", e))?;
         {
@@ -770,4 +848,22 @@ kernel::module_pci_driver! {
     license: "GPL v2",
     // Device memory is exported as dma-bufs.
     imports_ns: ["DMA_BUF"],
+    params: {
+        max_mrs: u64 {
+            default: 65536,
+            description: "Memory regions a user context may hold",
+        },
+        max_mr_ptes: u64 {
+            default: 16777216,
+            description: "Device page-table entries of the regions of a user context",
+        },
+        max_qp_sets: u64 {
+            default: 256,
+            description: "QP sets a user context may hold",
+        },
+        max_queue_mib: u64 {
+            default: 256,
+            description: "MiB of QP set queues a user context may hold",
+        },
+    },
 }

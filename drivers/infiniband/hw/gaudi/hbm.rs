@@ -257,7 +257,8 @@ impl Method for Alloc {
     ];
 
     fn handle(call: &mut Call<'_, GaudiRdma>) -> Result {
-        let dev = call.ucontext()?.device();
+        let ctx = call.ucontext()?;
+        let dev = ctx.device();
         let hbm = dev.data().hbm();
         let req: AllocReq = call.read(ATTR_ALLOC_REQ)?;
         if req.comp_mask != 0 || req.reserved != 0 {
@@ -266,15 +267,18 @@ impl Method for Alloc {
         if hbm.size() == 0 {
             return Err(EOPNOTSUPP);
         }
+        dev.data().claim(dev, ctx.data())?;
         let block = hbm.alloc(req.length).inspect_err(|e| {
             if *e == ENOSPC {
-                pr_info!(
+                pr_debug!(
                     "{}: no room for {:#x} bytes of device memory\n",
                     dev.name(),
                     req.length
                 );
             }
         })?;
+        // Whatever an earlier owner left there is not the new owner's to read.
+        dev.data().shared().clear_devmem(block.offset, block.len)?;
         let resp = AllocResp {
             offset: block.offset,
             length: block.len,

@@ -59,7 +59,9 @@ use kernel::{
             Full,
             Relaxed, //
         },
-        Arc, //
+        Arc,
+        Mutex,
+        MutexGuard, //
     },
     xarray::{
         AllocKind,
@@ -84,7 +86,8 @@ use crate::{
         Path,
         QpAttrs,
         QpData,
-        QpParams, //
+        QpParams,
+        Region, //
     },
     regs,
     Bar,
@@ -134,19 +137,27 @@ pub(crate) struct IbDev {
     shared: Arc<Shared>,
     caps: Caps,
     vendor_part_id: u32,
-    /// Bus address of BAR0, whose doorbell pages user space maps.
-    db_base: u64,
     /// The device's memory (HBM).
     hbm: Arc<Hbm>,
-    /// A user context exists (the NIC has one owner at a time).
-    owned: Atomic<bool>,
+    /// The id of the user context that owns the data path (its PD, regions, QPs, QP sets
+    /// and device memory); 0: none. Any context may query the device.
+    owner: Atomic<u64>,
+    /// Ids of user contexts, from 1.
+    next_ctx: Atomic<u64>,
     /// Page sizes both the device MMU and the driver's tables support (bit n: 2^n bytes).
     mr_page_sizes: u64,
-    /// Memory regions by key (lkey = rkey). Keys count up and are not reused before they
-    /// wrap, so a stale key finds nothing.
+    /// Memory regions by key (lkey = rkey). A key is a secret permutation of a counter: keys
+    /// look random to anyone who does not know `key_secret`, and none is issued twice before
+    /// 2^32 registrations, so a stale key finds nothing.
     #[pin]
     mrs: XArray<KBox<MrInfo>>,
     next_key: Atomic<u32>,
+    key_secret: u32,
+    /// Held while a region is bound to a QP context (its key resolved and the context
+    /// written) and while a key is revoked at deregistration, so that no context is written
+    /// with a region whose key is already gone.
+    #[pin]
+    bind: Mutex<()>,
     next_pd: Atomic<u32>,
     /// QP and CQ numbers in use.
     pub(crate) ids: Arc<Ids>,
@@ -157,23 +168,24 @@ impl IbDev {
         shared: Arc<Shared>,
         caps: Caps,
         vendor_part_id: u32,
-        db_base: u64,
         hbm: Arc<Hbm>,
     ) -> impl PinInit<Self, Error> {
         try_pin_init!(Self {
             shared,
             caps,
             vendor_part_id,
-            db_base,
             hbm,
-            owned: Atomic::new(false),
+            owner: Atomic::new(0),
+            next_ctx: Atomic::new(1),
             mr_page_sizes: mmu::PAGE_SHIFTS
                 .iter()
                 .map(|s| 1u64 << s)
                 .filter(|size| u64::from(caps.page_sizes) & size != 0)
                 .fold(0, |all, size| all | size),
             mrs <- XArray::new(AllocKind::Alloc),
-            next_key: Atomic::new(1),
+            next_key: Atomic::new(0),
+            key_secret: kernel::random::get_random_u32(),
+            bind <- kernel::new_mutex!(()),
             next_pd: Atomic::new(1),
             ids: Arc::pin_init(Ids::new(caps.ports, caps.max_qps, caps.max_cqs), GFP_KERNEL)?,
         })
@@ -210,7 +222,7 @@ impl IbDev {
         let mut mrs = self.mrs.lock();
         // Keys in use are few; after a wrap, skip the ones still taken.
         for _ in 0..1024 {
-            let key = self.next_key.fetch_add(1, Relaxed);
+            let key = mr_key(self.next_key.fetch_add(1, Relaxed), self.key_secret);
             if key == 0 || mrs.get(key as usize).is_some() {
                 continue;
             }
@@ -219,6 +231,50 @@ impl IbDev {
             return Ok(key);
         }
         Err(ENOSPC)
+    }
+
+    /// Make context `ctx` the owner of the data path, if it is not already and nobody else is:
+    /// `EBUSY` while another context owns it. The owner keeps it until it is closed, so that
+    /// the device's one translation domain only ever holds memory of one process.
+    pub(crate) fn claim(&self, dev: &rdma::Device<GaudiRdma>, ctx: &Context) -> Result {
+        match self.owner.cmpxchg(0, ctx.id, Full) {
+            Ok(_) => Ok(()),
+            Err(cur) if cur == ctx.id => Ok(()),
+            Err(_) => {
+                kernel::ratelimited!(pr_info!(
+                    "{}: data path refused: the NIC is owned by another user context\n",
+                    dev.name()
+                ));
+                Err(EBUSY)
+            }
+        }
+    }
+
+    /// Hold off key revocation while a QP context is resolved and written.
+    pub(crate) fn bindings(&self) -> MutexGuard<'_, ()> {
+        self.bind.lock()
+    }
+
+    /// Resolve the local rkey of `a`, the attributes of a QP of protection domain `pd`, to the
+    /// region it names, as the QP context is about to be written (the caller holds
+    /// [`Self::bindings`] until it is). A key that no longer names a region of `pd` open to
+    /// remote writes (it was deregistered since) binds nothing: the QP then accepts no WRITE.
+    pub(crate) fn resolve_local(&self, _bindings: &MutexGuard<'_, ()>, pd: u32, a: &mut QpAttrs) {
+        let p = &mut a.path;
+        p.region = Region::default();
+        if p.local_rkey == 0 {
+            return;
+        }
+        match self.mr(p.local_rkey) {
+            Some(m) if m.view.pd == pd && m.access.contains(Access::REMOTE_WRITE) => {
+                p.region = Region {
+                    iova: m.view.iova,
+                    length: m.view.length,
+                    va: m.view.mmu_va,
+                };
+            }
+            _ => p.local_rkey = 0,
+        }
     }
 
     /// The registers of `port` (numbered from 1), or `ENODEV` once the device is gone.
@@ -271,8 +327,85 @@ pub(crate) fn eui64(mac: [u8; 6]) -> u64 {
     ])
 }
 
+/// What a user context may hold of the device at a time ("Ownership and limits" in uapi.rst,
+/// module parameters): they bound the kernel memory (page tables, queues) and device VA
+/// space one process can take.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Limit {
+    /// Memory regions.
+    Mrs = 0,
+    /// Device page-table entries of its regions (8 bytes each, in 4 KiB tables).
+    Ptes = 1,
+    /// QP sets.
+    Sets = 2,
+    /// Bytes of QP set queues (DMA-coherent kernel memory mapped by the process).
+    QueueBytes = 3,
+}
+
+/// The use of the [`Limit`]s by one user context.
+pub(crate) struct Usage {
+    used: [Atomic<u64>; 4],
+    /// The limits, as the module parameters were when the context was opened.
+    caps: [u64; 4],
+}
+
+impl Usage {
+    fn new() -> Result<Arc<Self>> {
+        use crate::module_parameters as p;
+        Ok(Arc::new(
+            Self {
+                used: [const { Atomic::new(0) }; 4],
+                caps: [
+                    p::max_mrs.value(),
+                    p::max_mr_ptes.value(),
+                    p::max_qp_sets.value(),
+                    p::max_queue_mib.value().saturating_mul(1 << 20),
+                ],
+            },
+            GFP_KERNEL,
+        )?)
+    }
+
+    /// Take `amounts` of their limits, all or nothing: `ENOSPC` if one would go over its cap.
+    /// They are given back when the returned charge is dropped.
+    pub(crate) fn charge(self: &Arc<Self>, amounts: &[(Limit, u64)]) -> Result<Charge> {
+        let mut charge = Charge {
+            usage: self.clone(),
+            amounts: [0; 4],
+        };
+        for &(limit, n) in amounts {
+            let i = limit as usize;
+            let before = self.used[i].fetch_add(n, Full);
+            // Entered before the check, so that `charge`'s drop gives it back on failure.
+            charge.amounts[i] += n;
+            if before.saturating_add(n) > self.caps[i] {
+                return Err(ENOSPC);
+            }
+        }
+        Ok(charge)
+    }
+}
+
+/// Resources a user context holds against its [`Limit`]s, given back when dropped.
+pub(crate) struct Charge {
+    usage: Arc<Usage>,
+    amounts: [u64; 4],
+}
+
+impl Drop for Charge {
+    fn drop(&mut self) {
+        for (used, n) in self.usage.used.iter().zip(self.amounts) {
+            used.fetch_sub(n, Full);
+        }
+    }
+}
+
 /// The driver's data of a user context.
 pub(crate) struct Context {
+    /// Identifies the context as the owner of the data path ([`IbDev::claim`]).
+    id: u64,
+    /// What the context holds against its limits.
+    usage: Arc<Usage>,
     /// The protection domain of the context exists.
     has_pd: Atomic<bool>,
     /// Its id (as [`Pd::id`]) while it exists; 0 otherwise.
@@ -280,6 +413,11 @@ pub(crate) struct Context {
 }
 
 impl Context {
+    /// What the context holds against its limits.
+    pub(crate) fn usage(&self) -> &Arc<Usage> {
+        &self.usage
+    }
+
     /// The id of the context's protection domain; 0 (no PD has it) without one.
     pub(crate) fn pd_id(&self) -> u32 {
         self.pd_id.load(kernel::sync::atomic::Acquire)
@@ -307,6 +445,8 @@ pub(crate) struct MrData {
     shared: Arc<Shared>,
     /// Unpinned when the data is dropped, after the pages left the device MMU.
     _pinned: Pinned,
+    /// Given back to the context's limits with the region.
+    _charge: Charge,
     range: VaRange,
     shift: u32,
     key: u32,
@@ -406,11 +546,11 @@ impl rdma::Driver for GaudiRdma {
     const UAPI: Option<&'static [UapiDef<Self>]> = Some(&UAPI);
 
     fn mmap(
-        ctx: &rdma::Ucontext<Self>,
+        _ctx: &rdma::Ucontext<Self>,
         entry: &rdma::mmap::MmapEntry<Self>,
         vma: &mut rdma::mmap::Vma<'_>,
     ) -> Result {
-        dv::mmap(ctx.device().data().db_base, entry, vma)
+        dv::mmap(entry, vma)
     }
 
     fn query_device(dev: &rdma::Device<Self>) -> Result<DeviceAttr> {
@@ -492,13 +632,6 @@ impl rdma::Driver for GaudiRdma {
         if d.shared.is_fatal() {
             return Err(EIO);
         }
-        if d.owned.xchg(true, Full) {
-            pr_info!(
-                "{}: user context refused: the NIC is owned by another context\n",
-                dev.name()
-            );
-            return Err(EBUSY);
-        }
         let c = &d.caps;
         let resp = AllocUcontextResp {
             abi_version: ABI_VERSION,
@@ -517,21 +650,18 @@ impl rdma::Driver for GaudiRdma {
             page_size_cap: u64::from(c.page_sizes),
             ..Default::default()
         };
-        if let Err(e) = udata.write(&resp) {
-            d.owned.store(false, Relaxed);
-            return Err(e);
-        }
+        udata.write(&resp)?;
         Ok(Context {
+            id: d.next_ctx.fetch_add(1, Relaxed),
+            usage: Usage::new()?,
             has_pd: Atomic::new(false),
             pd_id: Atomic::new(0),
         })
     }
 
     fn dealloc_ucontext(ctx: &rdma::Ucontext<Self>) {
-        ctx.device()
-            .data()
-            .owned
-            .store(false, kernel::sync::atomic::Release);
+        // Every object of the context is gone: another context may own the data path now.
+        let _ = ctx.device().data().owner.cmpxchg(ctx.data().id, 0, Full);
     }
 
     fn alloc_pd(
@@ -543,6 +673,7 @@ impl rdma::Driver for GaudiRdma {
             return Ok(Pd { user: false, id });
         };
         let ctx = user.ucontext.data();
+        dev.data().claim(dev, ctx)?;
         if ctx.has_pd.xchg(true, Full) {
             return Err(ENOSPC);
         }
@@ -626,12 +757,12 @@ impl rdma::Driver for GaudiRdma {
             // Reliable connected only, with a send queue alone: the NIC executes RDMA WRITE and
             // has no receive queues, shared or not, and no inline data.
             if init.qp_type() != QpType::Rc || init.has_srq() {
-                pr_info!(
+                kernel::ratelimited!(pr_info!(
                     "{}: QP of type {:?} refused: RC only{}\n",
                     dev.name(),
                     init.qp_type(),
                     if init.has_srq() { ", no SRQ" } else { "" }
-                );
+                ));
                 return Err(EOPNOTSUPP);
             }
             let cap = init.cap();
@@ -642,12 +773,12 @@ impl rdma::Driver for GaudiRdma {
                 || cap.max_recv_sge != 0
                 || cap.max_inline_data != 0
             {
-                pr_info!(
+                kernel::ratelimited!(pr_info!(
                     "{}: QP capabilities refused: {:?} (send WRs 1 to {}, one SGE, no receive queue, no inline data)\n",
                     dev.name(),
                     cap,
                     d.caps.max_sqe
-                );
+                ));
                 return Err(EINVAL);
             }
             if init.create_flags() != 0 {
@@ -764,7 +895,10 @@ impl rdma::Driver for GaudiRdma {
         let len = usize::try_from(req.length).map_err(|_| EINVAL)?;
         let umem = Umem::get(dev, req.start, len, req.access)?;
         let bs = umem
-            .best_block_size(d.mr_page_sizes, req.iova)
+            .best_block_size(
+                contained_page_sizes(d.mr_page_sizes, req.iova, req.length)?,
+                req.iova,
+            )
             .ok_or(EINVAL)?;
         let blocks = umem.num_dma_blocks(bs) as u64;
         let region = MrRegion {
@@ -791,7 +925,10 @@ impl rdma::Driver for GaudiRdma {
         // The exporter decides whether this device may reach the memory (peer-to-peer).
         let umem = UmemDmabuf::get_pinned(dev, req.offset, len, req.fd, req.access)?;
         let bs = umem
-            .best_block_size(d.mr_page_sizes, req.iova)
+            .best_block_size(
+                contained_page_sizes(d.mr_page_sizes, req.iova, req.length)?,
+                req.iova,
+            )
             .ok_or(EINVAL)?;
         let blocks = umem.num_dma_blocks(bs) as u64;
         // Blocks in the device's own memory (its BAR 4, as when it imports a dma-buf of its
@@ -809,10 +946,10 @@ impl rdma::Driver for GaudiRdma {
         }
         let devmem = own != 0;
         if straddles || (devmem && own != blocks) {
-            pr_info!(
+            kernel::ratelimited!(pr_info!(
                 "{}: dma-buf region refused: it mixes device memory and peer memory\n",
                 dev.name()
-            );
+            ));
             return Err(EINVAL);
         }
         let region = MrRegion {
@@ -828,10 +965,26 @@ impl rdma::Driver for GaudiRdma {
 
     fn dereg_mr(mr: &rdma::Mr<Self>) -> Result {
         let m = mr.data();
-        // The key goes first: no new work request can name the region. Then its pages leave
-        // the device MMU, and the device forgets them, before the umem is unpinned (when the
-        // data is dropped).
-        mr.pd().device().data().mrs.lock().remove(m.key as usize);
+        let d = mr.pd().device().data();
+        // The key goes first: no new work request or QP context can name the region. Then
+        // every QP context bound to it loses it (incoming WRITEs in flight are refused from
+        // their next packet), its pages leave the device MMU, and the device forgets them,
+        // before the umem is unpinned (when the data is dropped).
+        {
+            let bindings = d.bindings();
+            d.mrs.lock().remove(m.key as usize);
+            if let Err(e) = m.shared.revoke_key(m.key) {
+                // Nothing a context names can be reached through the MMU after the unmap
+                // below; a device that refused the revocation is failing anyway.
+                dev_warn!(
+                    m.shared.dev,
+                    "key {:#x}: revocation failed: {:?}\n",
+                    m.key,
+                    e
+                );
+            }
+            drop(bindings);
+        }
         m.shared
             .unmap_region(m.range, m.shift, m.range.len >> m.shift);
         Ok(())
@@ -844,17 +997,45 @@ fn check_mr(dev: &rdma::Device<GaudiRdma>, length: u64, access: Access) -> Resul
     // behalf of a peer, and it has no memory windows or on-demand paging.
     let unsupported = Access::REMOTE_READ | Access::REMOTE_ATOMIC | Access::MW_BIND;
     if access.bits() & unsupported.bits() != 0 || access.contains(Access::ON_DEMAND) {
-        pr_info!(
+        kernel::ratelimited!(pr_info!(
             "{}: memory registration with access {:#x} refused: the NIC does RDMA WRITE only\n",
             dev.name(),
             access.bits()
-        );
+        ));
         return Err(EOPNOTSUPP);
     }
     if length == 0 || length > mmu::MR_VA_END - mmu::MR_VA_START {
         return Err(EINVAL);
     }
     Ok(())
+}
+
+/// The device page sizes of `sizes` (bit n: 2^n bytes) whose pages over the region
+/// [`iova`, `iova + length`) cover exactly its 4 KiB pages: the pinned memory. The device MMU
+/// is the only bound of a region, so a larger page that reached past the first or the last
+/// pinned page would give the device memory nobody registered. 4 KiB pages always qualify.
+fn contained_page_sizes(sizes: u64, iova: u64, length: u64) -> Result<u64> {
+    const SMALL: u64 = 1 << 12;
+    let start = iova & !(SMALL - 1);
+    let end = iova
+        .checked_add(length)
+        .and_then(|e| e.checked_next_multiple_of(SMALL))
+        .ok_or(EINVAL)?;
+    Ok((12..64)
+        .map(|shift| 1u64 << shift)
+        .filter(|&s| sizes & s != 0 && (s == SMALL || (start % s == 0 && end % s == 0)))
+        .fold(0, |all, s| all | s))
+}
+
+/// A permutation of `n` keyed by `secret`: invertible steps (xor, multiplication by an odd
+/// constant, xor with a shifted copy), so distinct counters give distinct keys.
+fn mr_key(n: u32, secret: u32) -> u32 {
+    let mut x = n ^ secret;
+    x = x.wrapping_mul(0x9e37_79b1);
+    x ^= x >> 16;
+    x = x.wrapping_mul(0x85eb_ca6b);
+    x ^= x >> 13;
+    x.wrapping_add(secret.rotate_left(16))
 }
 
 /// A memory region about to be entered in the device MMU.
@@ -881,6 +1062,11 @@ fn register(
 ) -> Result<MrData> {
     let dev = pd.device();
     let d = dev.data();
+    let charge = user
+        .ucontext
+        .data()
+        .usage()
+        .charge(&[(Limit::Mrs, 1), (Limit::Ptes, r.blocks)])?;
     let shift = r.bs.shift();
     let blocks = match &pinned {
         Pinned::User(u) => u.dma_blocks(r.bs),
@@ -934,6 +1120,7 @@ fn register(
     Ok(MrData {
         shared: shared.clone(),
         _pinned: pinned,
+        _charge: charge,
         range,
         shift,
         key,
@@ -1019,11 +1206,11 @@ fn modify_qp(
     }
     if let Some(access) = attr.access_flags() {
         if access & !QP_ACCESS != 0 {
-            pr_info!(
+            kernel::ratelimited!(pr_info!(
                 "{}: QP access {:#x} refused: the NIC serves RDMA WRITE only\n",
                 dev.name(),
                 access
-            );
+            ));
             return Err(EOPNOTSUPP);
         }
         a.access = access;
@@ -1057,6 +1244,12 @@ fn modify_qp(
     }
     if let Some(n) = attr.rnr_retry() {
         a.rnr_retry = n.min(7);
+    }
+    if let Some(t) = attr.min_rnr_timer() {
+        if t > 31 {
+            return Err(EINVAL);
+        }
+        a.min_rnr_timer = t;
     }
 
     // The peer: from the driver data, or for kernel callers from a resolved address vector.
@@ -1106,11 +1299,11 @@ fn modify_qp(
         }
     }
     if next == QpState::Rtr && cur == QpState::Init && !dest {
-        pr_info!(
+        kernel::ratelimited!(pr_info!(
             "{}: QP {}: RTR needs the destination (driver data, see uapi.rst)\n",
             dev.name(),
             qp.qp_num()
-        );
+        ));
         return Err(EINVAL);
     }
     if a.path.udp_sport == 0 {
@@ -1121,7 +1314,10 @@ fn modify_qp(
         a = QpAttrs::default();
     }
 
+    let bindings = d.bindings();
+    d.resolve_local(&bindings, q.pd(), &mut a);
     q.transition(dev.parent(), cur, next, &a)?;
+    drop(bindings);
     *attrs = a;
     Ok(())
 }

@@ -51,7 +51,7 @@ impl Ids {
             max_qps,
             max_cqs,
             qps <- XArray::new(AllocKind::Alloc),
-            next_qp: Atomic::new(FIRST_QPN),
+            next_qp: Atomic::new(kernel::random::get_random_u32()),
             cqs <- XArray::new(AllocKind::Alloc),
             next_cq: Atomic::new(FIRST_CQN),
         })
@@ -63,8 +63,8 @@ impl Ids {
     }
 
     /// Take a QP index on every port of `ports` (a mask of port indexes) at once: `want`, or
-    /// the next index free on all of them, counting up so that an index freed is not reused
-    /// soon. `EINVAL` for a port the device lacks or an index out of range, `EBUSY` if `want`
+    /// the next index free on all of them, counting up in random steps so that an index freed
+    /// is not reused soon. `EINVAL` for a port the device lacks or an index out of range, `EBUSY` if `want`
     /// is held on any of the ports, `ENOSPC` if no index is free on all of them.
     pub(crate) fn alloc_qp_index(&self, ports: u32, want: Option<u32>) -> Result<u32> {
         let end = self.max_qps;
@@ -82,12 +82,13 @@ impl Ids {
             Some(i) if !free(&held, i) => return Err(EBUSY),
             Some(i) => i,
             None => {
+                // From a random start, counting up in random steps: a peer cannot guess the
+                // QPNs in use, and an index freed is still not reused soon.
                 let span = end.saturating_sub(FIRST_QPN);
+                let step = 1 + kernel::random::get_random_u32_below(64);
+                let start = self.next_qp.fetch_add(step, Relaxed) % span.max(1);
                 (0..span)
-                    .map(|_| {
-                        let n = self.next_qp.fetch_add(1, Relaxed);
-                        FIRST_QPN + n.wrapping_sub(FIRST_QPN) % span
-                    })
+                    .map(|n| FIRST_QPN + (start + n) % span)
                     .find(|&i| free(&held, i))
                     .ok_or(ENOSPC)?
             }

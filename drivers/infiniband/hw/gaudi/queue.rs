@@ -70,6 +70,10 @@ pub(crate) const CMD_CQ_DESTROY: u32 = 0x02;
 pub(crate) const CMD_QP_WRITE: u32 = 0x03;
 pub(crate) const CMD_QP_READ: u32 = 0x04;
 pub(crate) const CMD_QP_DESTROY: u32 = 0x05;
+/// (1.2) Every QP context whose local rkey is the argument loses it, and its region.
+pub(crate) const CMD_RKEY_REVOKE: u32 = 0x06;
+/// (1.2) Fill a range of device memory with a 32-bit pattern.
+pub(crate) const CMD_DEVMEM_FILL: u32 = 0x07;
 
 // Device QP states (QP context byte 0).
 pub(crate) const DEV_RESET: u32 = 0;
@@ -80,6 +84,12 @@ pub(crate) const DEV_ERR: u32 = 4;
 
 /// QP context flag: incoming RDMA WRITEs allowed.
 const QPF_REMOTE_WRITE: u32 = 1 << 0;
+/// QP context flag (1.2): incoming WRITEs address the context's region by its iova and must
+/// stay inside it.
+const QPF_REGION: u32 = 1 << 1;
+
+/// Words of a QP context (96 bytes, model 1.2).
+pub(crate) const QP_CONTEXT_WORDS: usize = 24;
 
 // WQE opcodes and flags.
 const WQE_RDMA_WRITE: u32 = 0x01;
@@ -103,6 +113,7 @@ fn wc_status(code: u8) -> Option<WcStatus> {
         6 => WcStatus::RemOpErr,
         7 => WcStatus::RetryExcErr,
         8 => WcStatus::RemInvReqErr,
+        9 => WcStatus::RnrRetryExcErr,
         _ => return None,
     })
 }
@@ -168,6 +179,28 @@ impl Shared {
             Ok(()) | Err(EIO) | Err(ENODEV) => Ok(()),
             Err(e) => Err(e),
         }
+    }
+
+    /// Make every QP context bound to key `key` lose it and its region (`RKEY_REVOKE`). A
+    /// dead or gone device holds no context any more.
+    pub(crate) fn revoke_key(&self, key: u32) -> Result {
+        match self.command(CMD_RKEY_REVOKE, 0, 0, &[key], &mut []) {
+            Ok(()) | Err(EIO) | Err(ENODEV) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Fill `len` bytes of device memory at `offset` (both multiples of 4 KiB) with zeros
+    /// (`DEVMEM_FILL`).
+    pub(crate) fn clear_devmem(&self, offset: u64, len: u64) -> Result {
+        let args = [
+            offset as u32,
+            (offset >> 32) as u32,
+            len as u32,
+            (len >> 32) as u32,
+            0,
+        ];
+        self.command(CMD_DEVMEM_FILL, 0, 0, &args, &mut [])
     }
 
     /// Write a doorbell of port index `port`.
@@ -387,6 +420,15 @@ impl CqRing {
     }
 }
 
+/// The memory region incoming WRITEs of a QP reach: peers address it by `iova`, the device
+/// reaches byte `iova` at device VA `va`. A `length` of 0 is no region.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Region {
+    pub(crate) iova: u64,
+    pub(crate) length: u64,
+    pub(crate) va: u64,
+}
+
 /// Where the peer of a queue pair is, and its keys (`struct gaudi_ib_modify_qp`).
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Path {
@@ -395,6 +437,9 @@ pub(crate) struct Path {
     pub(crate) udp_sport: u16,
     pub(crate) remote_rkey: u32,
     pub(crate) local_rkey: u32,
+    /// The region of `local_rkey`, resolved each time the context is written (see
+    /// `IbDev::resolve_local`); it goes with its key at deregistration.
+    pub(crate) region: Region,
 }
 
 /// Attributes of a queue pair, as last written to the device.
@@ -409,6 +454,8 @@ pub(crate) struct QpAttrs {
     pub(crate) timeout: u8,
     pub(crate) retry_cnt: u8,
     pub(crate) rnr_retry: u8,
+    /// The RNR NAK timer the QP's responder asks for (IBA encoding, 5 bits).
+    pub(crate) min_rnr_timer: u8,
     pub(crate) path: Path,
 }
 
@@ -425,6 +472,8 @@ impl Default for QpAttrs {
             timeout: 14,
             retry_cnt: 7,
             rnr_retry: 7,
+            // 0.64 ms: a consumer that polls catches up well within it.
+            min_rnr_timer: 12,
             path: Path::default(),
         }
     }
@@ -525,7 +574,7 @@ impl QpData {
     }
 
     /// The device QP context of `state` with attributes `a`.
-    fn context(&self, state: u32, a: &QpAttrs) -> [u32; 16] {
+    fn context(&self, state: u32, a: &QpAttrs) -> [u32; QP_CONTEXT_WORDS] {
         qp_context(state, self.cq.id, self.ring.va(), self.log_sq, a)
     }
 
@@ -637,10 +686,23 @@ impl QpData {
 
 /// The device QP context (`QP_WRITE`) of `state` for a QP with CQ `cqn` and a send queue of
 /// `1 << log_sq` WQEs at device VA `sq_va`, with attributes `a`.
-pub(crate) fn qp_context(state: u32, cqn: u32, sq_va: u64, log_sq: u32, a: &QpAttrs) -> [u32; 16] {
+///
+/// Incoming WRITEs are allowed only with the access flag, a non-zero local rkey and its
+/// region: a QP without a region accepts none, whatever the key a WRITE carries.
+pub(crate) fn qp_context(
+    state: u32,
+    cqn: u32,
+    sq_va: u64,
+    log_sq: u32,
+    a: &QpAttrs,
+) -> [u32; QP_CONTEXT_WORDS] {
     let mtu_log = 7 + a.mtu as u32;
     let p = &a.path;
-    let mut c = [0u32; 16];
+    let r = &p.region;
+    let remote_write = a.access & kernel::rdma::umem::Access::REMOTE_WRITE.bits() != 0
+        && p.local_rkey != 0
+        && r.length != 0;
+    let mut c = [0u32; QP_CONTEXT_WORDS];
     c[0] = state | mtu_log << 8 | u32::from(a.retry_cnt) << 16 | u32::from(a.timeout) << 24;
     c[1] = cqn;
     c[2] = sq_va as u32;
@@ -650,16 +712,21 @@ pub(crate) fn qp_context(state: u32, cqn: u32, sq_va: u64, log_sq: u32, a: &QpAt
     c[6] = a.sq_psn;
     c[7] = a.rq_psn;
     c[8] = p.remote_rkey;
-    c[9] = p.local_rkey;
+    c[9] = if remote_write { p.local_rkey } else { 0 };
     c[10] = u32::from_le_bytes([p.dmac[0], p.dmac[1], p.dmac[2], p.dmac[3]]);
     c[11] = u32::from_le_bytes([p.dmac[4], p.dmac[5], 0, 0]);
     c[12] = u32::from_le_bytes(p.dest_ipv4);
     c[13] = u32::from(p.udp_sport);
-    c[14] = if a.access & kernel::rdma::umem::Access::REMOTE_WRITE.bits() != 0 {
-        QPF_REMOTE_WRITE
-    } else {
-        0
-    };
+    if remote_write {
+        c[14] = QPF_REMOTE_WRITE | QPF_REGION;
+        c[16] = r.iova as u32;
+        c[17] = (r.iova >> 32) as u32;
+        c[18] = r.length as u32;
+        c[19] = (r.length >> 32) as u32;
+        c[20] = r.va as u32;
+        c[21] = (r.va >> 32) as u32;
+    }
+    c[22] = u32::from(a.rnr_retry.min(7)) | u32::from(a.min_rnr_timer & 0x1f) << 8;
     c
 }
 
@@ -800,7 +867,7 @@ pub(crate) fn poll<T: kernel::rdma::Driver<Qp = QpData>>(
                     cqe.qpn,
                     cqe.wqe_index
                 ),
-                Some(Err(_)) => pr_warn!(
+                Some(Err(_)) => kernel::ratelimited!(pr_warn!(
                     "CQ {} port {}: invalid CQE dropped: QP {}, index {}, opcode {:#x}, status {}\n",
                     cq.id,
                     port + 1,
@@ -808,7 +875,7 @@ pub(crate) fn poll<T: kernel::rdma::Driver<Qp = QpData>>(
                     cqe.wqe_index,
                     cqe.opcode,
                     cqe.status
-                ),
+                )),
             }
         }
         let ring = &r.rings[i];

@@ -97,6 +97,8 @@ pub(crate) const PORT_STATE_UP: u32 = 1 << 0;
 pub(crate) const MAX_PORTS: u32 = 32;
 
 pub(crate) const DMA_TEST_START: u32 = 1;
+/// `DMA_TEST_CTRL` reads 0 until a started test has finished.
+pub(crate) const DMA_TEST_IDLE: u32 = 0;
 pub(crate) const DMA_TEST_DONE: u32 = 1;
 
 /// "GAU2".
@@ -104,8 +106,16 @@ pub(crate) const ID_MAGIC: u32 = 0x4741_5532;
 /// The programming-model major version this driver implements.
 pub(crate) const MODEL_MAJOR: u32 = 1;
 /// The oldest minor version the driver drives: 1.1 added the page-table bit that keeps queues
-/// out of reach of work requests.
-pub(crate) const MODEL_MINOR_MIN: u32 = 1;
+/// out of reach of work requests, 1.2 the region an incoming WRITE must stay in, key
+/// revocation and the device memory fill.
+pub(crate) const MODEL_MINOR_MIN: u32 = 2;
+
+/// Largest counts the 16-bit fields of `CMD` and the doorbells can name: QPs and CQs per
+/// port, and WQEs (a producer index must tell a full ring from an empty one).
+pub(crate) const MAX_INDEXES: u32 = 1 << 16;
+pub(crate) const MAX_SQE_LIMIT: u32 = 1 << 15;
+/// Largest CQ the model allows.
+pub(crate) const MAX_CQE_LIMIT: u32 = 1 << 13;
 /// Interrupt cause: test interrupt.
 pub(crate) const CAUSE_TEST: u32 = 1 << 0;
 /// Interrupt cause: new event queue entries.
