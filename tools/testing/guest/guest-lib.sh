@@ -204,3 +204,32 @@ rxe_up() {
 	rdma link add rxe0 type rxe netdev "$nic" || fail "rdma link add rxe0 failed"
 	echo "$nic"
 }
+
+# The value of counter $1 (dma_audit, stale_translation, ...) of the
+# emulator's "stat" reply.
+emu_stat() {
+	emu_ctl stat | sed -n "s/^$1 //p"
+}
+
+# Whether process $1 is still running (a zombie is not: the shell may not
+# have reaped it yet).
+running() {
+	[ -r "/proc/$1/status" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status"
+}
+
+# Wait up to $2 seconds for process $1 to end; 1 if it is still running.
+wait_gone() {
+	i=0
+	while running "$1"; do
+		[ $i -lt $(($2 * 10)) ] || return 1
+		sleep 0.1
+		i=$((i + 1))
+	done
+	return 0
+}
+
+# Guest uptime in hundredths of a second.
+uptime_cs() {
+	read -r up _ </proc/uptime
+	echo "${up%.*}${up#*.}"
+}

@@ -7,8 +7,11 @@
 //! all with the same index, and maps each QP's send queue, CQ and the port's
 //! doorbell page. [`DvQp::post_write`] then writes a WQE and rings the
 //! doorbell, [`DvQp::poll`] reads the next CQE: plain loads and stores, no
-//! system call. WQEs carry device VAs: an address `a` of a region is
-//! `a - iova + mmu_va` ([`Context::query_mr`]).
+//! system call. A WQE's source is a device VA: an address `a` of a local
+//! region is `a - iova + mmu_va` ([`Context::query_mr`]). Its destination
+//! is an address of the peer's region as the peer registered it (its iova),
+//! as in the standard verbs: the responder checks it against the region its
+//! QP is bound to (its local rkey) and translates it itself.
 
 use crate::{ioctl, Attr, Context, Mr, NS_DRIVER};
 use std::io;
@@ -142,6 +145,7 @@ const DB_CQ: usize = 0x08;
 pub const CQE_SUCCESS: u8 = 0;
 pub const CQE_LOC_PROT_ERR: u8 = 3;
 pub const CQE_WR_FLUSH_ERR: u8 = 4;
+pub const CQE_REM_ACCESS_ERR: u8 = 5;
 
 /// A CQE.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -226,8 +230,9 @@ impl DvQp {
         unsafe { std::ptr::write_volatile(self.db.ptr.add(off).cast::<u32>(), v) };
     }
 
-    /// Post one RDMA WRITE of `len` bytes from device VA `local_va` to the
-    /// peer's VA `remote_va` and ring the doorbell: stores only. `false` if
+    /// Post one RDMA WRITE of `len` bytes from device VA `local_va` to
+    /// `remote_va`, an address (iova) of the peer's region, and ring the
+    /// doorbell: stores only. `false` if
     /// the send queue is full (counting unsignalled WQEs not yet passed by a
     /// CQE).
     pub fn post_write(
@@ -486,8 +491,9 @@ impl Context {
     }
 
     /// Bring the QP of `qp` to RTS towards the peer QP `dest_qpn` at
-    /// `mac`/`ipv4`: its WRITEs carry `remote_rkey`, incoming WRITEs must
-    /// carry `local_rkey` (0: none accepted). `mtu` is `enum ib_mtu`,
+    /// `mac`/`ipv4`: its WRITEs carry `remote_rkey`; incoming WRITEs must
+    /// carry `local_rkey` and stay inside the region of that key, which the
+    /// QP is bound to (0: none accepted). `mtu` is `enum ib_mtu`,
     /// `timeout` the local ACK timeout exponent.
     #[allow(clippy::too_many_arguments)]
     pub fn connect_dv(

@@ -26,7 +26,16 @@ pub const RDMA_DRIVER_GAUDI: u32 = 22;
 const UVERBS_OBJECT_DEVICE: u16 = 0;
 // enum uverbs_methods_device
 const UVERBS_METHOD_INVOKE_WRITE: u16 = 0;
+const UVERBS_METHOD_QUERY_PORT: u16 = 2;
 const UVERBS_METHOD_GET_CONTEXT: u16 = 3;
+const UVERBS_METHOD_QUERY_GID_TABLE: u16 = 5;
+// enum uverbs_attrs_query_port_cmd_attr_ids
+const UVERBS_ATTR_QUERY_PORT_PORT_NUM: u16 = 0;
+const UVERBS_ATTR_QUERY_PORT_RESP: u16 = 1;
+// enum uverbs_attrs_query_gid_table_cmd_attr_ids
+const UVERBS_ATTR_QUERY_GID_TABLE_ENTRY_SIZE: u16 = 0;
+const UVERBS_ATTR_QUERY_GID_TABLE_RESP_ENTRIES: u16 = 2;
+const UVERBS_ATTR_QUERY_GID_TABLE_RESP_NUM_ENTRIES: u16 = 3;
 // enum uverbs_attrs_get_context_attr_ids
 const UVERBS_ATTR_GET_CONTEXT_NUM_COMP_VECTORS: u16 = 0;
 const UVERBS_ATTR_GET_CONTEXT_CORE_SUPPORT: u16 = 1;
@@ -38,6 +47,7 @@ const UVERBS_ATTR_WRITE_CMD: u16 = 2;
 const UVERBS_ATTR_UHW_IN: u16 = NS_DRIVER;
 const UVERBS_ATTR_UHW_OUT: u16 = NS_DRIVER + 1;
 // enum ib_uverbs_write_cmds
+const IB_USER_VERBS_CMD_QUERY_DEVICE: u64 = 1;
 const IB_USER_VERBS_CMD_ALLOC_PD: u64 = 3;
 const IB_USER_VERBS_CMD_REG_MR: u64 = 9;
 const IB_USER_VERBS_CMD_CREATE_CQ: u64 = 18;
@@ -203,6 +213,59 @@ pub struct PortInfo {
 
 /// `GAUDI_IB_PORT_LINK_UP`.
 pub const PORT_LINK_UP: u32 = 1;
+
+/// What the core's `IB_USER_VERBS_CMD_QUERY_DEVICE` reports (`struct
+/// ib_uverbs_query_device_resp`, the fields this NIC fills).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DeviceAttrs {
+    /// `node_guid` as the bytes of its big-endian value.
+    pub node_guid: [u8; 8],
+    pub max_mr_size: u64,
+    pub page_size_cap: u64,
+    pub vendor_id: u32,
+    pub vendor_part_id: u32,
+    pub max_qp: u32,
+    pub max_qp_wr: u32,
+    pub max_sge: u32,
+    pub max_cq: u32,
+    pub max_cqe: u32,
+    pub max_pd: u32,
+    pub phys_port_cnt: u8,
+}
+
+/// `enum ib_port_state` `IB_PORT_ACTIVE`, `enum ib_port_phys_state`
+/// `LINK_UP`, `IB_LINK_LAYER_ETHERNET`.
+pub const PORT_ACTIVE: u8 = 4;
+pub const PORT_PHYS_LINK_UP: u8 = 5;
+pub const LINK_LAYER_ETHERNET: u8 = 2;
+
+/// What the core's `UVERBS_METHOD_QUERY_PORT` reports (`struct
+/// ib_uverbs_query_port_resp`, the fields this NIC fills).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PortAttrs {
+    pub state: u8,
+    pub phys_state: u8,
+    pub max_mtu: u8,
+    pub active_mtu: u8,
+    pub link_layer: u8,
+    pub gid_tbl_len: u32,
+    pub pkey_tbl_len: u16,
+    pub max_msg_sz: u32,
+}
+
+/// `IB_UVERBS_GID_TYPE_ROCE_V2`.
+pub const GID_TYPE_ROCE_V2: u32 = 2;
+
+/// `struct ib_uverbs_gid_entry`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GidEntry {
+    pub gid: [u8; 16],
+    pub gid_index: u32,
+    pub port_num: u32,
+    pub gid_type: u32,
+    pub netdev_ifindex: u32,
+}
 
 /// A raw uverbs ioctl call with `N` attributes.
 pub fn ioctl<const N: usize>(
@@ -976,6 +1039,83 @@ impl Context {
         })
     }
 
+    /// The core's `IB_USER_VERBS_CMD_QUERY_DEVICE` (as `ibv_query_device()`).
+    pub fn query_device_attrs(&self) -> io::Result<DeviceAttrs> {
+        // struct ib_uverbs_query_device { response }
+        let cmd = 0u64;
+        // struct ib_uverbs_query_device_resp: 176 bytes.
+        let mut r = [0u8; 176];
+        self.invoke_write(IB_USER_VERBS_CMD_QUERY_DEVICE, &cmd, &mut r, &mut [0u64; 0])?;
+        let u32_at = |o: usize| u32::from_ne_bytes(r[o..o + 4].try_into().unwrap());
+        let u64_at = |o: usize| u64::from_ne_bytes(r[o..o + 8].try_into().unwrap());
+        Ok(DeviceAttrs {
+            node_guid: r[8..16].try_into().unwrap(),
+            max_mr_size: u64_at(24),
+            page_size_cap: u64_at(32),
+            vendor_id: u32_at(40),
+            vendor_part_id: u32_at(44),
+            max_qp: u32_at(52),
+            max_qp_wr: u32_at(56),
+            max_sge: u32_at(64),
+            max_cq: u32_at(72),
+            max_cqe: u32_at(76),
+            max_pd: u32_at(84),
+            phys_port_cnt: r[171],
+        })
+    }
+
+    /// The core's `UVERBS_METHOD_QUERY_PORT` (as `ibv_query_port()`).
+    pub fn query_port_attrs(&self, port: u8) -> io::Result<PortAttrs> {
+        // struct ib_uverbs_query_port_resp_ex: the legacy reply (40 bytes),
+        // port_cap_flags2, reserved, active_speed_ex.
+        let mut r = [0u8; 48];
+        ioctl(
+            &self.fd,
+            UVERBS_OBJECT_DEVICE,
+            UVERBS_METHOD_QUERY_PORT,
+            [
+                Attr::value(UVERBS_ATTR_QUERY_PORT_PORT_NUM, port.into()),
+                Attr::output(UVERBS_ATTR_QUERY_PORT_RESP, &mut r),
+            ],
+        )?;
+        Ok(PortAttrs {
+            max_msg_sz: u32::from_ne_bytes(r[4..8].try_into().unwrap()),
+            gid_tbl_len: u32::from_ne_bytes(r[16..20].try_into().unwrap()),
+            pkey_tbl_len: u16::from_ne_bytes(r[20..22].try_into().unwrap()),
+            state: r[26],
+            max_mtu: r[27],
+            active_mtu: r[28],
+            phys_state: r[36],
+            link_layer: r[37],
+        })
+    }
+
+    /// The core's `UVERBS_METHOD_QUERY_GID_TABLE`: every valid GID of every
+    /// port, at most `max` of them (as `ibv_query_gid_table()`).
+    pub fn query_gid_table(&self, max: usize) -> io::Result<Vec<GidEntry>> {
+        let mut entries = vec![GidEntry::default(); max];
+        let mut n = 0u64;
+        ioctl(
+            &self.fd,
+            UVERBS_OBJECT_DEVICE,
+            UVERBS_METHOD_QUERY_GID_TABLE,
+            [
+                Attr::value(
+                    UVERBS_ATTR_QUERY_GID_TABLE_ENTRY_SIZE,
+                    std::mem::size_of::<GidEntry>() as u64,
+                ),
+                Attr::buf(
+                    UVERBS_ATTR_QUERY_GID_TABLE_RESP_ENTRIES,
+                    entries.as_mut_ptr().cast(),
+                    max * std::mem::size_of::<GidEntry>(),
+                ),
+                Attr::output(UVERBS_ATTR_QUERY_GID_TABLE_RESP_NUM_ENTRIES, &mut n),
+            ],
+        )?;
+        entries.truncate((n as usize).min(max));
+        Ok(entries)
+    }
+
     /// `GAUDI_IB_METHOD_QUERY_PORT` of the driver namespace.
     pub fn query_port(&self, port: u64) -> io::Result<PortInfo> {
         let mut info = PortInfo::default();
@@ -1009,6 +1149,8 @@ pub fn event_name(kind: u32) -> &'static str {
         IB_EVENT_DEVICE_FATAL => "DEVICE_FATAL",
         IB_EVENT_PORT_ACTIVE => "PORT_ACTIVE",
         IB_EVENT_PORT_ERR => "PORT_ERR",
+        IB_EVENT_CQ_ERR => "CQ_ERR",
+        IB_EVENT_QP_FATAL => "QP_FATAL",
         _ => "other",
     }
 }
@@ -1071,6 +1213,8 @@ impl AsyncEvents {
 /// third serial port (one command per line, replies end in "ok" or "err").
 pub struct EmuCtl {
     tty: File,
+    /// Bytes read past the last reply's end (none in practice: one command at a time).
+    pending: Vec<u8>,
 }
 
 impl EmuCtl {
@@ -1090,7 +1234,10 @@ impl EmuCtl {
         if unsafe { libc::tcsetattr(tty.as_raw_fd(), libc::TCSANOW, &t) } != 0 {
             return Err(io::Error::last_os_error());
         }
-        Ok(Self { tty })
+        Ok(Self {
+            tty,
+            pending: Vec::new(),
+        })
     }
 
     /// Send one command; the reply lines before "ok", or the "err" line as
@@ -1099,21 +1246,23 @@ impl EmuCtl {
         use std::io::{Read, Write};
         self.tty.write_all(format!("{cmd}\n").as_bytes())?;
         let mut lines = Vec::new();
-        let mut line = Vec::new();
-        let mut byte = [0u8; 1];
+        let mut chunk = [0u8; 512];
         loop {
-            if self.tty.read(&mut byte)? == 0 {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "emulator gone",
-                ));
-            }
-            if byte[0] != b'\n' {
-                line.push(byte[0]);
+            // Whole lines as they arrive: a read returns what the port has, so a reply
+            // takes a few reads, not one per byte.
+            let Some(end) = self.pending.iter().position(|b| *b == b'\n') else {
+                let n = self.tty.read(&mut chunk)?;
+                if n == 0 {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "emulator gone",
+                    ));
+                }
+                self.pending.extend_from_slice(&chunk[..n]);
                 continue;
-            }
-            let l = String::from_utf8_lossy(&line).trim_end().to_string();
-            line.clear();
+            };
+            let line: Vec<u8> = self.pending.drain(..=end).collect();
+            let l = String::from_utf8_lossy(&line[..end]).trim_end().to_string();
             if l == "ok" {
                 return Ok(lines);
             }
@@ -1173,8 +1322,63 @@ impl EmuCtl {
     }
 }
 
-/// `IB_EVENT_QP_FATAL`.
+/// `IB_EVENT_CQ_ERR`, `IB_EVENT_QP_FATAL`.
+pub const IB_EVENT_CQ_ERR: u32 = 0;
 pub const IB_EVENT_QP_FATAL: u32 = 1;
+
+/// The kernel log (`/dev/kmsg`), followed from where it stood when opened:
+/// how many records (lines of `dmesg`) each step added, and their text.
+pub struct KernelLog {
+    file: File,
+    /// The sequence number of the next record.
+    next_seq: u64,
+}
+
+impl KernelLog {
+    /// Open the log and read past every record already in it.
+    pub fn open() -> io::Result<Self> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let file = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open("/dev/kmsg")?;
+        let mut log = Self { file, next_seq: 0 };
+        log.read_new()?;
+        Ok(log)
+    }
+
+    /// The records added since the last call (or since [`KernelLog::open`]):
+    /// how many, by their sequence numbers (counting any the ring buffer
+    /// overwrote before they were read), and the text of those read.
+    pub fn read_new(&mut self) -> io::Result<(u64, Vec<String>)> {
+        let start = self.next_seq;
+        let mut texts = Vec::new();
+        // A record is at most 1 KiB of text plus its properties.
+        let mut buf = vec![0u8; 16384];
+        loop {
+            match (&self.file).read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    // "PRIO,SEQ,USEC,FLAGS[,...];TEXT\n" then " KEY=VALUE" lines.
+                    let rec = String::from_utf8_lossy(&buf[..n]);
+                    let Some((head, body)) = rec.split_once(';') else {
+                        continue;
+                    };
+                    if let Some(seq) = head.split(',').nth(1).and_then(|v| v.parse::<u64>().ok()) {
+                        self.next_seq = seq + 1;
+                    }
+                    texts.push(body.lines().next().unwrap_or("").to_string());
+                }
+                Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => break,
+                // Records were overwritten before this read: the next one
+                // returns the oldest left; the sequence numbers count the gap.
+                Err(e) if e.raw_os_error() == Some(libc::EPIPE) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok((self.next_seq.saturating_sub(start), texts))
+    }
+}
 
 /// The errno of an error, 0 if it has none.
 pub fn errno(e: &io::Error) -> i32 {
@@ -1193,6 +1397,7 @@ mod tests {
         assert_eq!(std::mem::size_of::<AllocUcontextResp>(), 56);
         assert_eq!(std::mem::size_of::<AllocPdResp>(), 8);
         assert_eq!(std::mem::size_of::<PortInfo>(), 32);
+        assert_eq!(std::mem::size_of::<GidEntry>(), 32);
         assert_eq!(RDMA_VERBS_IOCTL, 0xc018_1b01);
     }
 }

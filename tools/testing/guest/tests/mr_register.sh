@@ -6,7 +6,7 @@
 # reaches each through its MMU exactly as registered, with device pages as
 # large as the memory's (checked through the emulator), and nothing after
 # deregistration; unsupported access rights fail; 1000 register/deregister
-# cycles leak nothing.
+# cycles give 1000 distinct keys without a fixed stride and leak nothing.
 . /lib/gaudi/guest-lib.sh
 max=$(kparam mr_max_mib 1024)
 huge=

@@ -1,10 +1,13 @@
 # SPDX-License-Identifier: GPL-2.0
 # RDMA WRITEs from port 1 to port 2 of the device (the emulator links them)
-# through the standard verbs: sizes 1 B to gaudi.write_max_mib MiB (default
-# 1024) land byte for byte, each with a completion naming its wr_id; WRITE
-# with immediate completes on the responder with the immediate; unsignalled
-# requests complete with the next signalled one; an armed CQ reports its
-# completion on the completion channel; query_qp reads the state back.
+# through the standard verbs, addressed by the destination region's iova
+# (neither its address nor its device VA): sizes 1 B to gaudi.write_max_mib
+# MiB (default 1024) land byte for byte (the destination holds other bytes
+# before each), each with a completion naming its wr_id and length; WRITE
+# with immediate completes on the responder with the immediate and the
+# length; unsignalled requests complete with the next signalled one; an
+# armed CQ reports its completion on the completion channel; query_qp reads
+# the state back.
 . /lib/gaudi/guest-lib.sh
 load_driver
 max=$(kparam write_max_mib 1024)

@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: GPL-2.0
 # The target of write_two_hosts: a region of gaudi.write_max_mib MiB
-# (default 1024) registered for remote writes, a QP on port 1, its address,
-# key and QP number handed over on the management network; every WRITE the
-# source reports is checked byte for byte here.
+# (default 1024) registered for remote writes, a QP on port 1 bound to it,
+# its iova (the address it was registered at), key and QP number handed over
+# on the management network; every WRITE the source reports is checked byte
+# for byte here.
 . /lib/gaudi/guest-lib.sh
 load_driver
 mgmt_up

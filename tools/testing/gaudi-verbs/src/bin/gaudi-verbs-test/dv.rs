@@ -3,7 +3,9 @@
 //! Tests of the device-specific fast path: QP sets driven from user space.
 
 use super::*;
-use gaudi_verbs::dv::{Cqe, DvQp, MrInfo, QpSet, CQE_LOC_PROT_ERR, CQE_SUCCESS};
+use gaudi_verbs::dv::{
+    Cqe, DvQp, MrInfo, QpSet, CQE_LOC_PROT_ERR, CQE_REM_ACCESS_ERR, CQE_SUCCESS,
+};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// System calls trapped on a thread run by [`without_syscalls`].
@@ -161,12 +163,20 @@ struct Outcome {
     neighbours: bool,
 }
 
+/// Where the first of `a` and `b` differ.
+fn first_difference(a: &[u8], b: &[u8]) -> Option<usize> {
+    a.iter().zip(b).position(|(x, y)| x != y)
+}
+
 /// `dv-write`: a QP set over ports `--from` and `--to` (same index); the
 /// first QP writes 1 B to `--max-mib` MiB to the second from a thread that
 /// makes no system call (a seccomp filter counts them): WQEs and doorbells
 /// through the mapped queue and doorbell page, CQEs read from the mapped CQ.
-/// Every byte lands, the bytes around stay, a WRITE with immediate completes
-/// on the responder's CQ, one CQE covers unsignalled WQEs before it.
+/// WQEs name the source by device VA and the destination by its iova.
+/// Every byte lands (the destination holds other bytes before each WRITE),
+/// the bytes around stay, a WRITE with immediate completes on the
+/// responder's CQ with its immediate and length, one CQE covers unsignalled
+/// WQEs before it.
 pub(crate) fn dv_write(args: &[String]) {
     let max = arg(args, "--max-mib", Some(1024)) as usize * MIB;
     let (pa, pb) = (
@@ -211,7 +221,7 @@ pub(crate) fn dv_write(args: &[String]) {
     let sizes = write_sizes(max);
     let (soff, doff) = (3usize, 4096 + 5);
     let mut outcomes = vec![Outcome::default(); sizes.len()];
-    let dst_addr = dst.addr();
+    let dst_iova = di.iova;
     let (src_b, dst_b) = (src.bytes(), dst.bytes());
     let ((imm_cqes, batch_cqe), calls) = {
         let mut qa_qb = set.qps.iter_mut();
@@ -224,40 +234,41 @@ pub(crate) fn dv_write(args: &[String]) {
             for (o, &len) in outcomes.iter_mut().zip(sizes.iter()) {
                 dst_b[doff - 1] = 0xa5;
                 dst_b[doff + len] = 0xa5;
+                // Other bytes than the source's: what an earlier WRITE
+                // left cannot pass for this one.
+                poison(&mut dst_b[doff..doff + len], &src_b[soff..soff + len]);
                 qa.post_write(
                     si.device_va(iova + soff as u64),
-                    di.device_va(dst_addr + doff as u64),
+                    dst_iova + doff as u64,
                     len as u32,
                     true,
                     None,
                 );
                 o.len = len;
                 o.cqe = qa.poll_spin(SPINS);
-                o.mismatch = src_b[soff..soff + len]
-                    .iter()
-                    .zip(&dst_b[doff..doff + len])
-                    .position(|(x, y)| x != y);
+                o.mismatch = first_difference(&src_b[soff..soff + len], &dst_b[doff..doff + len]);
                 o.neighbours = dst_b[doff - 1] == 0xa5 && dst_b[doff + len] == 0xa5;
             }
-            // WRITE with immediate: a CQE on each side.
-            qa.post_write(
-                si.device_va(iova),
-                di.device_va(dst_addr),
-                64,
-                true,
-                Some(0x1234_5678),
+            // WRITE with immediate: a CQE on each side, the data landed.
+            poison(&mut dst_b[..512], &src_b[..512]);
+            qa.post_write(si.device_va(iova), dst_iova, 64, true, Some(0x1234_5678));
+            let imm = (
+                qa.poll_spin(SPINS),
+                qb.poll_spin(SPINS),
+                first_difference(&src_b[..64], &dst_b[..64]),
             );
-            let imm = (qa.poll_spin(SPINS), qb.poll_spin(SPINS));
             // Seven unsignalled WRITEs and a signalled one: one CQE.
-            let w = (si.device_va(iova), di.device_va(dst_addr), 512u32);
+            poison(&mut dst_b[..512], &src_b[..512]);
+            let w = (si.device_va(iova), dst_iova, 512u32);
             let mut batch = [(w.0, w.1, w.2, false, None); 8];
             batch[7].3 = true;
             qa.post_wqes(&batch);
             let last = qa.pi.wrapping_sub(1) as u16;
             let cqe = qa.poll_spin(SPINS);
+            let landed = first_difference(&src_b[..512], &dst_b[..512]);
             // Nothing more.
             let extra = qa.poll_spin(1000);
-            (imm, (cqe, last, extra))
+            (imm, (cqe, last, extra, landed))
         })
     };
     check(
@@ -281,17 +292,24 @@ pub(crate) fn dv_write(args: &[String]) {
             ),
         );
     }
-    let (ia, ib) = imm_cqes;
+    let (ia, ib, imm_diff) = imm_cqes;
     check(
         matches!(ia, Some(c) if c.status == CQE_SUCCESS && c.opcode == 1)
-            && matches!(ib, Some(c) if c.status == CQE_SUCCESS && c.opcode == 2 && c.imm == 0x1234_5678 && c.byte_len == 64),
-        format!("WRITE with immediate: requester {ia:?}, responder {ib:?}"),
-    );
-    let (bc, last, extra) = batch_cqe;
-    check(
-        matches!(bc, Some(c) if c.status == CQE_SUCCESS && c.wqe_index == last) && extra.is_none(),
+            && matches!(ib, Some(c) if c.status == CQE_SUCCESS && c.opcode == 2 && c.qpn == index && c.imm == 0x1234_5678 && c.byte_len == 64)
+            && imm_diff.is_none(),
         format!(
-            "7 unsignalled + 1 signalled WRITE: one CQE {bc:?} (WQE {last}), then none ({extra:?})"
+            "WRITE with immediate: requester {ia:?}, responder {ib:?}, data landed: {}",
+            imm_diff.is_none()
+        ),
+    );
+    let (bc, last, extra, landed) = batch_cqe;
+    check(
+        matches!(bc, Some(c) if c.status == CQE_SUCCESS && c.wqe_index == last)
+            && extra.is_none()
+            && landed.is_none(),
+        format!(
+            "7 unsignalled + 1 signalled WRITE: one CQE {bc:?} (WQE {last}), then none ({extra:?}); data landed: {}",
+            landed.is_none()
         ),
     );
     check(
@@ -326,9 +344,11 @@ fn write_dv_once(qp: &mut DvQp, local: u64, remote: u64, len: u32) -> Option<Cqe
 /// `dv-foreign-address`: WQEs naming device VAs outside the context's
 /// memory regions (never mapped, beyond any region, a region deregistered,
 /// a region of a context that is gone, the QP's own queues) complete with a
-/// local protection error and move the QP to ERR; a WRITE into the peer's
-/// CQ ring is refused by the peer; nothing lands, the MMU counts each fault,
-/// the DMA audit stays 0; the QP works again after a reset.
+/// local protection error and move the QP to ERR; WRITEs aimed at the
+/// peer's CQ ring (its device VA, and the iova that would translate to it
+/// through the peer's region) are refused by the peer (outside its region);
+/// nothing lands, the MMU counts each local fault, the DMA audit stays 0;
+/// the QP works again after a reset.
 pub(crate) fn dv_foreign_address(_args: &[String]) {
     let mut emu = emu();
     // A context that registers memory and goes away: its device VAs must be
@@ -437,7 +457,7 @@ pub(crate) fn dv_foreign_address(_args: &[String]) {
         if i > 0 {
             connect_pair(&ctx, &mut set, 1, 2, dmr.rkey);
         }
-        let cqe = write_dv_once(set.qp(1), *va, di.device_va(dst.addr()), 64);
+        let cqe = write_dv_once(set.qp(1), *va, dst.addr(), 64);
         let state = ctx
             .query_qp_set(h, 1)
             .unwrap_or_else(|e| fail(format!("query QP set: {e}")))
@@ -447,19 +467,31 @@ pub(crate) fn dv_foreign_address(_args: &[String]) {
             format!("WQE source in {what} ({va:#x}): CQE {cqe:?}, QP state {state} (ERR is 6)"),
         );
     }
-    // A WRITE into the peer's CQ ring: the responder refuses it.
-    connect_pair(&ctx, &mut set, 1, 2, dmr.rkey);
-    let cqe = write_dv_once(set.qp(1), si.device_va(src.addr()), peer_cq_va, 64);
-    check(
-        matches!(cqe, Some(c) if c.status == 5),
-        format!("WRITE to the peer's CQ ring ({peer_cq_va:#x}): CQE {cqe:?} (REM_ACCESS_ERR is 5)"),
-    );
+    // WRITEs aimed at the peer's CQ ring: its device VA, and the address
+    // that the peer's region would translate to it. Both lie outside the
+    // region the peer's QP is bound to: the responder refuses them before
+    // any translation.
+    let via_region = peer_cq_va.wrapping_sub(di.mmu_va).wrapping_add(di.iova);
+    for (what, remote) in [
+        ("the device VA of the peer's CQ ring", peer_cq_va),
+        (
+            "the iova of the peer's CQ ring through its region",
+            via_region,
+        ),
+    ] {
+        connect_pair(&ctx, &mut set, 1, 2, dmr.rkey);
+        let cqe = write_dv_once(set.qp(1), si.device_va(src.addr()), remote, 64);
+        check(
+            matches!(cqe, Some(c) if c.status == CQE_REM_ACCESS_ERR),
+            format!("WRITE to {what} ({remote:#x}): CQE {cqe:?} (REM_ACCESS_ERR is {CQE_REM_ACCESS_ERR})"),
+        );
+    }
     let faults = stat(&mut emu, "mmu_faults") - faults0;
     check(
-        faults == local.len() as u64 + 1,
+        faults == local.len() as u64,
         format!(
             "device MMU faults counted: {faults} (expected {})",
-            local.len() + 1
+            local.len()
         ),
     );
     check(
@@ -468,12 +500,7 @@ pub(crate) fn dv_foreign_address(_args: &[String]) {
     );
     // The QP works again after a reset.
     connect_pair(&ctx, &mut set, 1, 2, dmr.rkey);
-    let cqe = write_dv_once(
-        set.qp(1),
-        si.device_va(src.addr()),
-        di.device_va(dst.addr()),
-        4096,
-    );
+    let cqe = write_dv_once(set.qp(1), si.device_va(src.addr()), dst.addr(), 4096);
     check(
         matches!(cqe, Some(c) if c.status == CQE_SUCCESS)
             && dst.bytes()[..4096] == src.bytes()[..4096],
@@ -714,7 +741,7 @@ pub(crate) fn bench_dv_post(
                 let n = posted + k;
                 (
                     si.device_va(si.iova + (n % 1024) as u64 * 64),
-                    di.mmu_va,
+                    di.iova,
                     64u32,
                     n % 32 == 31,
                     None,
@@ -784,7 +811,7 @@ pub(crate) fn dv_hold(_args: &[String]) {
         mr_info(&ctx, &dmr, "destination"),
     );
     let mut set = dv_loopback(&ctx, 1, 2, dmr.rkey);
-    let cqe = write_dv_once(set.qp(1), si.mmu_va, di.mmu_va, 4096);
+    let cqe = write_dv_once(set.qp(1), si.mmu_va, di.iova, 4096);
     check(
         matches!(cqe, Some(c) if c.status == CQE_SUCCESS) && dst.bytes() == src.bytes(),
         format!("a WRITE through the mapped queues: {cqe:?}"),
@@ -819,7 +846,7 @@ pub(crate) fn dv_hold(_args: &[String]) {
     // The last reference to the block goes after its device.
     drop(buf);
     let qp = set.qp(1);
-    qp.post_write(si.mmu_va, di.mmu_va, 4096, true, None);
+    qp.post_write(si.mmu_va, di.iova, 4096, true, None);
     let after = qp.poll_spin(1000);
     println!("after the device went away: WQE written, doorbell rung, CQ read: {after:?}");
     expect_errno(
@@ -829,4 +856,147 @@ pub(crate) fn dv_hold(_args: &[String]) {
     );
     drop(set);
     println!("touched");
+}
+
+/// The most lines a message limited to `burst` per `interval` can add in a
+/// phase that took `took`: the window open when it began, and one more per
+/// interval begun since (2 bursts for a phase shorter than the interval).
+fn rate_limit_bound(took: Duration, interval: Duration, burst: u64) -> u64 {
+    burst * (2 + took.as_secs() / interval.as_secs())
+}
+
+/// `log-ratelimited [--verbs N] [--faults N]`: what user space provokes by
+/// the thousand adds a few dozen kernel log lines at most. N (default
+/// 10000) REG_MR with REMOTE_READ, each refused with EOPNOTSUPP (the driver
+/// logs 10 refusals per 5 s), add at most 20 lines; N MMU faults of WQEs
+/// whose source device VA is unmapped (a LOC_PROT_ERR CQE each, the QP
+/// brought back through RESET, INIT and RTR to RTS after each; the driver
+/// logs 10 faults and 10 QP errors per minute) at most 40, and the
+/// emulator counts exactly N faults. A phase slower than its interval may
+/// add a burst per interval more. Then a WRITE lands again.
+pub(crate) fn log_ratelimited(args: &[String]) {
+    let verbs = arg(args, "--verbs", Some(10_000));
+    let faults = arg(args, "--faults", Some(10_000));
+    let ctx = open_ctx();
+    let pd = ctx
+        .alloc_pd()
+        .unwrap_or_else(|e| fail(format!("alloc_pd: {e}")));
+    let mut src = Mapping::new(4096);
+    let mut dst = Mapping::new(4096);
+    fill(src.bytes(), 11);
+    dst.bytes().fill(0);
+    let mut log = ownership::kernel_log();
+
+    let t = std::time::Instant::now();
+    for i in 0..verbs {
+        match ctx.reg_mr(&pd, src.addr(), 4096, src.addr(), ACCESS_REMOTE_READ) {
+            Err(e) if errno(&e) == libc::EOPNOTSUPP => {}
+            Err(e) => fail(format!(
+                "REG_MR with REMOTE_READ {i} of {verbs}: errno {} ({e}), expected EOPNOTSUPP",
+                errno(&e)
+            )),
+            Ok(mr) => fail(format!(
+                "REG_MR with REMOTE_READ {i} of {verbs}: accepted (key {:#x})",
+                mr.lkey
+            )),
+        }
+    }
+    let took = t.elapsed();
+    let (lines, refusals) = ownership::new_lines(&mut log, "memory registration with access");
+    let allowed = rate_limit_bound(took, Duration::from_secs(5), 10);
+    check(
+        lines <= allowed && refusals >= 1,
+        format!(
+            "{verbs} REG_MR with REMOTE_READ, each EOPNOTSUPP, in {:.1} s: {lines} kernel log lines added ({refusals} \"memory registration with access ... refused\"), at most {allowed}",
+            took.as_secs_f64()
+        ),
+    );
+
+    let smr = ctx
+        .reg_mr(&pd, src.addr(), 4096, src.addr(), ACCESS_LOCAL_WRITE)
+        .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
+    let dmr = ctx
+        .reg_mr(
+            &pd,
+            dst.addr(),
+            4096,
+            dst.addr(),
+            ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE,
+        )
+        .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
+    let (si, di) = (
+        mr_info(&ctx, &smr, "source"),
+        mr_info(&ctx, &dmr, "destination"),
+    );
+    let mut set = dv_loopback(&ctx, 1, 2, dmr.rkey);
+    let (h, index) = (set.handle, set.resp.index);
+    let peer = ctx
+        .query_port(2)
+        .unwrap_or_else(|e| fail(format!("query port 2: {e}")));
+    // Port 1's QP through RESET, INIT and RTR to RTS again; port 2's stays
+    // in RTS (nothing reached it).
+    let reconnect = |qp: &mut DvQp| {
+        ctx.connect_dv(h, qp, peer.mac, peer.ipv4, index, dmr.rkey, 0, MTU_4096, 14)
+            .unwrap_or_else(|e| fail(format!("QP set {index}: port 1 back to RTS: {e}")))
+    };
+    let mut emu = emu();
+    let faults0 = stat(&mut emu, "mmu_faults");
+    ownership::new_lines(&mut log, "");
+    let t = std::time::Instant::now();
+    for i in 0..faults {
+        let qp = set.qp(1);
+        if i > 0 {
+            reconnect(qp);
+        }
+        // Device VA 0x1000 is never mapped.
+        qp.post_write(0x1000, di.iova, 64, true, None);
+        match qp.poll_spin(SPINS) {
+            Some(c) if c.status == CQE_LOC_PROT_ERR && c.qpn == index => {}
+            c => fail(format!(
+                "fault {i} of {faults}: CQE {c:?}, expected LOC_PROT_ERR ({CQE_LOC_PROT_ERR}) of QP {index}"
+            )),
+        }
+    }
+    let took = t.elapsed();
+    let (lines, texts) = log
+        .read_new()
+        .unwrap_or_else(|e| fail(format!("/dev/kmsg: {e}")));
+    let fault_lines = texts
+        .iter()
+        .filter(|t| t.contains("translation fault of QP"))
+        .count();
+    let error_lines = texts
+        .iter()
+        .filter(|t| t.contains("): error, status"))
+        .count();
+    let moved = stat(&mut emu, "mmu_faults") - faults0;
+    let secs = took.as_secs_f64();
+    println!(
+        "# {faults} fault cycles in {secs:.1} s: {:.0} per second, {:.2} ms each (a WQE, its CQE, 4 QP set MODIFY ioctls)",
+        faults as f64 / secs,
+        secs * 1e3 / faults as f64
+    );
+    check(
+        moved == faults,
+        format!("{faults} WQEs from an unmapped device VA: each a LOC_PROT_ERR CQE; the emulator counted {moved} MMU faults"),
+    );
+    let allowed = 2 * rate_limit_bound(took, Duration::from_secs(60), 10);
+    check(
+        lines <= allowed && fault_lines >= 1,
+        format!(
+            "{faults} MMU faults in {secs:.1} s: {lines} kernel log lines added ({fault_lines} \"translation fault of QP\", {error_lines} \"QP set ... error\"), at most {allowed}"
+        ),
+    );
+
+    // The QP works again.
+    let qp = set.qp(1);
+    reconnect(qp);
+    let cqe = write_dv_once(qp, si.device_va(src.addr()), di.iova, 64);
+    check(
+        matches!(cqe, Some(c) if c.status == CQE_SUCCESS) && dst.bytes()[..64] == src.bytes()[..64],
+        format!("after the faults a WRITE lands again: {cqe:?}"),
+    );
+    ctx.destroy_qp_set(set)
+        .unwrap_or_else(|e| fail(format!("destroy QP set: {e}")));
+    teardown(&ctx, [], [smr, dmr]);
 }

@@ -61,6 +61,9 @@ fn drm_import(fd: &OwnedFd) -> i32 {
     std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
 }
 
+/// The programming model the emulator implements (1.2).
+pub(crate) const MODEL_VERSION: u32 = 0x0001_0002;
+
 fn device_info(ctx: &Context) -> gaudi_verbs::hbm::DeviceInfo {
     ctx.query_device_info()
         .unwrap_or_else(|e| fail(format!("QUERY_DEVICE: {e}")))
@@ -81,7 +84,7 @@ fn pci_dir() -> std::path::PathBuf {
 pub(crate) struct BarWindow(Map);
 
 impl BarWindow {
-    fn new(offset: u64, len: usize) -> Self {
+    pub(crate) fn new(offset: u64, len: usize) -> Self {
         let path = pci_dir().join("resource4");
         let f = std::fs::OpenOptions::new()
             .read(true)
@@ -100,9 +103,14 @@ impl Region for BarWindow {
     }
 }
 
+/// The iova of the region of `write-target --hbm`, the address its source
+/// names it by: neither 0 nor the region's device VA, and 2 MiB-aligned
+/// (the device may map the block with large pages).
+pub(crate) const HBM_IOVA: u64 = 0x6000_0000;
+
 /// The target region of `write-target --hbm`: `len` bytes of HBM exported
-/// as a dma-buf and registered as a memory region of `pd`, seen through
-/// BAR 4.
+/// as a dma-buf and registered as a memory region of `pd` at [`HBM_IOVA`],
+/// seen through BAR 4.
 pub(crate) struct HbmTarget {
     pub(crate) window: BarWindow,
     /// The device VA of the region.
@@ -120,7 +128,7 @@ impl HbmTarget {
         // The emulator's programming model and its 256 MiB of device memory
         // (its default), as BAR 4 shows them too.
         check(
-            before.model_version == 0x0001_0001,
+            before.model_version == MODEL_VERSION,
             format!("programming model {:#x}", before.model_version),
         );
         let bar = std::fs::metadata(pci_dir().join("resource4")).map_or(0, |m| m.len());
@@ -173,12 +181,12 @@ impl HbmTarget {
                 &buf,
                 0,
                 len,
-                0,
+                HBM_IOVA,
                 ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE,
             )
             .unwrap_or_else(|e| fail(format!("dma-buf MR of the HBM block: {e}")));
         println!(
-            "dma-buf MR: rkey {:#x}, device VA {:#x}, pages of 2^{} bytes",
+            "dma-buf MR: rkey {:#x}, iova {HBM_IOVA:#x}, device VA {:#x}, pages of 2^{} bytes",
             mr.rkey, mr.resp.mmu_va, mr.resp.page_shift
         );
         let rw = ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE;
@@ -264,4 +272,189 @@ impl HbmTarget {
         ctx.hbm_destroy(again)
             .unwrap_or_else(|e| fail(format!("HBM destroy: {e}")));
     }
+}
+
+/// The bus address of BAR 4 (sysfs `resource`, the fifth line).
+pub(crate) fn bar4_address() -> u64 {
+    let path = pci_dir().join("resource");
+    let text =
+        std::fs::read_to_string(&path).unwrap_or_else(|e| fail(format!("{}: {e}", path.display())));
+    text.lines()
+        .nth(4)
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|v| u64::from_str_radix(v.trim_start_matches("0x"), 16).ok())
+        .unwrap_or_else(|| fail(format!("{}: no BAR 4 line", path.display())))
+}
+
+/// The offset of the first byte other than 0 in `buf`.
+fn first_nonzero(buf: &[u8]) -> Option<usize> {
+    // Or-ed a page at a time (no early exit inside: the loop vectorizes).
+    let page = buf
+        .chunks(4096)
+        .position(|c| c.iter().fold(0u8, |a, b| a | b) != 0)?;
+    let at = page * 4096;
+    buf[at..].iter().position(|b| *b != 0).map(|i| at + i)
+}
+
+/// The pattern `hbm-scrubbed` leaves in device memory.
+const SCRUB_SEED: u64 = 0x5c7b;
+
+/// Spots across `len` bytes for device reads: 64 B at 64 places, the first
+/// and the last 64 B among them.
+fn spots(len: usize) -> Vec<usize> {
+    let step = len / 64;
+    let mut v: Vec<usize> = (0..64)
+        .map(|i| i * step + (i * 4099) % (step - 64))
+        .collect();
+    v[0] = 0;
+    v[63] = len - 64;
+    v
+}
+
+/// Export `hbm` and register all of it; the dma-buf and the region.
+fn hbm_mr(ctx: &Context, pd: &Pd, hbm: &Hbm) -> (OwnedFd, Mr) {
+    let buf = ctx
+        .hbm_export(hbm, HBM_EXPORT_CLOEXEC)
+        .unwrap_or_else(|e| fail(format!("HBM export: {e}")));
+    let mr = ctx
+        .reg_dmabuf_mr(
+            pd,
+            &buf,
+            0,
+            hbm.length,
+            0,
+            ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE,
+        )
+        .unwrap_or_else(|e| fail(format!("dma-buf MR of the HBM block: {e}")));
+    (buf, mr)
+}
+
+/// The block `hbm` reads 0 everywhere through BAR 4, and at 64 spots
+/// through the device MMU (a dma-buf region of it).
+fn zeros(ctx: &Context, pd: &Pd, emu: &mut EmuCtl, hbm: &Hbm, what: &str) {
+    let len = hbm.length as usize;
+    let mut w = BarWindow::new(hbm.offset, len);
+    let nz = first_nonzero(w.bytes());
+    check(
+        nz.is_none(),
+        format!(
+            "{what}: all {len} bytes at {:#x} read 0 through BAR 4{}",
+            hbm.offset,
+            nz.map_or(String::new(), |at| format!(
+                "; byte {at} reads {:#04x}",
+                w.bytes()[at]
+            ))
+        ),
+    );
+    let (buf, mr) = hbm_mr(ctx, pd, hbm);
+    let bad = spots(len).into_iter().find(|&at| {
+        emu.peek(mr.resp.mmu_va + at as u64, 64)
+            .map_or(true, |v| v.iter().any(|b| *b != 0))
+    });
+    check(
+        bad.is_none(),
+        format!("{what}: the device reads 0 at 64 places across the block (first other: {bad:?})"),
+    );
+    ctx.dereg_mr(mr)
+        .unwrap_or_else(|e| fail(format!("dereg_mr: {e}")));
+    drop(buf);
+}
+
+/// `hbm-scrubbed --step STEP --mib N [--offset O] [--then-fill]`: device
+/// memory does not carry one owner's data to the next.
+///
+/// - `fill`: with all device memory free, allocate N MiB, print
+///   `offset=O`, write a pattern through BAR 4 and check that the device
+///   reads it (a dma-buf region of the block, the emulator's peek); exit
+///   without freeing: the process's end frees the block.
+/// - `check`: allocate N MiB: first fit gives offset O again; the block
+///   reads 0 through BAR 4 (all of it) and through the device. With
+///   `--then-fill`, write the pattern again and free the block.
+/// - `probe` (after the device was unbound and bound again): before any
+///   allocation all of device memory reads 0 through BAR 4; then as
+///   `check`.
+pub(crate) fn hbm_scrubbed(args: &[String]) {
+    let step = args
+        .iter()
+        .position(|a| a == "--step")
+        .and_then(|i| args.get(i + 1))
+        .map(String::as_str)
+        .unwrap_or_else(|| fail("--step fill|check|probe missing".into()));
+    let len = arg(args, "--mib", Some(64)) << 20;
+    let ctx = open_ctx();
+    let pd = ctx
+        .alloc_pd()
+        .unwrap_or_else(|e| fail(format!("alloc_pd: {e}")));
+    let mut emu = emu();
+    let info = device_info(&ctx);
+    check(
+        info.devmem_free == info.devmem_size,
+        format!(
+            "{step}: all {} bytes of device memory free ({} free)",
+            info.devmem_size, info.devmem_free
+        ),
+    );
+    if step == "probe" {
+        let size = info.devmem_size as usize;
+        let mut all = BarWindow::new(0, size);
+        let nz = first_nonzero(all.bytes());
+        check(
+            nz.is_none(),
+            format!(
+                "after the probe, before any allocation: all {size} bytes of device memory read 0 through BAR 4 (first other byte: {nz:?})"
+            ),
+        );
+    }
+    let hbm = ctx
+        .hbm_alloc(len)
+        .unwrap_or_else(|e| fail(format!("HBM alloc of {len} bytes: {e}")));
+    match step {
+        "fill" => {
+            println!("offset={}", hbm.offset);
+            let mut w = BarWindow::new(hbm.offset, len as usize);
+            fill(w.bytes(), SCRUB_SEED);
+            let (buf, mr) = hbm_mr(&ctx, &pd, &hbm);
+            let bad = spots(len as usize).into_iter().find(|&at| {
+                emu.peek(mr.resp.mmu_va + at as u64, 64)
+                    .map_or(true, |v| v[..] != w.bytes()[at..at + 64])
+            });
+            check(
+                bad.is_none(),
+                format!("{len} bytes at {:#x} written through BAR 4: the device reads them (first other: {bad:?})", hbm.offset),
+            );
+            ctx.dereg_mr(mr)
+                .unwrap_or_else(|e| fail(format!("dereg_mr: {e}")));
+            drop(buf);
+            println!("the block is left to the end of the process");
+        }
+        "check" | "probe" => {
+            let want = arg(args, "--offset", None);
+            check(
+                hbm.offset == want,
+                format!(
+                    "{len} bytes at {:#x}: where the earlier owner's block was (first fit)",
+                    hbm.offset
+                ),
+            );
+            zeros(
+                &ctx,
+                &pd,
+                &mut emu,
+                &hbm,
+                if step == "check" {
+                    "the block another process wrote and left"
+                } else {
+                    "the block written before the unbind, allocated after the probe"
+                },
+            );
+            if args.iter().any(|a| a == "--then-fill") {
+                fill(BarWindow::new(hbm.offset, len as usize).bytes(), SCRUB_SEED);
+                println!("pattern written into the block, which is freed");
+            }
+            ctx.hbm_destroy(hbm)
+                .unwrap_or_else(|e| fail(format!("HBM destroy: {e}")));
+        }
+        _ => fail(format!("unknown step {step}")),
+    }
+    teardown(&ctx, [], []);
 }

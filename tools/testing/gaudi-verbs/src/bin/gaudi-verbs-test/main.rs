@@ -7,10 +7,22 @@
 //!       context, PD and the driver namespace, against the emulator's
 //!       default port addresses (MAC 02:1d:a3:I:00:P, IPv4 10.I.P.1).
 //!   gaudi-verbs-test hold
-//!       take the device's context and a PD, print "holding", sleep until
-//!       killed.
+//!       open a context and take the data path with a PD, print "holding",
+//!       sleep until killed.
 //!   gaudi-verbs-test context --expect-errno E
 //!       open a context: E = 0 expects success, else that errno.
+//!   gaudi-verbs-test ownership --step refused|owner --ports N [--instance I]
+//!       refused (another process holds the data path): a context opens
+//!       and queries the device, every port and the GID table (core and
+//!       driver methods); alloc_pd, QP set creation and HBM alloc fail with
+//!       EBUSY, each adding the driver's log line; 50 refused alloc_pd add
+//!       10 (rate limit). owner (the holder is gone): PD, QP set and HBM
+//!       succeed, and the context keeps the data path until it is closed.
+//!   gaudi-verbs-test log-ratelimited [--verbs N] [--faults N]
+//!       N (default 10000) REG_MR with REMOTE_READ, each EOPNOTSUPP, add at
+//!       most 20 kernel log lines; N MMU faults of a QP set's WQEs (each a
+//!       LOC_PROT_ERR CQE, the QP reset to RTS after each; the emulator
+//!       counts exactly N) at most 40.
 //!   gaudi-verbs-test pd-single
 //!       the second PD of a context fails with ENOSPC; after freeing the
 //!       first, a PD can be allocated again.
@@ -29,6 +41,21 @@
 //!       fail; N (default 1000) register/deregister cycles; the emulator's
 //!       MMU fault count moves exactly by the faults provoked, its DMA
 //!       audit stays 0.
+//!   gaudi-verbs-test mr-no-foreign-frames [--window-pages N]
+//!       small and odd-length regions at every 4 KiB iova of a 2 MiB window
+//!       (N pages, default 512), of ordinary memory and inside a 2 MiB huge
+//!       page, a THP split to 8 KiB (if the kernel has THP) and an 8 KiB
+//!       HBM block registered from its dma-buf: 4 KiB device pages only,
+//!       nothing mapped next to the pinned pages, the ends read as written.
+//!   gaudi-verbs-test rkey-bounds
+//!       remote WRITEs with rkey 0, a wrong rkey, one byte outside either
+//!       end of the responder's region, or to a deregistered region are
+//!       refused (REM_ACCESS_ERR, both QPs in ERR, nothing lands); one by
+//!       the region's iova lands; 1000 keys are distinct and not sequential.
+//!   gaudi-verbs-test hbm-scrubbed --step fill|check|probe --mib N
+//!                                 [--offset O] [--then-fill]
+//!       device memory a process wrote and left reads 0 for the next owner
+//!       (BAR 4 and the device MMU), and all of it after a probe.
 //!   gaudi-verbs-test unsupported-opcodes
 //!       on an RC QP: SEND, SEND_WITH_IMM, RDMA_READ and the atomics fail in
 //!       post_send with EOPNOTSUPP naming the request, post_recv with
@@ -38,6 +65,22 @@
 //!       expect DEVICE_FATAL, then the disassociation: the driver's method
 //!       and a new PD fail with EIO, and only DEVICE_FATAL follows on the
 //!       event file.
+//!   gaudi-verbs-test cq-no-overflow
+//!       WRITEs with immediate, 4 times as many as the responder's CQ of 16
+//!       holds, while it does not poll: RNR NAKs, then every immediate and
+//!       every WRITE's data arrives once and in order; no CQ_ERR, QP_FATAL.
+//!   gaudi-verbs-test dereg-during-transfer [--mib N]
+//!       a WRITE of N MiB (default 64) whose source region is deregistered,
+//!       whose requester QP is destroyed, whose destination region is
+//!       deregistered while it is under way: error completions, no stale
+//!       translation (strict emulator), DMA audit 0, WRITEs land after.
+//!   gaudi-verbs-test write-traffic [--mib N]
+//!       WRITEs of N MiB (default 16) port 1 -> port 2 until one fails;
+//!       "traffic running" after the first, status 3 at the error.
+//!   gaudi-verbs-test limits-enforced
+//!       the per-context limits: 256 QP sets, 256 MiB of QP set queues,
+//!       65536 regions (ENOSPC beyond); 64 GiB under a 64 MiB
+//!       RLIMIT_MEMLOCK fails with ENOMEM.
 
 use gaudi_verbs::{
     errno, event_name, find_device, AsyncEvents, Attr, CompChannel, Context, Cq, EmuCtl,
@@ -57,6 +100,10 @@ use std::process::exit;
 
 mod dv;
 mod hbm;
+mod limits;
+mod ownership;
+mod regions;
+mod transfer;
 mod uapi;
 use std::time::Duration;
 
@@ -131,15 +178,27 @@ fn uverbs(args: &[String]) {
         ),
     );
 
-    // One owner at a time: a second context on the device is refused.
-    expect_errno(
-        "second context",
-        Context::open(&path).map(|_| ()),
-        libc::EBUSY,
+    // Any process may open a context; the data path has one owner, the
+    // first context that allocates a PD. A second context opens and
+    // queries, its PD is refused.
+    let other = Context::open(&path).unwrap_or_else(|e| fail(format!("second context: {e}")));
+    check(
+        other.resp.num_ports == ports,
+        "a second context opens".into(),
     );
 
     // One PD per context; it is left to the context's release.
     let _pd = pd_checks(&ctx);
+
+    other
+        .query_port(1)
+        .unwrap_or_else(|e| fail(format!("second context: QUERY_PORT 1: {e}")));
+    expect_errno(
+        "second context: alloc_pd while the first owns the data path",
+        other.alloc_pd().map(|p| p.pdn),
+        libc::EBUSY,
+    );
+    drop(other);
 
     for p in 1..=ports {
         let info = ctx
@@ -577,6 +636,38 @@ fn check_region(
     faults_expected
 }
 
+/// Keys of successive registrations: all distinct and not 0, and no fixed
+/// stride between consecutive ones (a counter, counting by 1 or by any
+/// other step, would show one): no difference between consecutive keys
+/// occurs 10 times.
+fn keys_unpredictable(keys: &[u32], what: &str) {
+    let distinct: std::collections::HashSet<u32> = keys.iter().copied().collect();
+    check(
+        distinct.len() == keys.len() && !distinct.contains(&0),
+        format!(
+            "{what}: {} distinct non-zero keys of {}",
+            distinct.len() - usize::from(distinct.contains(&0)),
+            keys.len()
+        ),
+    );
+    let mut strides = std::collections::HashMap::<u32, usize>::new();
+    for w in keys.windows(2) {
+        *strides.entry(w[1].wrapping_sub(w[0])).or_default() += 1;
+    }
+    let (stride, n) = strides
+        .iter()
+        .max_by_key(|(_, n)| **n)
+        .map_or((0, 0), |(s, n)| (*s, *n));
+    let ones = strides.get(&1).copied().unwrap_or(0);
+    check(
+        n < 10,
+        format!(
+            "{what}: keys not sequential: {ones} consecutive pairs differ by 1; the most common difference, {stride:#x}, occurs {n} times of {}",
+            keys.len().saturating_sub(1)
+        ),
+    );
+}
+
 fn mr_register(args: &[String]) {
     let max = arg(args, "--max-mib", Some(1024)) << 20;
     let huge_2m = (arg(args, "--huge2m-mib", Some(0)) << 20) as usize;
@@ -660,25 +751,24 @@ fn mr_register(args: &[String]) {
         libc::EINVAL,
     );
 
-    // Register and deregister, over and over: keys are never reused.
+    // Register and deregister, over and over: keys are never reused, and
+    // they do not tell the next one.
     let map = Mapping::new(65536);
-    let mut last = 0;
+    let mut keys = Vec::with_capacity(cycles as usize);
     let t = std::time::Instant::now();
     for i in 0..cycles {
         let mr = ctx
             .reg_mr(&pd, map.addr(), 65536, map.addr(), rw)
             .unwrap_or_else(|e| fail(format!("cycle {i}: reg_mr: {e}")));
-        if mr.lkey <= last {
-            fail(format!("cycle {i}: key {:#x} after {last:#x}", mr.lkey));
-        }
-        last = mr.lkey;
+        keys.push(mr.lkey);
         ctx.dereg_mr(mr)
             .unwrap_or_else(|e| fail(format!("cycle {i}: dereg_mr: {e}")));
     }
     println!(
-        "ok: {cycles} register/deregister cycles of 64 KiB in {:?}, keys never reused",
+        "ok: {cycles} register/deregister cycles of 64 KiB in {:?}",
         t.elapsed()
     );
+    keys_unpredictable(&keys, &format!("{cycles} registrations of 64 KiB"));
     let faults = stat(&mut emu, "mmu_faults") - faults0;
     check(
         faults == faults_expected,
@@ -969,6 +1059,14 @@ fn loopback_pair(ctx: &Context, pd: &Pd, pa: u8, pb: u8, rkey: u32) -> (End, End
     (a, b)
 }
 
+/// Set each byte of `dst` to the complement of the byte of `src` a WRITE
+/// will put there: a WRITE that does not land cannot pass for one that did.
+fn poison(dst: &mut [u8], src: &[u8]) {
+    for (d, s) in dst.iter_mut().zip(src) {
+        *d = !*s;
+    }
+}
+
 /// A deterministic pattern, different for each `seed`.
 fn fill(buf: &mut [u8], seed: u64) {
     let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
@@ -1017,9 +1115,11 @@ fn write_wr(id: u64, addr: u64, len: u32, lkey: u32, raddr: u64, rkey: u32) -> S
 }
 
 /// `write-loopback`: WRITEs from port A to port B of the device, sizes 1 B
-/// to `--max-mib` MiB, land byte for byte; WRITE with immediate completes
-/// on both sides; the completion channel reports an armed CQ; the QP's
-/// state and PSNs read back.
+/// to `--max-mib` MiB, addressed by the destination region's iova, land byte
+/// for byte (the destination holds other bytes before each); WRITE with
+/// immediate completes on both sides with the immediate and the length; the
+/// completion channel reports an armed CQ; the QP's state and PSNs read
+/// back.
 fn write_loopback(args: &[String]) {
     let max = arg(args, "--max-mib", Some(1024)) as usize * MIB;
     let (pa, pb) = (
@@ -1035,9 +1135,11 @@ fn write_loopback(args: &[String]) {
     let t = std::time::Instant::now();
     fill(src.bytes(), 1);
     println!("# filled {} MiB in {:?}", max / MIB, t.elapsed());
-    // The source's IOVA differs from its address: WRITEs name IOVAs, the
-    // driver rewrites them to device VAs.
+    // Neither region's iova is its address: SGEs name the source's iova
+    // (the driver rewrites it to a device VA), WRITEs the destination's
+    // (the responder checks it against its region and translates it).
     let iova = 0x7000_0000_0000u64;
+    let diova = 0x6000_0000_0000u64;
     let smr = ctx
         .reg_mr(&pd, src.addr(), max as u64, iova, ACCESS_LOCAL_WRITE)
         .unwrap_or_else(|e| fail(format!("reg_mr source: {e}")));
@@ -1046,10 +1148,17 @@ fn write_loopback(args: &[String]) {
             &pd,
             dst.addr(),
             max as u64,
-            dst.addr(),
+            diova,
             ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE,
         )
         .unwrap_or_else(|e| fail(format!("reg_mr destination: {e}")));
+    check(
+        dmr.resp.mmu_va != diova,
+        format!(
+            "destination: iova {diova:#x}, device VA {:#x}",
+            dmr.resp.mmu_va
+        ),
+    );
     let (a, b) = loopback_pair(&ctx, &pd, pa, pb, dmr.rkey);
     check(
         true,
@@ -1088,6 +1197,9 @@ fn write_loopback(args: &[String]) {
             (0, 0)
         };
         off += 977;
+        // The destination holds other bytes than the source's, so that
+        // nothing an earlier WRITE left there can pass for this one.
+        poison(&mut dst.bytes()[d_o..d_o + len], &src.bytes()[so..so + len]);
         let t = std::time::Instant::now();
         let wc = write_once(
             &ctx,
@@ -1097,7 +1209,7 @@ fn write_loopback(args: &[String]) {
                 iova + so as u64,
                 len as u32,
                 smr.lkey,
-                dmr.resp.mmu_va + d_o as u64,
+                diova + d_o as u64,
                 dmr.rkey,
             ),
             &format!("WRITE of {len} bytes"),
@@ -1107,7 +1219,7 @@ fn write_loopback(args: &[String]) {
         let sbytes = &src.bytes()[so..so + len];
         let same = d == sbytes;
         check(
-            wc.status == WC_SUCCESS && same,
+            wc.status == WC_SUCCESS && wc.byte_len == len as u32 && same,
             format!(
                 "WRITE of {len} bytes port {pa} -> {pb}: status {}, byte_len {}, data {} ({:?})",
                 wc.status,
@@ -1116,39 +1228,48 @@ fn write_loopback(args: &[String]) {
                 took
             ),
         );
-        // Untouched around it.
+        // Untouched around it (sizes grow: nothing wrote past the end yet).
+        let dd = dst.bytes();
+        check(
+            (d_o == 0 || dd[d_o - 1] == 0) && (d_o + len == max || dd[d_o + len] == 0),
+            format!("bytes around the {len}-byte WRITE untouched"),
+        );
         if len < MIB {
-            let dd = dst.bytes();
-            check(
-                dd[d_o - 1] == 0 && dd[d_o + len] == 0,
-                format!("bytes around the {len}-byte WRITE untouched"),
-            );
             dd[d_o..d_o + len].fill(0);
         }
     }
 
-    // WRITE with immediate: the responder's CQ gets the immediate.
-    let mut wr = write_wr(77, iova, 4096, smr.lkey, dmr.resp.mmu_va, dmr.rkey);
+    // WRITE with immediate: the responder's CQ gets the immediate and the
+    // length.
+    poison(&mut dst.bytes()[..4096], &src.bytes()[..4096]);
+    let mut wr = write_wr(77, iova, 4096, smr.lkey, diova, dmr.rkey);
     wr.opcode = WR_RDMA_WRITE_WITH_IMM;
     wr.imm_data = 0x1234_5678u32.to_be();
-    write_once(&ctx, &a, wr, "WRITE with immediate");
+    let wc = write_once(&ctx, &a, wr, "WRITE with immediate");
     let r = ctx
         .wait_cq(&b.cq, 1, 10_000)
         .unwrap_or_else(|e| fail(format!("poll responder: {e}")));
     check(
-        r.len() == 1
+        wc.status == WC_SUCCESS
+            && wc.byte_len == 4096
+            && r.len() == 1
             && r[0].opcode == WC_RECV_RDMA_WITH_IMM
             && r[0].status == WC_SUCCESS
             && u32::from_be(r[0].imm_data) == 0x1234_5678
+            && r[0].byte_len == 4096
             && r[0].wc_flags & WC_WITH_IMM != 0
-            && r[0].qp_num == b.qp.qpn,
+            && r[0].qp_num == b.qp.qpn
+            && dst.bytes()[..4096] == src.bytes()[..4096],
         format!(
-            "responder completion of WRITE with immediate: {:?}",
+            "WRITE with immediate: requester status {} byte_len {}; responder completion {:?}; data landed",
+            wc.status,
+            wc.byte_len,
             r.first()
         ),
     );
 
     // Unsignalled WRITEs complete with the next signalled one.
+    poison(&mut dst.bytes()[..8 * 4096], &src.bytes()[..8 * 4096]);
     let mut list: Vec<SendWr> = (0..8)
         .map(|k| {
             let mut w = write_wr(
@@ -1156,7 +1277,7 @@ fn write_loopback(args: &[String]) {
                 iova + k * 4096,
                 4096,
                 smr.lkey,
-                dmr.resp.mmu_va + k * 4096,
+                diova + k * 4096,
                 dmr.rkey,
             );
             w.send_flags = 0;
@@ -1196,10 +1317,9 @@ fn write_loopback(args: &[String]) {
         matches!(ch.next(0), Ok(None)),
         "no completion event before a completion".into(),
     );
-    if let Err((e, bad)) = ctx.post_send(
-        &c.qp,
-        &[write_wr(300, iova, 64, smr.lkey, dmr.resp.mmu_va, dmr.rkey)],
-    ) {
+    if let Err((e, bad)) =
+        ctx.post_send(&c.qp, &[write_wr(300, iova, 64, smr.lkey, diova, dmr.rkey)])
+    {
         fail(format!("post: {e} (bad_wr {bad})"));
     }
     let ev = ch.next(10_000);
@@ -1247,7 +1367,8 @@ fn mr_out_of_bounds(_args: &[String]) {
         )
         .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
     let (a, b) = loopback_pair(&ctx, &pd, 1, 2, dmr.rkey);
-    let raddr = dmr.resp.mmu_va;
+    // WRITEs name the destination by its iova (here its address).
+    let raddr = dst.addr();
     let rkey = dmr.rkey;
 
     // A stale key: registered, then deregistered.
@@ -1391,6 +1512,12 @@ fn port_stat(emu: &mut EmuCtl, port: u32, field: &str) -> u64 {
 
 /// Bring both ends of a loopback pair back from any state to RTS.
 fn reconnect(ctx: &Context, a: &End, b: &End, rkey: u32) {
+    reconnect_keys(ctx, a, b, rkey, rkey);
+}
+
+/// As [`reconnect`], `a`'s WRITEs carrying `remote`, `b` bound to the
+/// region of `local`.
+fn reconnect_keys(ctx: &Context, a: &End, b: &End, remote: u32, local: u32) {
     for e in [a, b] {
         let reset = ModifyQp {
             attr_mask: QP_STATE,
@@ -1400,8 +1527,8 @@ fn reconnect(ctx: &Context, a: &End, b: &End, rkey: u32) {
         ctx.modify_qp(&e.qp, &reset)
             .unwrap_or_else(|err| fail(format!("QP {} to RESET: {err}", e.qp.qpn)));
     }
-    connect(ctx, a, b.info.mac, b.info.ipv4, b.qp.qpn, rkey, 0);
-    connect(ctx, b, a.info.mac, a.info.ipv4, a.qp.qpn, 0, rkey);
+    connect(ctx, a, b.info.mac, b.info.ipv4, b.qp.qpn, remote, 0);
+    connect(ctx, b, a.info.mac, a.info.ipv4, a.qp.qpn, 0, local);
 }
 
 /// `write-errors`: dropped and corrupted frames are retransmitted and the
@@ -1435,7 +1562,7 @@ fn write_errors(_args: &[String]) {
         .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
     let (a, b) = loopback_pair(&ctx, &pd, 1, 2, dmr.rkey);
     let mut emu = emu();
-    let (saddr, lkey, raddr, rkey) = (src.addr(), smr.lkey, dmr.resp.mmu_va, dmr.rkey);
+    let (saddr, lkey, raddr, rkey) = (src.addr(), smr.lkey, dst.addr(), dmr.rkey);
     let wr = |id: u64, n: usize| write_wr(id, saddr, n as u32, lkey, raddr, rkey);
 
     // Dropped frames: go-back-N resends them.
@@ -1674,20 +1801,24 @@ fn write_target(args: &[String]) {
         .unwrap_or_else(|e| fail(format!("alloc_pd: {e}")));
     let mut host = None;
     let mut hbm = None;
-    let mr = if args.iter().any(|a| a == "--hbm") {
+    // The source names the region by its iova, the address it was
+    // registered at.
+    let (mr, iova) = if args.iter().any(|a| a == "--hbm") {
         let (t, mr) = hbm::HbmTarget::new(&ctx, &pd, max);
         hbm = Some(t);
-        mr
+        (mr, hbm::HBM_IOVA)
     } else {
         let dst = host.insert(Mapping::new(max));
-        ctx.reg_mr(
-            &pd,
-            dst.addr(),
-            max as u64,
-            dst.addr(),
-            ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE,
-        )
-        .unwrap_or_else(|e| fail(format!("reg_mr: {e}")))
+        let mr = ctx
+            .reg_mr(
+                &pd,
+                dst.addr(),
+                max as u64,
+                dst.addr(),
+                ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE,
+            )
+            .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
+        (mr, dst.addr())
     };
     let e = end(&ctx, &pd, port, None);
     let l = std::net::TcpListener::bind(("0.0.0.0", EXCHANGE_PORT))
@@ -1701,7 +1832,7 @@ fn write_target(args: &[String]) {
         mac_str(e.info.mac),
         std::net::Ipv4Addr::from(e.info.ipv4),
         mr.rkey,
-        mr.resp.mmu_va,
+        iova,
         max
     ));
     let l = peer.recv();
@@ -2012,7 +2143,7 @@ fn bench_local(args: &[String]) {
                         src.addr() + (n % 1024) as u64 * 64,
                         64,
                         smr.lkey,
-                        dmr.resp.mmu_va,
+                        dst.addr(),
                         dmr.rkey,
                     );
                     if n % 32 != 31 {
@@ -2060,6 +2191,8 @@ fn main() {
         Some("uverbs") => uverbs(&args[1..]),
         Some("hold") => hold(),
         Some("context") => context(&args[1..]),
+        Some("ownership") => ownership::ownership(&args[1..]),
+        Some("log-ratelimited") => dv::log_ratelimited(&args[1..]),
         Some("pd-single") => pd_single(),
         Some("events") => events(&args[1..]),
         Some("fatal") => fatal(&args[1..]),
@@ -2077,9 +2210,17 @@ fn main() {
         Some("dv-write-source") => dv::dv_write_source(&args[1..]),
         Some("uapi-bad-attrs") => uapi::uapi_bad_attrs(&args[1..]),
         Some("dv-hold") => dv::dv_hold(&args[1..]),
+        Some("mr-no-foreign-frames") => regions::mr_no_foreign_frames(&args[1..]),
+        Some("rkey-bounds") => regions::rkey_bounds(&args[1..]),
+        Some("hbm-scrubbed") => hbm::hbm_scrubbed(&args[1..]),
+        Some("cq-no-overflow") => transfer::cq_no_overflow(&args[1..]),
+        Some("dereg-during-transfer") => transfer::dereg_during_transfer(&args[1..]),
+        Some("write-traffic") => transfer::write_traffic(&args[1..]),
+        Some("limits-enforced") => limits::limits_enforced(&args[1..]),
         _ => fail(
             "usage: gaudi-verbs-test uverbs --ports N [--instance I] | hold | \
-             context --expect-errno E | pd-single | events --expect NAME:PORT,... \
+             context --expect-errno E | ownership --step refused|owner --ports N | \
+             log-ratelimited [--verbs N] [--faults N] | pd-single | events --expect NAME:PORT,... \
              [--timeout S] | fatal [--timeout S] | mr-register [--max-mib M] [--cycles N] [--huge2m-mib H] [--huge1g] | unsupported-opcodes"
                 .into(),
         ),

@@ -1,0 +1,723 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Transfers the device is in the middle of when something changes under
+//! them: a responder CQ that is full, a region deregistered or a QP
+//! destroyed while a WRITE runs, and traffic for a device that goes away.
+
+use super::*;
+use gaudi_verbs::{IB_EVENT_CQ_ERR, WC_LOC_PROT_ERR, WC_REM_ACCESS_ERR};
+use std::time::Instant;
+
+/// The path MTU of these tests (`MTU_4096`): a WRITE of `n` bytes is
+/// `n / PACKET` packets.
+const PACKET: usize = 4096;
+
+/// The state of `e`'s QP.
+fn qp_state(ctx: &Context, e: &End) -> u8 {
+    ctx.query_qp(&e.qp)
+        .unwrap_or_else(|err| fail(format!("query_qp {}: {err}", e.qp.qpn)))
+        .qp_state
+}
+
+/// The state of `e`'s QP once it is `want`, or after 5 s.
+fn qp_state_within(ctx: &Context, e: &End, want: u8) -> u8 {
+    let t = Instant::now();
+    let mut s = qp_state(ctx, e);
+    while s != want && t.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(10));
+        s = qp_state(ctx, e);
+    }
+    s
+}
+
+fn emu_cmd(emu: &mut EmuCtl, cmd: &str) {
+    emu.command(cmd)
+        .unwrap_or_else(|e| fail(format!("emulator {cmd}: {e}")));
+}
+
+/// `cq-no-overflow`: a QP pair port 1 -> port 2 whose responder has a CQ
+/// of 16 entries (the driver makes a ring of as many CQEs as it grants).
+/// The requester posts 4 times as many WRITEs with immediate, each to a
+/// 64-byte slot of its own with an immediate of its own, while the
+/// responder does not poll for 1 s: meanwhile exactly as many WRITEs as
+/// the ring holds complete at the requester and the responder's port sends
+/// RNR NAKs. Then the responder polls: every immediate arrives once, in
+/// order, with its byte count; every slot holds its data; the requester's
+/// completions are all successes in order; no CQ_ERR or QP_FATAL event;
+/// both QPs are still in RTS.
+pub(crate) fn cq_no_overflow(_args: &[String]) {
+    const SLOT: usize = 64;
+    const IMM: u32 = 0x5100_0000;
+    let ctx = open_ctx();
+    let events = ctx
+        .async_events()
+        .unwrap_or_else(|e| fail(format!("async event file: {e}")));
+    let pd = ctx
+        .alloc_pd()
+        .unwrap_or_else(|e| fail(format!("alloc_pd: {e}")));
+    let mut emu = emu();
+
+    // The responder's CQ: 16 entries asked for.
+    let cq = ctx
+        .create_cq(16)
+        .unwrap_or_else(|e| fail(format!("create CQ of 16: {e}")));
+    let ring = cq.cqe as usize;
+    check(
+        ring == 16,
+        format!("a CQ of 16 entries asked for: {ring} granted (the device ring's size)"),
+    );
+    let n = 4 * ring;
+    let qp = ctx
+        .create_qp(
+            &pd,
+            &cq,
+            QPT_RC,
+            QpCaps {
+                max_send_wr: 16,
+                max_send_sge: 1,
+                ..Default::default()
+            },
+        )
+        .unwrap_or_else(|e| fail(format!("create responder QP: {e}")));
+    let info = ctx
+        .query_port(2)
+        .unwrap_or_else(|e| fail(format!("query port 2: {e}")));
+    let b = End {
+        cq,
+        qp,
+        port: 2,
+        info,
+    };
+    // The requester's CQ (256 entries) holds a completion of every WRITE.
+    let a = end(&ctx, &pd, 1, None);
+    check(
+        a.qp.max_send_wr as usize >= n,
+        format!(
+            "requester: {} send WRs for {n} WRITEs, a CQ of {}",
+            a.qp.max_send_wr, a.cq.cqe
+        ),
+    );
+
+    let len = n * SLOT;
+    let mut src = Mapping::new(len);
+    let mut dst = Mapping::new(len);
+    fill(src.bytes(), 0x0c);
+    poison(dst.bytes(), src.bytes());
+    let smr = ctx
+        .reg_mr(&pd, src.addr(), len as u64, src.addr(), ACCESS_LOCAL_WRITE)
+        .unwrap_or_else(|e| fail(format!("reg_mr source: {e}")));
+    let dmr = ctx
+        .reg_mr(
+            &pd,
+            dst.addr(),
+            len as u64,
+            dst.addr(),
+            ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE,
+        )
+        .unwrap_or_else(|e| fail(format!("reg_mr destination: {e}")));
+    connect(&ctx, &a, b.info.mac, b.info.ipv4, b.qp.qpn, dmr.rkey, 0);
+    connect(&ctx, &b, a.info.mac, a.info.ipv4, a.qp.qpn, 0, dmr.rkey);
+
+    let rnr0 = port_stat(&mut emu, 1, "rnr_naks");
+    let wrs: Vec<SendWr> = (0..n)
+        .map(|i| {
+            let o = (i * SLOT) as u64;
+            let mut w = write_wr(
+                i as u64,
+                src.addr() + o,
+                SLOT as u32,
+                smr.lkey,
+                dst.addr() + o,
+                dmr.rkey,
+            );
+            w.opcode = WR_RDMA_WRITE_WITH_IMM;
+            w.imm_data = (IMM + i as u32).to_be();
+            w
+        })
+        .collect();
+    if let Err((e, bad)) = ctx.post_send(&a.qp, &wrs) {
+        fail(format!(
+            "post {n} WRITEs with immediate: {e} (bad_wr {bad})"
+        ));
+    }
+
+    // The responder does not poll for 1 s; the requester's completions
+    // are taken meanwhile.
+    let t = Instant::now();
+    let mut req: Vec<Wc> = Vec::new();
+    while t.elapsed() < Duration::from_secs(1) {
+        req.extend(
+            ctx.poll_cq(&a.cq, n)
+                .unwrap_or_else(|e| fail(format!("poll requester: {e}"))),
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let rnr = port_stat(&mut emu, 1, "rnr_naks") - rnr0;
+    let failed: Vec<(u64, u32)> = req
+        .iter()
+        .filter(|w| w.status != WC_SUCCESS)
+        .map(|w| (w.wr_id, w.status))
+        .collect();
+    check(
+        failed.is_empty(),
+        format!(
+            "no error at the requester while the responder's CQ is full (an RNR NAK is an answer: it must not use up the ACK timeout's retries): {failed:?}"
+        ),
+    );
+    check(
+        req.len() == ring,
+        format!(
+            "the responder not polling for 1 s: {} of {n} WRITEs completed at the requester, the {ring} its CQ holds",
+            req.len()
+        ),
+    );
+    check(rnr > 0, format!("port 2 sent {rnr} RNR NAKs meanwhile"));
+    // With the default minimum RNR timer (12: 0.64 ms) the requester tries
+    // again every few milliseconds; with 0 (655 ms) it would have tried
+    // twice at most.
+    check(
+        rnr >= 10,
+        format!("{rnr} RNR NAKs in 1 s: the requester waits the responder's short default timer"),
+    );
+
+    // Now the responder polls until every WRITE has arrived.
+    let t = Instant::now();
+    let mut got: Vec<Wc> = Vec::new();
+    while got.len() < n && t.elapsed() < Duration::from_secs(60) {
+        let w = ctx
+            .poll_cq(&b.cq, n)
+            .unwrap_or_else(|e| fail(format!("poll responder: {e}")));
+        if w.is_empty() {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        got.extend(w);
+    }
+    let took = t.elapsed();
+    let imms: Vec<u32> = got
+        .iter()
+        .map(|w| u32::from_be(w.imm_data).wrapping_sub(IMM))
+        .collect();
+    let want: Vec<u32> = (0..n as u32).collect();
+    check(
+        imms == want,
+        format!(
+            "the responder took {} completions in {took:?}: every immediate once, in order ({:?}...)",
+            got.len(),
+            &imms[..imms.len().min(8)]
+        ),
+    );
+    let bad = got.iter().find(|w| {
+        w.status != WC_SUCCESS
+            || w.opcode != WC_RECV_RDMA_WITH_IMM
+            || w.byte_len != SLOT as u32
+            || w.qp_num != b.qp.qpn
+            || w.wc_flags & WC_WITH_IMM == 0
+    });
+    check(
+        bad.is_none(),
+        format!("every responder completion: success, RECV_RDMA_WITH_IMM, {SLOT} bytes, QP {} ({bad:?})", b.qp.qpn),
+    );
+    check(
+        ctx.poll_cq(&b.cq, 4).unwrap_or_default().is_empty(),
+        "no further responder completion".into(),
+    );
+    let mismatched: Vec<usize> = (0..n)
+        .filter(|i| {
+            let r = i * SLOT..(i + 1) * SLOT;
+            dst.bytes()[r.clone()] != src.bytes()[r]
+        })
+        .collect();
+    check(
+        mismatched.is_empty(),
+        format!("all {n} slots hold their WRITE's data (slots that differ: {mismatched:?})"),
+    );
+    req.extend(
+        ctx.wait_cq(&a.cq, n - req.len(), 30_000)
+            .unwrap_or_else(|e| fail(format!("poll requester: {e}"))),
+    );
+    let ids: Vec<u64> = req.iter().map(|w| w.wr_id).collect();
+    check(
+        ids == (0..n as u64).collect::<Vec<_>>()
+            && req
+                .iter()
+                .all(|w| w.status == WC_SUCCESS && w.opcode == WC_RDMA_WRITE),
+        format!(
+            "the requester's {} completions: all successes, in order",
+            req.len()
+        ),
+    );
+    let mut seen = Vec::new();
+    while let Ok(Some(ev)) = events.next(Duration::from_millis(500)) {
+        seen.push((event_name(ev.event_type), ev.event_type, ev.element));
+    }
+    check(
+        !seen
+            .iter()
+            .any(|&(_, t, _)| t == IB_EVENT_CQ_ERR || t == IB_EVENT_QP_FATAL),
+        format!("no CQ_ERR or QP_FATAL on the async event file (events: {seen:?})"),
+    );
+    let (sa, sb) = (qp_state(&ctx, &a), qp_state(&ctx, &b));
+    check(
+        sa == QPS_RTS && sb == QPS_RTS,
+        format!("requester QP state {sa}, responder {sb} (RTS is {QPS_RTS})"),
+    );
+    teardown(&ctx, [a, b], [smr, dmr]);
+}
+
+/// Whether the emulator lists QP `qpn` on its port 0 (port 1).
+fn device_has_qp(emu: &mut EmuCtl, qpn: u32) -> bool {
+    let qps = emu
+        .command("qps 0")
+        .unwrap_or_else(|e| fail(format!("emulator qps 0: {e}")));
+    qps.first()
+        .is_some_and(|l| l.split_whitespace().skip(1).any(|q| q.parse() == Ok(qpn)))
+}
+
+/// Frame delays (ms, the requester's port) of the tries to catch a WRITE
+/// in the middle: none first; if the WRITE ended before the step under
+/// test, slower (with 200 ms and 256 packets in flight, 64 MiB take about
+/// 13 s).
+const DELAYS: [u64; 3] = [0, 50, 200];
+
+/// Local ACK timeout of the QPs of `dereg-during-transfer`: 4.096 us *
+/// 2^20, about 4.3 s, well above the frame delays, and long enough that a
+/// requester whose link is down resends nothing while the test
+/// deregisters its source.
+const ACK_TIMEOUT: u8 = 20;
+
+/// The process's memory, regions and QP pair of `dereg-during-transfer`.
+struct Rig {
+    ctx: Context,
+    pd: Pd,
+    emu: EmuCtl,
+    src: Mapping,
+    dst: Mapping,
+    len: usize,
+}
+
+impl Rig {
+    /// Register the source (`dst`: the destination) at its address.
+    fn reg(&self, dst: bool) -> Mr {
+        let (m, access, what) = if dst {
+            (
+                &self.dst,
+                ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE,
+                "destination",
+            )
+        } else {
+            (&self.src, ACCESS_LOCAL_WRITE, "source")
+        };
+        self.ctx
+            .reg_mr(&self.pd, m.addr(), self.len as u64, m.addr(), access)
+            .unwrap_or_else(|e| fail(format!("reg_mr {what}: {e}")))
+    }
+
+    /// Both ends through RESET to RTS, `a` writing with `rkey`, `b` bound to
+    /// its region.
+    fn connect(&self, a: &End, b: &End, rkey: u32) {
+        for e in [a, b] {
+            let reset = ModifyQp {
+                attr_mask: QP_STATE,
+                qp_state: QPS_RESET,
+                ..Default::default()
+            };
+            self.ctx
+                .modify_qp(&e.qp, &reset)
+                .unwrap_or_else(|err| fail(format!("QP {} to RESET: {err}", e.qp.qpn)));
+        }
+        let mtu = (MTU_4096, ACK_TIMEOUT);
+        connect_mtu(
+            &self.ctx,
+            a,
+            b.info.mac,
+            b.info.ipv4,
+            b.qp.qpn,
+            rkey,
+            0,
+            mtu,
+        );
+        connect_mtu(
+            &self.ctx,
+            b,
+            a.info.mac,
+            a.info.ipv4,
+            a.qp.qpn,
+            0,
+            rkey,
+            mtu,
+        );
+    }
+
+    /// Packets port 2 (emulator port 1) has accepted.
+    fn rx(&mut self) -> u64 {
+        port_stat(&mut self.emu, 1, "rx")
+    }
+
+    fn delay(&mut self, ms: u64) {
+        emu_cmd(&mut self.emu, &format!("delay 0 {ms}"));
+    }
+
+    /// Post a WRITE of the whole source to the destination.
+    fn post_all(&self, a: &End, id: u64, smr: &Mr, dmr: &Mr) {
+        let wr = write_wr(
+            id,
+            self.src.addr(),
+            self.len as u32,
+            smr.lkey,
+            self.dst.addr(),
+            dmr.rkey,
+        );
+        if let Err((e, bad)) = self.ctx.post_send(&a.qp, &[wr]) {
+            fail(format!(
+                "post a WRITE of {} MiB: {e} (bad_wr {bad})",
+                self.len / MIB
+            ));
+        }
+    }
+
+    /// Wait until 32 packets more than `base` reached port 2 (the WRITE is
+    /// under way) or `a` has a completion (taken, and returned).
+    fn started(&mut self, a: &End, base: u64) -> Option<Wc> {
+        let t = Instant::now();
+        loop {
+            if let Some(wc) = self.ctx.poll_cq(&a.cq, 1).unwrap_or_default().first() {
+                return Some(*wc);
+            }
+            if self.rx() - base >= 32 {
+                return None;
+            }
+            if t.elapsed() > Duration::from_secs(30) {
+                fail("the WRITE did not start within 30 s".into());
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// The completion of `a`'s WRITE `id` within 60 s.
+    fn completion(&self, a: &End, id: u64, what: &str) -> Wc {
+        let w = self
+            .ctx
+            .wait_cq(&a.cq, 1, 60_000)
+            .unwrap_or_else(|e| fail(format!("{what}: poll: {e}")));
+        match w.first() {
+            Some(wc) if wc.wr_id == id => *wc,
+            Some(wc) => fail(format!("{what}: completion {wc:?}, expected wr_id {id}")),
+            None => fail(format!("{what}: no completion within 60 s")),
+        }
+    }
+
+    /// The emulator's strict-mode audit of cached translations and its DMA
+    /// audit are 0.
+    fn audits(&mut self, after: &str) {
+        let stale = stat(&mut self.emu, "stale_translation");
+        let audit = stat(&mut self.emu, "dma_audit");
+        let faults = stat(&mut self.emu, "mmu_faults");
+        check(
+            stale == 0 && audit == 0,
+            format!("after {after}: stale_translation {stale}, DMA audit {audit} (MMU faults so far {faults})"),
+        );
+    }
+
+    /// A WRITE of 1 MiB from `a` lands byte for byte.
+    fn lands(&mut self, a: &End, smr: &Mr, dmr: &Mr, after: &str) {
+        let wr = write_wr(
+            9000,
+            self.src.addr(),
+            MIB as u32,
+            smr.lkey,
+            self.dst.addr(),
+            dmr.rkey,
+        );
+        let (src, dst) = (self.src.bytes(), self.dst.bytes());
+        poison(&mut dst[..MIB], &src[..MIB]);
+        let wc = write_once(&self.ctx, a, wr, &format!("WRITE after {after}"));
+        check(
+            wc.status == WC_SUCCESS && dst[..MIB] == src[..MIB],
+            format!(
+                "after {after}: a WRITE of 1 MiB lands (status {})",
+                wc.status
+            ),
+        );
+    }
+}
+
+/// `dereg-during-transfer [--mib N]`: a QP pair port 1 -> port 2 of the
+/// strict emulator (translations kept per message, every use audited), and
+/// WRITEs of N MiB (default 64):
+///
+/// (a) the source region is deregistered while its WRITE is under way:
+///     some packets arrived, then port 1's link goes down (so that nothing
+///     reads the source while the driver takes it out of the MMU; the
+///     device may use a cached translation until MMU_INVALIDATE, which the
+///     strict audit would count), the region is deregistered, the link
+///     comes back: the resend translates again, and the WRITE completes
+///     with LOC_PROT_ERR (or is flushed), never with success; the QP is in
+///     ERR;
+/// (b) the requester QP is destroyed while its WRITE is under way: the
+///     device has no QP of its number any more;
+/// (c) the destination region (bound to the responder QP) is deregistered
+///     while the WRITE is arriving: REM_ACCESS_ERR at the requester, both
+///     QPs in ERR.
+///
+/// A try whose WRITE ended before the step is repeated with the
+/// requester's frames delayed (50, then 200 ms). After each case the
+/// emulator counts no stale translation and its DMA audit is 0, and after
+/// reconnecting a WRITE lands.
+pub(crate) fn dereg_during_transfer(args: &[String]) {
+    let len = arg(args, "--mib", Some(64)) as usize * MIB;
+    let packets = (len / PACKET) as u64;
+    let ctx = open_ctx();
+    let pd = ctx
+        .alloc_pd()
+        .unwrap_or_else(|e| fail(format!("alloc_pd: {e}")));
+    let mut r = Rig {
+        ctx,
+        pd,
+        emu: emu(),
+        src: Mapping::new(len),
+        dst: Mapping::new(len),
+        len,
+    };
+    fill(r.src.bytes(), 0xd1);
+    r.audits("the earlier tests");
+    let mut smr = r.reg(false);
+    let mut dmr = r.reg(true);
+    let mut a = end(&r.ctx, &r.pd, 1, None);
+    let b = end(&r.ctx, &r.pd, 2, None);
+    r.connect(&a, &b, dmr.rkey);
+    r.lands(&a, &smr, &dmr, "connecting");
+    let mut id = 100u64;
+
+    // (a) The source.
+    for (i, &delay) in DELAYS.iter().enumerate() {
+        id += 1;
+        let what = format!("(a) source deregistered, frames delayed {delay} ms");
+        r.delay(delay);
+        let base = r.rx();
+        r.post_all(&a, id, &smr, &dmr);
+        let mut done = r.started(&a, base);
+        if done.is_none() {
+            emu_cmd(&mut r.emu, "link 0 down");
+            // What was on its way arrives; then nothing moves until the
+            // link is back and the ACK timeout resends.
+            std::thread::sleep(Duration::from_millis(100 + delay));
+            done = r.ctx.poll_cq(&a.cq, 1).unwrap_or_default().first().copied();
+        }
+        let arrived = r.rx() - base;
+        if done.is_some() || arrived >= packets {
+            println!(
+                "# {what}: the WRITE ended before the link went down ({arrived} of {packets} packets arrived, completion {done:?})"
+            );
+            if i + 1 == DELAYS.len() {
+                fail(format!("{what}: no try caught the WRITE under way"));
+            }
+            emu_cmd(&mut r.emu, "link 0 up");
+            if done.is_none() {
+                r.completion(&a, id, &what);
+            }
+            r.connect(&a, &b, dmr.rkey);
+            continue;
+        }
+        let t = Instant::now();
+        r.ctx
+            .dereg_mr(smr)
+            .unwrap_or_else(|e| fail(format!("{what}: dereg_mr: {e}")));
+        let took = t.elapsed();
+        emu_cmd(&mut r.emu, "link 0 up");
+        let wc = r.completion(&a, id, &what);
+        check(
+            wc.status == WC_LOC_PROT_ERR || wc.status == WC_WR_FLUSH_ERR,
+            format!(
+                "{what}: {arrived} of {packets} packets had arrived, deregistered in {took:?}: the WRITE completes with status {} (LOC_PROT_ERR {WC_LOC_PROT_ERR} or WR_FLUSH_ERR {WC_WR_FLUSH_ERR}; not success {WC_SUCCESS})",
+                wc.status
+            ),
+        );
+        let s = qp_state_within(&r.ctx, &a, QPS_ERR);
+        check(
+            s == QPS_ERR,
+            format!("{what}: the requester QP is in ERR ({s})"),
+        );
+        if took > Duration::from_secs(2) {
+            println!("# {what}: the deregistration took {took:?}, close to the ACK timeout");
+        }
+        r.delay(0);
+        r.audits("(a)");
+        smr = r.reg(false);
+        r.connect(&a, &b, dmr.rkey);
+        r.lands(&a, &smr, &dmr, "(a)");
+        break;
+    }
+
+    // (b) The requester QP.
+    for (i, &delay) in DELAYS.iter().enumerate() {
+        id += 1;
+        let what = format!("(b) requester QP destroyed, frames delayed {delay} ms");
+        r.delay(delay);
+        let base = r.rx();
+        r.post_all(&a, id, &smr, &dmr);
+        if let Some(wc) = r.started(&a, base) {
+            println!("# {what}: the WRITE ended first ({wc:?})");
+            if i + 1 == DELAYS.len() {
+                fail(format!("{what}: no try caught the WRITE under way"));
+            }
+            r.connect(&a, &b, dmr.rkey);
+            continue;
+        }
+        let arrived = r.rx() - base;
+        let qpn = a.qp.qpn;
+        let before = device_has_qp(&mut r.emu, qpn);
+        let t = Instant::now();
+        r.ctx
+            .destroy_qp(a.qp)
+            .unwrap_or_else(|e| fail(format!("{what}: destroy_qp: {e}")));
+        let took = t.elapsed();
+        let left = r.ctx.poll_cq(&a.cq, 4).unwrap_or_default();
+        r.ctx
+            .destroy_cq(a.cq)
+            .unwrap_or_else(|e| fail(format!("{what}: destroy_cq: {e}")));
+        let after = device_has_qp(&mut r.emu, qpn);
+        check(
+            before && !after,
+            format!(
+                "{what}: {arrived} of {packets} packets had arrived; destroyed in {took:?} (completions left on its CQ: {left:?}); the device had QP {qpn} on port 1 before ({before}), not after ({after})"
+            ),
+        );
+        r.delay(0);
+        // Frames still on their way reach the responder before it is
+        // reset.
+        std::thread::sleep(Duration::from_millis(100 + delay));
+        r.audits("(b)");
+        a = end(&r.ctx, &r.pd, 1, None);
+        r.connect(&a, &b, dmr.rkey);
+        r.lands(&a, &smr, &dmr, "(b)");
+        break;
+    }
+
+    // (c) The destination, bound to the responder QP.
+    for (i, &delay) in DELAYS.iter().enumerate() {
+        id += 1;
+        let what = format!("(c) destination deregistered, frames delayed {delay} ms");
+        r.delay(delay);
+        let base = r.rx();
+        r.post_all(&a, id, &smr, &dmr);
+        if let Some(wc) = r.started(&a, base) {
+            println!("# {what}: the WRITE ended first ({wc:?})");
+            if i + 1 == DELAYS.len() {
+                fail(format!("{what}: no try caught the WRITE under way"));
+            }
+            r.connect(&a, &b, dmr.rkey);
+            continue;
+        }
+        let arrived = r.rx() - base;
+        let t = Instant::now();
+        r.ctx
+            .dereg_mr(dmr)
+            .unwrap_or_else(|e| fail(format!("{what}: dereg_mr: {e}")));
+        let took = t.elapsed();
+        let wc = r.completion(&a, id, &what);
+        if wc.status == WC_SUCCESS {
+            // Every packet was stored before the region went: the WRITE
+            // was not under way any more. Again, slower.
+            println!(
+                "# {what}: {arrived} of {packets} packets had arrived when the deregistration began ({took:?}), and the WRITE completed"
+            );
+            if i + 1 == DELAYS.len() {
+                fail(format!(
+                    "{what}: the WRITE completed with success although {arrived} of {packets} packets had arrived when the destination was deregistered"
+                ));
+            }
+            dmr = r.reg(true);
+            r.connect(&a, &b, dmr.rkey);
+            continue;
+        }
+        let (sa, sb) = (
+            qp_state_within(&r.ctx, &a, QPS_ERR),
+            qp_state_within(&r.ctx, &b, QPS_ERR),
+        );
+        check(
+            wc.status == WC_REM_ACCESS_ERR && sa == QPS_ERR && sb == QPS_ERR,
+            format!(
+                "{what}: {arrived} of {packets} packets had arrived, deregistered in {took:?}: status {} (REM_ACCESS_ERR is {WC_REM_ACCESS_ERR}); requester QP state {sa}, responder {sb} (ERR is {QPS_ERR})",
+                wc.status
+            ),
+        );
+        r.delay(0);
+        std::thread::sleep(Duration::from_millis(100 + delay));
+        r.audits("(c)");
+        dmr = r.reg(true);
+        r.connect(&a, &b, dmr.rkey);
+        r.lands(&a, &smr, &dmr, "(c)");
+        break;
+    }
+    let Rig { ctx, .. } = &r;
+    teardown(ctx, [a, b], [smr, dmr]);
+}
+
+/// The end of `write-traffic`: an error, as the test expects once the
+/// device is gone.
+fn ended(msg: String, writes: u64) -> ! {
+    println!("traffic ended: {msg} (after {writes} WRITEs)");
+    exit(3)
+}
+
+/// `write-traffic [--mib N]`: WRITEs of N MiB (default 16) from port 1 to
+/// port 2, two outstanding, until one fails; prints "traffic running"
+/// after the first completion. Ends with status 3 and "traffic ended: ..."
+/// at the first error (the device went away), 1 if the set-up fails.
+pub(crate) fn write_traffic(args: &[String]) {
+    let len = arg(args, "--mib", Some(16)) as usize * MIB;
+    let ctx = open_ctx();
+    let pd = ctx
+        .alloc_pd()
+        .unwrap_or_else(|e| fail(format!("alloc_pd: {e}")));
+    let mut src = Mapping::new(len);
+    let dst = Mapping::new(len);
+    fill(src.bytes(), 0x7a);
+    let smr = ctx
+        .reg_mr(&pd, src.addr(), len as u64, src.addr(), ACCESS_LOCAL_WRITE)
+        .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
+    let dmr = ctx
+        .reg_mr(
+            &pd,
+            dst.addr(),
+            len as u64,
+            dst.addr(),
+            ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE,
+        )
+        .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
+    let (a, _b) = loopback_pair(&ctx, &pd, 1, 2, dmr.rkey);
+    let (mut posted, mut done) = (0u64, 0u64);
+    loop {
+        while posted - done < 2 {
+            let wr = write_wr(
+                posted,
+                src.addr(),
+                len as u32,
+                smr.lkey,
+                dst.addr(),
+                dmr.rkey,
+            );
+            if let Err((e, _)) = ctx.post_send(&a.qp, &[wr]) {
+                ended(format!("post_send: {e}"), done);
+            }
+            posted += 1;
+        }
+        let wcs = match ctx.wait_cq(&a.cq, 1, 60_000) {
+            Ok(w) => w,
+            Err(e) => ended(format!("poll: {e}"), done),
+        };
+        if wcs.is_empty() {
+            ended("no completion within 60 s".into(), done);
+        }
+        for wc in wcs {
+            if wc.status != WC_SUCCESS {
+                ended(format!("completion {wc:?}"), done);
+            }
+            done += 1;
+            if done == 1 {
+                println!("traffic running");
+                std::io::stdout().flush().ok();
+            }
+        }
+    }
+}
