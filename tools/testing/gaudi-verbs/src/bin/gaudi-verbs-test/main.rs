@@ -650,6 +650,12 @@ fn keys_unpredictable(keys: &[u32], what: &str) {
             keys.len()
         ),
     );
+    no_stride(keys, what);
+}
+
+/// Whether `values` (keys, QP numbers) come in no fixed stride: no difference
+/// between consecutive ones occurs 10 times.
+pub(crate) fn no_stride(keys: &[u32], what: &str) {
     let mut strides = std::collections::HashMap::<u32, usize>::new();
     for w in keys.windows(2) {
         *strides.entry(w[1].wrapping_sub(w[0])).or_default() += 1;
@@ -662,7 +668,7 @@ fn keys_unpredictable(keys: &[u32], what: &str) {
     check(
         n < 10,
         format!(
-            "{what}: keys not sequential: {ones} consecutive pairs differ by 1; the most common difference, {stride:#x}, occurs {n} times of {}",
+            "{what}: not sequential: {ones} consecutive pairs differ by 1; the most common difference, {stride:#x}, occurs {n} times of {}",
             keys.len().saturating_sub(1)
         ),
     );

@@ -564,5 +564,30 @@ pub(crate) fn rkey_bounds(_args: &[String]) {
         })
         .collect();
     keys_unpredictable(&keys, "1000 registrations of 4 KiB");
+
+    // QP numbers: no stride between them either, so that an off-path sender
+    // cannot guess them (numbers of destroyed QPs may come again).
+    let cq = ctx
+        .create_cq(4)
+        .unwrap_or_else(|e| fail(format!("create CQ: {e}")));
+    let caps = QpCaps {
+        max_send_wr: 4,
+        max_send_sge: 1,
+        ..Default::default()
+    };
+    let qpns: Vec<u32> = (0..64)
+        .map(|i| {
+            let qp = ctx
+                .create_qp(&pd, &cq, QPT_RC, caps)
+                .unwrap_or_else(|e| fail(format!("QP {i}: {e}")));
+            let qpn = qp.qpn;
+            ctx.destroy_qp(qp)
+                .unwrap_or_else(|e| fail(format!("QP {i}: destroy: {e}")));
+            qpn
+        })
+        .collect();
+    ctx.destroy_cq(cq)
+        .unwrap_or_else(|e| fail(format!("destroy CQ: {e}")));
+    no_stride(&qpns, "QP numbers of 64 QPs created one after the other");
     teardown(&ctx, [a, b], [smr, omr]);
 }
