@@ -393,6 +393,31 @@ impl Rig {
         }
     }
 
+    /// Try `i` (of `DELAYS`): post the WRITE with the requester's frames
+    /// delayed by `delay` ms and wait until it is under way. Returns the
+    /// packet count it started from, or `None` if it ended first (the pair is
+    /// connected again for the next, slower try; the last try fails).
+    fn under_way(
+        &mut self,
+        (a, b): (&End, &End),
+        (smr, dmr): (&Mr, &Mr),
+        id: u64,
+        i: usize,
+        delay: u64,
+        what: &str,
+    ) -> Option<u64> {
+        self.delay(delay);
+        let base = self.rx();
+        self.post_all(a, id, smr, dmr);
+        let wc = self.started(a, base)?;
+        println!("# {what}: the WRITE ended first ({wc:?})");
+        if i + 1 == DELAYS.len() {
+            fail(format!("{what}: no try caught the WRITE under way"));
+        }
+        self.connect(a, b, dmr.rkey);
+        None
+    }
+
     /// The completion of `a`'s WRITE `id` within 60 s.
     fn completion(&self, a: &End, id: u64, what: &str) -> Wc {
         let w = self
@@ -552,17 +577,9 @@ pub(crate) fn dereg_during_transfer(args: &[String]) {
     for (i, &delay) in DELAYS.iter().enumerate() {
         id += 1;
         let what = format!("(b) requester QP destroyed, frames delayed {delay} ms");
-        r.delay(delay);
-        let base = r.rx();
-        r.post_all(&a, id, &smr, &dmr);
-        if let Some(wc) = r.started(&a, base) {
-            println!("# {what}: the WRITE ended first ({wc:?})");
-            if i + 1 == DELAYS.len() {
-                fail(format!("{what}: no try caught the WRITE under way"));
-            }
-            r.connect(&a, &b, dmr.rkey);
+        let Some(base) = r.under_way((&a, &b), (&smr, &dmr), id, i, delay, &what) else {
             continue;
-        }
+        };
         let arrived = r.rx() - base;
         let qpn = a.qp.qpn;
         let before = device_has_qp(&mut r.emu, qpn);
@@ -597,17 +614,9 @@ pub(crate) fn dereg_during_transfer(args: &[String]) {
     for (i, &delay) in DELAYS.iter().enumerate() {
         id += 1;
         let what = format!("(c) destination deregistered, frames delayed {delay} ms");
-        r.delay(delay);
-        let base = r.rx();
-        r.post_all(&a, id, &smr, &dmr);
-        if let Some(wc) = r.started(&a, base) {
-            println!("# {what}: the WRITE ended first ({wc:?})");
-            if i + 1 == DELAYS.len() {
-                fail(format!("{what}: no try caught the WRITE under way"));
-            }
-            r.connect(&a, &b, dmr.rkey);
+        let Some(base) = r.under_way((&a, &b), (&smr, &dmr), id, i, delay, &what) else {
             continue;
-        }
+        };
         let arrived = r.rx() - base;
         let t = Instant::now();
         r.ctx
