@@ -11,11 +11,15 @@
 #   make clippy    build the kernel Rust code with CLIPPY=1
 #   make bench-emu emulator-to-emulator RDMA WRITE bandwidth
 #   make bench     driver benchmark: MR registration, post_send, two-VM WRITE bandwidth vs rxe
+#   make fuzz      the uverbs fuzzer for long: FUZZ_CALLS (default 1000000) calls
+#                  within FUZZ_SECONDS (default 3000), FUZZ_SEED (default: new)
+#   make soak      1000 unbind/bind and rmmod/insmod cycles, and SOAK_SECONDS
+#                  (default 3600) of mixed traffic with faults
 #
 # Variables: GAUDI_CACHE (default ~/.cache/gaudi-rdma), FLAVOR=debug|release,
 # ACCEL=tcg|kvm, VM_TIMEOUT (seconds per VM session).
 
-.PHONY: run check kernel setup rustfmt rustfmtcheck clippy bench-emu bench
+.PHONY: run check kernel setup rustfmt rustfmtcheck clippy bench-emu bench fuzz soak
 
 run:
 	@scripts/run.sh
@@ -47,3 +51,10 @@ bench-emu:
 # post_send per WQE, two-VM WRITE bandwidth of Gaudi2 against rxe.
 bench:
 	@BENCH=1 scripts/check.sh
+
+# Not part of make check: long runs that print their figures.
+fuzz:
+	@FUZZ=1 scripts/check.sh
+
+soak:
+	@SOAK=1 scripts/check.sh

@@ -82,10 +82,36 @@ do_build() {
 	log "building kernel ($FLAVOR) in $KOUT"
 	local rc=$KOUT/.build-rc
 	rm -f "$rc"
+	# Clippy lints an object when it is compiled. For the verdict on our
+	# code to be a real check of the current sources, the objects of ours
+	# whose sources have no verdict yet are removed, so this build compiles
+	# and lints them; its warnings in our files become the verdict.
+	local drv_key crate_key lint_drv=0 lint_crate=0
+	clippy_keys
+	if [ "$CLIPPY" = 1 ]; then
+		[ -e "$KOUT/clippy-drv-$drv_key" ] || { lint_drv=1; rm -f "$KOUT"/drivers/infiniband/hw/gaudi/*.o; }
+		[ -e "$KOUT/clippy-crate-$crate_key" ] || { lint_crate=1; rm -f "$KOUT/rust/kernel.o"; }
+	fi
 	# Full log in build.log; warnings, errors and our own files on screen.
 	{ kmake bzImage modules 2>&1; echo $? >"$rc"; } | tee "$KOUT/build.log" |
 		grep -E --line-buffered 'warning:|error:|Error|hw/gaudi/|rust/kernel/rdma' >&2 || true
 	[ "$(cat "$rc")" = 0 ] || die "kernel build failed, see $KOUT/build.log"
+	[ $lint_drv = 1 ] && lint_verdict 'drivers/infiniband/hw/gaudi/' >"$KOUT/clippy-drv-$drv_key"
+	[ $lint_crate = 1 ] && lint_verdict "$(cd "$TOP" && {
+		find rust -name '*.rs'
+		sed -n 's|^+++ b/\(rust/.*\.rs\)$|\1|p' kernel/patches/*.patch
+	} | sort -u | paste -sd'|')" >"$KOUT/clippy-crate-$crate_key"
+	return 0
+}
+
+# The warnings and errors of build.log (each with the lines that follow it)
+# that point into files matching the pattern $1, or "clean".
+lint_verdict() {
+	awk -v pat="$1" '
+		/^(warning|error)/ { if (blk ~ pat) { out = out blk; bad = 1 } blk = $0 "\n"; next }
+		blk != "" { blk = blk $0 "\n" }
+		END { if (blk ~ pat) { out = out blk; bad = 1 } if (bad) printf "%s", out; else print "clean" }
+	' "$KOUT/build.log"
 }
 
 case "${1:-build}" in

@@ -61,4 +61,10 @@ cargo_env() {
 	(cd "$TOP/tools/testing" && in_env env CARGO_HOME="$CACHE/cargo-home" \
 		CARGO_TARGET_DIR="$CACHE/cargo-target" cargo "$@")
 }
+# Keys of our kernel sources, for the clippy verdicts (kernel.sh): the driver
+# and its uAPI, and our part of the kernel crate with the kernel patches.
+clippy_keys() {
+	drv_key=$(cd "$TOP" && find drivers include -type f | sort | xargs cat | sha256sum | cut -c1-16)
+	crate_key=$(cd "$TOP" && { cat kernel/patches/*; find rust -type f | sort | xargs cat; } | sha256sum | cut -c1-16)
+}
 export TOP CACHE

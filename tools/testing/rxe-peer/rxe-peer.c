@@ -118,6 +118,35 @@ static const char *kv(const char *line, const char *key)
 	return p + strlen(pat);
 }
 
+/*
+ * The test this run belongs to (the guest's init names it in GAUDI_TEST;
+ * a target's name ends in "_target"), sent with the first line of the
+ * exchange: a source and a target of different tests refuse each other.
+ */
+static void test_name(char *buf, size_t n)
+{
+	const char *t = getenv("GAUDI_TEST");
+	size_t l;
+
+	snprintf(buf, n, "%s", t ? t : "none");
+	l = strlen(buf);
+	if (l > 7 && !strcmp(buf + l - 7, "_target"))
+		buf[l - 7] = 0;
+}
+
+static void check_test(const char *line)
+{
+	char mine[64], theirs[64];
+
+	test_name(mine, sizeof(mine));
+	snprintf(theirs, sizeof(theirs), "%s", kv(line, "test"));
+	theirs[strcspn(theirs, " ")] = 0;
+	if (strcmp(mine, theirs)) {
+		printf("FAIL: paired with the peer of test %s, this is %s\n", theirs, mine);
+		exit(1);
+	}
+}
+
 static void fill(uint8_t *buf, size_t len, uint64_t seed)
 {
 	uint64_t x = pattern_start(seed), v;
@@ -205,7 +234,7 @@ static int source(const char *peer, struct ibv_qp *qp, struct ibv_cq *cq,
 	struct ibv_send_wr wr = { 0 }, *bad;
 	struct ibv_sge sge;
 	struct ibv_wc wc;
-	char line[256], tip[INET_ADDRSTRLEN];
+	char line[256], tip[INET_ADDRSTRLEN], name[64];
 	unsigned long long raddr;
 	unsigned int rkey, tqpn;
 	double t0, t;
@@ -231,6 +260,7 @@ static int source(const char *peer, struct ibv_qp *qp, struct ibv_cq *cq,
 	if (getline_fd(in, line, sizeof(line)))
 		die("no target line");
 	printf("target: %s\n", line);
+	check_test(line);
 	tqpn = (unsigned int)strtoul(kv(line, "qpn"), NULL, 10);
 	rkey = (unsigned int)strtoul(kv(line, "rkey"), NULL, 10);
 	raddr = strtoull(kv(line, "addr"), NULL, 10);
@@ -238,7 +268,8 @@ static int source(const char *peer, struct ibv_qp *qp, struct ibv_cq *cq,
 		die("target region too small");
 	snprintf(tip, sizeof(tip), "%s", kv(line, "ip"));
 	tip[strcspn(tip, " ")] = 0;
-	fprintf(out, "source qpn=%u mac=%s ip=%s\n", qp->qp_num, mac, ip);
+	test_name(name, sizeof(name));
+	fprintf(out, "source test=%s qpn=%u mac=%s ip=%s\n", name, qp->qp_num, mac, ip);
 	fflush(out);
 	connect_qp(qp, gidx, tip, tqpn, 1);
 	if (getline_fd(in, line, sizeof(line)) || strcmp(line, "ready"))
@@ -357,13 +388,15 @@ int main(int argc, char **argv)
 	 * Ethernet's 1500 bytes carry a 1024-byte path MTU; rxe in a small
 	 * VM acknowledges slowly: ask for a 1 s ACK timeout (4.096 us * 2^18).
 	 */
-	fprintf(out, "target qpn=%u mac=%s ip=%s rkey=%u addr=%llu len=%zu mtu=1024 timeout=18\n",
-		qp->qp_num, mac, ip, mr->rkey,
+	test_name(path, sizeof(path));
+	fprintf(out, "target test=%s qpn=%u mac=%s ip=%s rkey=%u addr=%llu len=%zu mtu=1024 timeout=18\n",
+		path, qp->qp_num, mac, ip, mr->rkey,
 		(unsigned long long)(uintptr_t)buf, len);
 	fflush(out);
 	if (getline_fd(in, line, sizeof(line)))
 		die("no source line");
 	printf("source: %s\n", line);
+	check_test(line);
 	peer_qpn = (unsigned int)strtoul(kv(line, "qpn"), NULL, 10);
 	snprintf(path, sizeof(path), "%s", kv(line, "ip"));
 	path[strcspn(path, " ")] = 0;
@@ -371,10 +404,13 @@ int main(int argc, char **argv)
 	fprintf(out, "ready\n");
 	fflush(out);
 
-	while (!getline_fd(in, line, sizeof(line))) {
+	for (;;) {
 		unsigned long long off, l, seed;
 		long at;
 
+		/* The source ends with "done": end of file is a failure. */
+		if (getline_fd(in, line, sizeof(line)))
+			die("the source closed the exchange without \"done\"");
 		if (!strcmp(line, "done"))
 			break;
 		if (sscanf(line, "check %llu %llu %llu", &off, &l, &seed) != 3 ||
@@ -386,6 +422,14 @@ int main(int argc, char **argv)
 			fflush(out);
 			printf("FAIL: %llu bytes at offset %llu differ at byte %ld\n",
 			       l, off, at);
+			return 1;
+		}
+		/* Nothing landed next to the WRITE (the buffer is zero there). */
+		if ((off > 0 && buf[off - 1]) || (off + l < len && buf[off + l])) {
+			fprintf(out, "bad neighbour\n");
+			fflush(out);
+			printf("FAIL: a byte next to the %llu bytes at offset %llu was written\n",
+			       l, off);
 			return 1;
 		}
 		memset(buf + off, 0, l);

@@ -6,7 +6,8 @@
 # timeout). Runs inside the build environment (QEMU >= 10.1).
 #
 # usage: session.sh OUTDIR MODE TESTS TIMEOUT -- EMULATOR-ARGS...|none
-# env:   KERNEL INITRD EMU ACCEL (tcg|kvm) MEM (MiB) CONSOLE (1: console to stdout)
+# env:   KERNEL INITRD EMU ACCEL (tcg|kvm) MEM (MiB) CPUS (1 if empty)
+#        CONSOLE (1: console to stdout)
 #        QEMU_EXTRA (more QEMU arguments, e.g. a NIC on a port's link)
 # Writes OUTDIR/console.log, OUTDIR/results.log, OUTDIR/emu.log.
 # The guest's third serial port (ttyS2) is the emulator's control socket.
@@ -52,14 +53,14 @@ else
 	console=(-serial "file:$OUT/console.log")
 fi
 
-append="console=ttyS0 panic=-1 oops=panic loglevel=6 gaudi.mode=$MODE"
+append="console=ttyS0 panic=-1 oops=panic loglevel=6 log_buf_len=8M gaudi.mode=$MODE"
 [ -n "$TESTS" ] && append="$append gaudi.tests=$TESTS"
 # Extra kernel parameters (KUnit filters, what the guest tests expect).
 append="$append ${KERNEL_ARGS:-kunit.enable=0}"
 
 status=0
 timeout --kill-after=5 "$TIMEOUT" qemu-system-x86_64 \
-	"${accel[@]}" -m "${MEM}M" -smp 1 \
+	"${accel[@]}" -m "${MEM}M" -smp "${CPUS:-1}" \
 	-object "memory-backend-memfd,id=mem,size=${MEM}M,share=on" \
 	-machine pc,memory-backend=mem \
 	-display none -monitor none -no-reboot -nic none \

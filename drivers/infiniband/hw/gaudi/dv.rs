@@ -197,7 +197,7 @@ impl Drop for SetPort {
                 continue;
             }
             if let Err(e) = self.shared.destroy_command(op, self.port, index) {
-                dev_warn!(
+                kernel::ratelimited!(dev_warn!(
                     self.shared.dev,
                     "QP set {}: destroying {} {} on port {}: {:?}\n",
                     self.index,
@@ -205,7 +205,7 @@ impl Drop for SetPort {
                     index,
                     self.port + 1,
                     e
-                );
+                ));
             }
         }
         self.ids.free_cqn(self.cqn);
@@ -709,13 +709,13 @@ impl Method for Query {
             DEV_RTS => IB_QPS_RTS,
             DEV_ERR => IB_QPS_ERR,
             s => {
-                dev_warn!(
+                kernel::ratelimited!(dev_warn!(
                     p.shared.dev,
                     "QP {} (port {}): device reports unknown state {}\n",
                     p.index,
                     port,
                     s
-                );
+                ));
                 return Err(EIO);
             }
         };

@@ -313,13 +313,13 @@ impl VectorHandler {
             eq::PORT_UP | eq::PORT_DOWN => {
                 let port = u32::from(e.port);
                 if port >= self.shared.ports {
-                    dev_warn!(
+                    kernel::ratelimited!(dev_warn!(
                         dev,
                         "event {} for port index {}, the device has {} ports: ignored\n",
                         e.kind,
                         port,
                         self.shared.ports
-                    );
+                    ));
                     return;
                 }
                 let up = e.kind == eq::PORT_UP;
@@ -717,6 +717,10 @@ impl pci::Driver for GaudiIbDriver {
     type Data<'bound> = GaudiIb<'bound>;
 
     const ID_TABLE: pci::IdTable<Self::IdInfo> = &PCI_TABLE;
+
+    // The device reaches 52 bits of bus address (page table entries, rings, the event queue):
+    // with the default 32, memory or a peer's BAR above 4 GiB would be bounced or refused.
+    const DMA_MASK: Option<kernel::dma::DmaMask> = Some(kernel::dma::DmaMask::new::<52>());
 
     fn probe<'bound>(
         pdev: &'bound pci::Device<Core<'_>>,

@@ -976,12 +976,12 @@ impl rdma::Driver for GaudiRdma {
             if let Err(e) = m.shared.revoke_key(m.key) {
                 // Nothing a context names can be reached through the MMU after the unmap
                 // below; a device that refused the revocation is failing anyway.
-                dev_warn!(
+                kernel::ratelimited!(dev_warn!(
                     m.shared.dev,
                     "key {:#x}: revocation failed: {:?}\n",
                     m.key,
                     e
-                );
+                ));
             }
             drop(bindings);
         }

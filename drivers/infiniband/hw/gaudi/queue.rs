@@ -155,12 +155,12 @@ impl Shared {
                 22 => EINVAL,
                 95 => EOPNOTSUPP,
                 _ => {
-                    dev_warn!(
+                    kernel::ratelimited!(dev_warn!(
                         self.dev,
                         "command {:#x}: unknown status {:#x}\n",
                         op,
                         status
-                    );
+                    ));
                     EIO
                 }
             });
@@ -487,6 +487,9 @@ struct Sq {
     /// Port index (from 0) once the QP is in INIT.
     port: u32,
     remote_rkey: u32,
+    /// The length of the region incoming WRITEs reach (0: the QP takes none): a completion
+    /// of a WRITE with immediate longer than that did not come from this QP's responder.
+    recv_len: u64,
     /// Producer index (next WQE to write), consumer index (oldest WQE not completed).
     pi: u16,
     ci: u16,
@@ -546,6 +549,7 @@ impl QpData {
                 on_device: false,
                 port: 0,
                 remote_rkey: 0,
+                recv_len: 0,
                 pi: 0,
                 ci: 0,
                 wr_ids,
@@ -610,6 +614,7 @@ impl QpData {
                 sq.pi = 0;
                 sq.ci = 0;
                 sq.remote_rkey = 0;
+                sq.recv_len = 0;
                 return Ok(());
             }
             QpState::Err if !on_device => {
@@ -643,6 +648,13 @@ impl QpData {
         sq.port = port;
         sq.on_device = true;
         sq.remote_rkey = a.path.remote_rkey;
+        sq.recv_len = if a.access & kernel::rdma::umem::Access::REMOTE_WRITE.bits() != 0
+            && a.path.local_rkey != 0
+        {
+            a.path.region.length
+        } else {
+            0
+        };
         Ok(())
     }
 
@@ -936,6 +948,15 @@ fn complete<T: kernel::rdma::Driver<Qp = QpData>>(
             sq.ci = cqe.wqe_index.wrapping_add(1);
         }
         CQE_RECV_WRITE_IMM => {
+            // The responder reports only WRITEs it took: successful, on the QP's port, into
+            // the region it is bound to.
+            let sq = q.sq.lock();
+            if status != WcStatus::Success
+                || sq.port != port
+                || u64::from(cqe.byte_len) > sq.recv_len
+            {
+                return Err(EPROTO);
+            }
             wc.opcode = WcOpcode::RecvRdmaWithImm;
             wc.imm = Some(cqe.imm);
         }

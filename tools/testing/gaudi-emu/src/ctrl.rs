@@ -8,12 +8,29 @@
 //! drop PORT N              drop the next N frames the port sends
 //! corrupt PORT N           corrupt the next N frames (their ICRC fails)
 //! delay PORT MS            delay the port's frames by MS milliseconds
+//! reorder PORT N           of the next N frames the port sends, hold every
+//!                          other one back by 5 ms (the next overtakes it)
 //! qp-error PORT QPN        move a QP to the error state (QP_ERROR event)
+//! nak PORT invalid|op|access N
+//!                          the port's responder answers the first packet of
+//!                          the next N incoming WRITEs with that NAK (invalid
+//!                          request, remote operational error, remote access
+//!                          error) and moves its QP to ERR
+//! fail-wqe PORT STATUS N   the next N WQEs fetched on the port fail with CQE
+//!                          status STATUS (1 to 9), their QP moved to ERR
+//! cq-fault PORT QPN        the next CQE written to the QP's CQ faults (as an
+//!                          unmapped ring page: MMU_FAULT event, CQ stops)
+//! eq-flood N               N COMPLETION events for CQ 0xffffff (none has
+//!                          that number) at once: "posted P dropped D", D
+//!                          the events that found the event queue full
 //! fatal                    device fatal error (DEVICE_FATAL event)
 //! capture PORT PATH|off    write the port's frames to a pcap file
 //! peek VA LEN              read LEN (up to 4096) bytes at device VA VA through
 //!                          the MMU: "data HEX", or err naming the fault
 //! poke VA HEX              write bytes at device VA VA through the MMU
+//! hash VA LEN             "hash H": the region hash (below) of LEN bytes at
+//!                          device VA VA read through the MMU, or err naming
+//!                          the fault
 //! devmem-peek OFFSET LEN   read LEN (up to 4096) bytes of device memory at
 //!                          OFFSET: "data HEX", or err if outside it
 //! qps PORT                 "qps I J ...": the QP indexes that exist on the port
@@ -28,6 +45,58 @@
 //! ```
 
 use crate::device::Device;
+
+/// The hash of `hash`: FNV-1a over the little-endian 64-bit words of the
+/// bytes (the last word zero-padded), then the length xored in. The test
+/// library computes the same over the memory it registered.
+struct RegionHash {
+    h: u64,
+    len: u64,
+    tail: Vec<u8>,
+}
+
+impl RegionHash {
+    fn new() -> Self {
+        Self {
+            h: 0xcbf2_9ce4_8422_2325,
+            len: 0,
+            tail: Vec::new(),
+        }
+    }
+
+    fn word(&mut self, w: &[u8]) {
+        let mut b = [0u8; 8];
+        b[..w.len()].copy_from_slice(w);
+        self.h = (self.h ^ u64::from_le_bytes(b)).wrapping_mul(0x100_0000_01b3);
+    }
+
+    fn update(&mut self, mut data: &[u8]) {
+        self.len += data.len() as u64;
+        if !self.tail.is_empty() {
+            let k = (8 - self.tail.len()).min(data.len());
+            self.tail.extend_from_slice(&data[..k]);
+            data = &data[k..];
+            if self.tail.len() < 8 {
+                return;
+            }
+            let t = std::mem::take(&mut self.tail);
+            self.word(&t);
+        }
+        let mut words = data.chunks_exact(8);
+        for w in &mut words {
+            self.word(w);
+        }
+        self.tail.extend_from_slice(words.remainder());
+    }
+
+    fn finish(mut self) -> u64 {
+        if !self.tail.is_empty() {
+            let t = std::mem::take(&mut self.tail);
+            self.word(&t);
+        }
+        self.h ^ self.len
+    }
+}
 use crate::engine::{open_capture, Captures};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -124,11 +193,46 @@ fn command(line: &str, device: &Mutex<Device>, captures: &Captures) -> Result<Ve
             let p = port(&mut w)?;
             d.ports[p].inject.delay = Duration::from_millis(num(w.next(), "milliseconds")?);
         }
+        "reorder" => {
+            let p = port(&mut w)?;
+            d.ports[p].inject.reorder = num(w.next(), "count")?;
+        }
         "qp-error" => {
             let p = port(&mut w)?;
             if !d.inject_qp_error(p, num(w.next(), "qpn")?) {
                 return Err("no such QP".into());
             }
+        }
+        "nak" => {
+            let p = port(&mut w)?;
+            let syndrome = match w.next() {
+                Some("invalid") => crate::roce::aeth::NAK_INVALID_REQ,
+                Some("op") => crate::roce::aeth::NAK_REMOTE_OP,
+                Some("access") => crate::roce::aeth::NAK_REMOTE_ACCESS,
+                _ => return Err("nak PORT invalid|op|access N".into()),
+            };
+            let n: u32 = num(w.next(), "count")?;
+            d.ports[p].inject.nak = (n > 0).then_some((syndrome, n));
+        }
+        "fail-wqe" => {
+            let p = port(&mut w)?;
+            let status: u8 = num(w.next(), "status")?;
+            if status == 0 || status > 9 {
+                return Err("status 1 to 9".into());
+            }
+            let n: u32 = num(w.next(), "count")?;
+            d.ports[p].inject.fail_wqe = (n > 0).then_some((status, n));
+        }
+        "cq-fault" => {
+            let p = port(&mut w)?;
+            if !d.inject_cq_fault(p, num(w.next(), "qpn")?) {
+                return Err("no such QP or CQ".into());
+            }
+        }
+        "eq-flood" => {
+            let n: u32 = num(w.next(), "count")?;
+            let (posted, dropped) = d.eq_flood(n);
+            return Ok(vec![format!("posted {posted} dropped {dropped}")]);
         }
         "fatal" => d.fatal(),
         "capture" => {
@@ -150,6 +254,24 @@ fn command(line: &str, device: &Mutex<Device>, captures: &Captures) -> Result<Ve
             d.mmu_read(va, &mut buf)
                 .map_err(|f| format!("fault {f:?}"))?;
             return Ok(vec![format!("data {}", hex(&buf))]);
+        }
+        "hash" => {
+            let va = addr(w.next())?;
+            let len = addr(w.next())?;
+            if len == 0 || len > 1 << 40 {
+                return Err("length 1 to 2^40".into());
+            }
+            let mut h = RegionHash::new();
+            let mut buf = vec![0u8; 1 << 20];
+            let mut off = 0u64;
+            while off < len {
+                let n = (len - off).min(buf.len() as u64) as usize;
+                d.mmu_read(va + off, &mut buf[..n])
+                    .map_err(|f| format!("fault {f:?} at +{off:#x}"))?;
+                h.update(&buf[..n]);
+                off += n as u64;
+            }
+            return Ok(vec![format!("hash {:016x}", h.finish())]);
         }
         "devmem-peek" => {
             let off = addr(w.next())?;
@@ -210,4 +332,23 @@ fn command(line: &str, device: &Mutex<Device>, captures: &Captures) -> Result<Ve
         _ => return Err(format!("unknown command {cmd}")),
     }
     Ok(Vec::new())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RegionHash;
+
+    /// The value the test library's `region_hash` gives for bytes 0 to 20;
+    /// the same in pieces of any size.
+    #[test]
+    fn region_hash_known_value_in_any_pieces() {
+        let data: Vec<u8> = (0..21).collect();
+        for split in [1, 3, 7, 8, 9, 21] {
+            let mut h = RegionHash::new();
+            for piece in data.chunks(split) {
+                h.update(piece);
+            }
+            assert_eq!(h.finish(), 0x7242_fe74_5fec_a42a, "pieces of {split}");
+        }
+    }
 }

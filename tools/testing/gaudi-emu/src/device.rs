@@ -98,6 +98,15 @@ pub struct Inject {
     pub drop: u32,
     pub corrupt: u32,
     pub delay: Duration,
+    /// Answer the next first packets of incoming WRITEs with this NAK
+    /// syndrome (control interface `nak`), this many times.
+    pub nak: Option<(u8, u32)>,
+    /// Complete the next WQEs fetched on this port with this status, as if
+    /// the device had failed them (control interface `fail-wqe`).
+    pub fail_wqe: Option<(u8, u32)>,
+    /// Of the next frames, hold every other one back by 5 ms, so that the
+    /// frame after it arrives first (control interface `reorder`).
+    pub reorder: u32,
 }
 
 pub struct Port {
@@ -472,7 +481,7 @@ impl Device {
         let size = 1u32 << self.eq_log_size;
         if self.eq_pi.wrapping_sub(self.eq_ci) >= size {
             self.eq_overflows = self.eq_overflows.wrapping_add(1);
-            log::warn!("event queue full, event {ty} dropped");
+            log::debug!("event queue full, event {ty} dropped");
             return;
         }
         let mut e = [0u8; EQE_SIZE];
@@ -489,6 +498,18 @@ impl Device {
         self.eq_pi = self.eq_pi.wrapping_add(1);
         self.cause |= CAUSE_EQ;
         self.raise(0);
+    }
+
+    /// `n` COMPLETION events for a CQ that does not exist, posted at once
+    /// (control interface): more than the event queue holds overflow it.
+    /// Returns (posted, dropped).
+    pub fn eq_flood(&mut self, n: u32) -> (u32, u32) {
+        let before = self.eq_overflows;
+        for _ in 0..n {
+            self.post_event(crate::regs::EV_COMPLETION, 0, 0xff_ffff, 0);
+        }
+        let dropped = self.eq_overflows.wrapping_sub(before);
+        (n - dropped, dropped)
     }
 
     /// Stop everything and report it (control interface, or an internal
@@ -641,6 +662,7 @@ impl Device {
                 ci: 0,
                 armed: false,
                 broken: false,
+                fault_next: false,
             },
         );
         0
@@ -774,7 +796,7 @@ impl Device {
         match reg {
             DB_SQ => {
                 let Some(q) = self.ports[port].qps.get_mut(&index) else {
-                    log::warn!("SQ doorbell for unknown QP {port}/{index}");
+                    log::info!("SQ doorbell for unknown QP {port}/{index}");
                     return;
                 };
                 if q.ctx.state == QPS_RESET || q.ctx.state == QPS_ERR {
@@ -782,7 +804,7 @@ impl Device {
                 }
                 let head = q.pending.front().map_or(q.sq_fetch, |p| p.index);
                 if v.wrapping_sub(head) > q.sq_size() {
-                    log::warn!(
+                    log::info!(
                         "QP {port}/{index}: SQ doorbell {v} overruns the ring (head {head})"
                     );
                     self.qp_error(port, index, ST_LOC_QP_OP_ERR, None);
@@ -795,13 +817,13 @@ impl Device {
             }
             DB_CQ | DB_CQ_ARM => {
                 let Some(cq) = self.ports[port].cqs.get_mut(&index) else {
-                    log::warn!("CQ doorbell for unknown CQ {port}/{index}");
+                    log::info!("CQ doorbell for unknown CQ {port}/{index}");
                     return;
                 };
                 // The consumer index may only move forward, up to the producer.
                 let moved = v.wrapping_sub(cq.ci as u16);
                 if u32::from(moved) > cq.pi.wrapping_sub(cq.ci) {
-                    log::warn!(
+                    log::info!(
                         "CQ {port}/{index}: consumer index {v} outside [{}, {}]",
                         cq.ci,
                         cq.pi
@@ -833,17 +855,23 @@ impl Device {
         let size = 1u32 << cq.log_size;
         if cq.is_full() {
             cq.broken = true;
-            log::warn!("CQ {port}/{cqn} overflow");
+            log::info!("CQ {port}/{cqn} overflow");
             self.post_event(EV_CQ_OVERFLOW, port, cqn, 0);
             return;
         }
         let owner = (cq.pi >> cq.log_size) & 1 == 0;
         let va = cq.va + u64::from(cq.pi & (size - 1)) * CQE_SIZE as u64;
         let bytes = cqe.encode(owner);
-        if let Err(f) = self.mmu.write_for(&mut self.mem, va, &bytes, Use::Ring) {
+        let injected = std::mem::take(&mut cq.fault_next);
+        let written = if injected {
+            Err(Fault::Unmapped(va))
+        } else {
+            self.mmu.write_for(&mut self.mem, va, &bytes, Use::Ring)
+        };
+        if let Err(f) = written {
             let cq = self.ports[port].cqs.get_mut(&cqn).unwrap();
             cq.broken = true;
-            log::warn!("CQ {port}/{cqn}: ring write fault {f:?}");
+            log::info!("CQ {port}/{cqn}: ring write fault {f:?}");
             self.post_event(EV_MMU_FAULT, port, u32::MAX, f.va() as u32);
             return;
         }
@@ -927,7 +955,15 @@ impl Device {
             let i = f.len() - 5;
             f[i] ^= 0x5a;
         }
-        p.tx.push((now + p.inject.delay, f));
+        let mut at = now + p.inject.delay;
+        if p.inject.reorder > 0 {
+            p.inject.reorder -= 1;
+            if p.inject.reorder % 2 == 1 {
+                p.counters.injected += 1;
+                at += Duration::from_millis(5);
+            }
+        }
+        p.tx.push((at, f));
     }
 
     /// Frames due for sending on `port`.
@@ -993,6 +1029,11 @@ impl Device {
                 }
                 if wqe.len > MAX_MSG_LEN {
                     self.qp_error(port, qpn, ST_LOC_LEN_ERR, Some(index));
+                    return;
+                }
+                if let Some((status, n)) = self.ports[port].inject.fail_wqe {
+                    self.ports[port].inject.fail_wqe = (n > 1).then_some((status, n - 1));
+                    self.qp_error(port, qpn, status, Some(index));
                     return;
                 }
                 // Nothing is sent for a WQE whose source is not all mapped.
@@ -1307,6 +1348,11 @@ impl Device {
         );
         let last = !matches!(pkt.opcode, op::WRITE_FIRST | op::WRITE_MIDDLE);
         let mut w = if first {
+            if let Some((syndrome, n)) = self.ports[port].inject.nak {
+                self.ports[port].inject.nak = (n > 1).then_some((syndrome, n - 1));
+                return self.responder_error(port, qpn, psn, syndrome, None, now);
+            }
+            let q = self.ports[port].qps.get_mut(&qpn).unwrap();
             if q.recv.is_some() {
                 return self.responder_error(port, qpn, psn, aeth::NAK_INVALID_REQ, None, now);
             }
@@ -1443,10 +1489,10 @@ impl Device {
         if let Some(f) = fault {
             self.post_event(EV_MMU_FAULT, port, qpn, f.va() as u32);
         }
-        let st = if syndrome == aeth::NAK_REMOTE_ACCESS {
-            ST_REM_ACCESS_ERR
-        } else {
-            ST_REM_INV_REQ_ERR
+        let st = match syndrome {
+            aeth::NAK_REMOTE_ACCESS => ST_REM_ACCESS_ERR,
+            aeth::NAK_REMOTE_OP => ST_REM_OP_ERR,
+            _ => ST_REM_INV_REQ_ERR,
         };
         self.qp_error(port, qpn, st, None);
     }
@@ -1488,6 +1534,24 @@ impl Device {
     }
 
     /// Inject a QP error (control interface).
+    /// The next CQE written to the CQ of QP `qpn` of `port` faults as if
+    /// its ring page were unmapped.
+    pub fn inject_cq_fault(&mut self, port: usize, qpn: u32) -> bool {
+        let Some(p) = self.ports.get_mut(port) else {
+            return false;
+        };
+        let Some(cqn) = p.qps.get(&qpn).map(|q| q.ctx.cqn) else {
+            return false;
+        };
+        match p.cqs.get_mut(&cqn) {
+            Some(cq) => {
+                cq.fault_next = true;
+                true
+            }
+            None => false,
+        }
+    }
+
     pub fn inject_qp_error(&mut self, port: usize, qpn: u32) -> bool {
         if port < self.ports.len() && self.ports[port].qps.contains_key(&qpn) {
             self.qp_error(port, qpn, ST_LOC_QP_OP_ERR, None);

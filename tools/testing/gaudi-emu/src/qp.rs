@@ -264,6 +264,8 @@ pub struct Cq {
     pub armed: bool,
     /// Set after an overflow or a ring write fault: nothing more is written.
     pub broken: bool,
+    /// The next entry's write faults (control interface `cq-fault`).
+    pub fault_next: bool,
 }
 
 impl Cq {

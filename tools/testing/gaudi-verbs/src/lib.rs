@@ -335,6 +335,9 @@ pub const QPT_UD: u8 = 4;
 pub struct Cq {
     pub handle: u32,
     pub cqe: u32,
+    /// The handle the CQ's events name (completion channel, async events):
+    /// distinct for every CQ of the process.
+    pub user_handle: u64,
 }
 
 /// A queue pair and the sizes the kernel granted.
@@ -802,9 +805,11 @@ impl Context {
             comp_channel: i32,
             reserved: u32,
         }
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        let user_handle = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let cmd = Cmd {
             response: 0,
-            user_handle: 0,
+            user_handle,
             cqe,
             comp_vector: 0,
             comp_channel: channel.map_or(-1, |c| c.fd.as_raw_fd()),
@@ -816,6 +821,7 @@ impl Context {
         Ok(Cq {
             handle: out[0],
             cqe: out[1],
+            user_handle,
         })
     }
 
@@ -1274,6 +1280,16 @@ impl EmuCtl {
     }
 
     /// Read `len` bytes at device VA `va` through the device MMU.
+    /// The emulator's hash of `len` bytes at device VA `va`, read through
+    /// the device MMU; compare with [`region_hash`] of what the process sees.
+    pub fn hash(&mut self, va: u64, len: u64) -> io::Result<u64> {
+        let r = self.command(&format!("hash {va:#x} {len}"))?;
+        r.iter()
+            .find_map(|l| l.strip_prefix("hash "))
+            .and_then(|h| u64::from_str_radix(h, 16).ok())
+            .ok_or_else(|| io::Error::other(format!("bad hash reply {r:?}")))
+    }
+
     pub fn peek(&mut self, va: u64, len: usize) -> io::Result<Vec<u8>> {
         let r = self.command(&format!("peek {va:#x} {len}"))?;
         let hex = r
@@ -1389,6 +1405,13 @@ pub fn errno(e: &io::Error) -> i32 {
 mod tests {
     use super::*;
 
+    /// The emulator's `hash` gives the same value for bytes 0 to 20.
+    #[test]
+    fn region_hash_known_value() {
+        let data: Vec<u8> = (0..21).collect();
+        assert_eq!(region_hash(&data), 0x7242_fe74_5fec_a42a);
+    }
+
     #[test]
     fn layouts_match_the_uapi() {
         assert_eq!(std::mem::size_of::<Attr>(), 16);
@@ -1400,4 +1423,17 @@ mod tests {
         assert_eq!(std::mem::size_of::<GidEntry>(), 32);
         assert_eq!(RDMA_VERBS_IOCTL, 0xc018_1b01);
     }
+}
+
+/// The emulator's region hash (its `hash` command): FNV-1a over the
+/// little-endian 64-bit words of `data` (the last word zero-padded), then
+/// the length xored in.
+pub fn region_hash(data: &[u8]) -> u64 {
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    for w in data.chunks(8) {
+        let mut b = [0u8; 8];
+        b[..w.len()].copy_from_slice(w);
+        h = (h ^ u64::from_le_bytes(b)).wrapping_mul(0x100_0000_01b3);
+    }
+    h ^ data.len() as u64
 }

@@ -8,6 +8,7 @@
 ports=$(kparam ports 24)
 dev=$(gaudi_devices | head -n 1)
 [ -n "$dev" ] || fail "no Gaudi2 device"
+expect_warning "device fatal error: removing the InfiniBand device"
 start_listener fatal gaudi-verbs-test fatal
 emu_ctl fatal || fail "emulator refused fatal"
 wait $bg_pid || {
@@ -15,11 +16,12 @@ wait $bg_pid || {
 	fail "the user program did not see DEVICE_FATAL and the disassociation"
 }
 cat /tmp/fatal.out
-dmesg | grep -q "device fatal error" || fail "no log line for the fatal error"
+test_log | grep -q "device fatal error" || fail "no log line for the fatal error"
 n=$(rdma dev show | grep -c ': gaudi_' || true)
 [ "$n" = 0 ] || fail "the gaudi device is still registered after the fatal error"
 [ "$(bound_driver "$dev")" = gaudi_ib ] || fail "the PCI device lost its driver"
 echo "$dev" >/sys/bus/pci/drivers/gaudi_ib/unbind || fail "unbind failed"
+emu_quiet_after "the fatal error and unbind"
 echo "$dev" >/sys/bus/pci/drivers/gaudi_ib/bind || fail "bind failed"
 n=$(rdma link show | grep -c '^link gaudi_[0-9]*/[0-9]* state ACTIVE ' || true)
 [ "$n" = "$ports" ] || fail "after rebind: $n ACTIVE links, expected $ports"

@@ -11,5 +11,5 @@ load_driver
 mgmt_up
 gaudi-verbs-test write-target --port 1 --max-mib 64 --hbm ||
 	fail "HBM dma-buf target failed"
-dmesg | grep -q "dma-buf of device memory refused: the importer does not do peer-to-peer" ||
+test_log | grep -q "dma-buf of device memory refused: the importer does not do peer-to-peer" ||
 	fail "no log line for the refused import"

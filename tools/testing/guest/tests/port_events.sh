@@ -30,5 +30,5 @@ cat /tmp/events.out
 state=$(link_state gaudi_0/$port)
 echo "after link up: gaudi_0/$port $state"
 [ "$state" = ACTIVE ] || fail "rdma link show: port $port is $state after link up"
-dmesg | grep -q "port $port link down" || fail "no log line for the link down"
+test_log | grep -q "port $port link down" || fail "no log line for the link down"
 echo "port $port: PORT_ERR and PORT_ACTIVE reached user space, rdma link show followed"

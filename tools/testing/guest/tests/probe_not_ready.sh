@@ -4,5 +4,5 @@
 # emulator runs with --reset-hangs for this test).
 . /lib/gaudi/guest-lib.sh
 probe_refused "device not ready 1000 ms after reset"
-dmesg | grep -q "probe with driver gaudi_ib failed with error -110" ||
+test_log | grep -q "probe with driver gaudi_ib failed with error -110" ||
 	fail "probe did not fail with ETIMEDOUT"

@@ -8,6 +8,6 @@
 . /lib/gaudi/guest-lib.sh
 load_driver
 gaudi-verbs-test uapi-bad-attrs || fail "bad attributes were not refused as documented"
-if dmesg | grep -E 'BUG:|WARNING:|Oops|KASAN|UBSAN|Call Trace'; then
+if test_log | grep -E 'BUG:|WARNING:|Oops|KASAN|UBSAN|Call Trace'; then
 	fail "kernel splat after bad attributes"
 fi

@@ -5,8 +5,4 @@
 # errnos of bad attributes, a second context and a second PD.
 . /lib/gaudi/guest-lib.sh
 ports=$(kparam ports 24)
-debugfs
-# Leak suspects from before this test are not ours to judge.
-echo scan >/sys/kernel/debug/kmemleak
-echo clear >/sys/kernel/debug/kmemleak
 gaudi-verbs-test uverbs --ports "$ports" || fail "uverbs checks failed"

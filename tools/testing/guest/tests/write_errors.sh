@@ -6,4 +6,4 @@
 . /lib/gaudi/guest-lib.sh
 load_driver
 gaudi-verbs-test write-errors || fail "error handling of the send path failed"
-dmesg | grep -q "QP [0-9]* (port 1): error" || fail "no log line for the QP error"
+test_log | grep -q "QP [0-9]* (port 1): error" || fail "no log line for the QP error"

@@ -101,7 +101,7 @@ fn without_syscalls<R: Send>(f: impl FnOnce() -> R + Send) -> (R, u64) {
 /// no clock is read, as that may be a system call).
 const SPINS: u64 = 20_000_000_000;
 
-fn mr_info(ctx: &Context, mr: &Mr, what: &str) -> MrInfo {
+pub(crate) fn mr_info(ctx: &Context, mr: &Mr, what: &str) -> MrInfo {
     let info = ctx
         .query_mr(mr)
         .unwrap_or_else(|e| fail(format!("query_mr {what}: {e}")));
@@ -132,7 +132,7 @@ pub(crate) fn dv_loopback(ctx: &Context, a: u32, b: u32, rkey: u32) -> QpSet {
 
 /// (Re)connect the QPs of ports `a` and `b` of `set` to each other, both
 /// ends through RESET (the responder's expected PSN starts over too).
-fn connect_pair(ctx: &Context, set: &mut QpSet, a: u32, b: u32, rkey: u32) {
+pub(crate) fn connect_pair(ctx: &Context, set: &mut QpSet, a: u32, b: u32, rkey: u32) {
     let index = set.resp.index;
     let h = set.handle;
     for (from, to, remote, local) in [(a, b, rkey, 0), (b, a, 0, rkey)] {
@@ -660,8 +660,10 @@ pub(crate) fn dv_write_source(args: &[String]) {
     let mut peer = Peer::dial(&peer_ip);
     let t = peer.recv();
     println!("target: {t}");
+    crate::check_peer_test(&t);
     peer.send(&format!(
-        "source qpn={} mac={} ip={}",
+        "source test={} qpn={} mac={} ip={}",
+        crate::test_name(),
         set.resp.index,
         mac_str(info.mac),
         std::net::Ipv4Addr::from(info.ipv4)

@@ -83,14 +83,14 @@
 //!       RLIMIT_MEMLOCK fails with ENOMEM.
 
 use gaudi_verbs::{
-    errno, event_name, find_device, AsyncEvents, Attr, CompChannel, Context, Cq, EmuCtl,
-    GaudiModifyQp, ModifyQp, Mr, Pd, PortInfo, Qp, QpCaps, SendWr, Sge, Wc, ACCESS_LOCAL_WRITE,
-    ACCESS_REMOTE_ATOMIC, ACCESS_REMOTE_READ, ACCESS_REMOTE_WRITE, IB_EVENT_DEVICE_FATAL,
-    IB_EVENT_PORT_ACTIVE, IB_EVENT_PORT_ERR, IB_EVENT_QP_FATAL, MODIFY_QP_DEST,
-    MODIFY_QP_LOCAL_RKEY, MODIFY_QP_REMOTE_RKEY, MTU_1024, MTU_4096, NS_DRIVER, PORT_LINK_UP,
-    QPS_ERR, QPS_INIT, QPS_RESET, QPS_RTR, QPS_RTS, QPT_RC, QPT_UD, QP_ACCESS_FLAGS, QP_DEST_QPN,
-    QP_MAX_DEST_RD_ATOMIC, QP_PATH_MTU, QP_PKEY_INDEX, QP_PORT, QP_RETRY_CNT, QP_RNR_RETRY,
-    QP_RQ_PSN, QP_SQ_PSN, QP_STATE, QP_TIMEOUT, SEND_SIGNALED, WC_RDMA_WRITE,
+    errno, event_name, find_device, region_hash, AsyncEvents, Attr, CompChannel, Context, Cq,
+    EmuCtl, GaudiModifyQp, ModifyQp, Mr, Pd, PortInfo, Qp, QpCaps, SendWr, Sge, Wc,
+    ACCESS_LOCAL_WRITE, ACCESS_REMOTE_ATOMIC, ACCESS_REMOTE_READ, ACCESS_REMOTE_WRITE,
+    IB_EVENT_DEVICE_FATAL, IB_EVENT_PORT_ACTIVE, IB_EVENT_PORT_ERR, IB_EVENT_QP_FATAL,
+    MODIFY_QP_DEST, MODIFY_QP_LOCAL_RKEY, MODIFY_QP_REMOTE_RKEY, MTU_1024, MTU_4096, NS_DRIVER,
+    PORT_LINK_UP, QPS_ERR, QPS_INIT, QPS_RESET, QPS_RTR, QPS_RTS, QPT_RC, QPT_UD, QP_ACCESS_FLAGS,
+    QP_DEST_QPN, QP_MAX_DEST_RD_ATOMIC, QP_PATH_MTU, QP_PKEY_INDEX, QP_PORT, QP_RETRY_CNT,
+    QP_RNR_RETRY, QP_RQ_PSN, QP_SQ_PSN, QP_STATE, QP_TIMEOUT, SEND_SIGNALED, WC_RDMA_WRITE,
     WC_RECV_RDMA_WITH_IMM, WC_RETRY_EXC_ERR, WC_SUCCESS, WC_WITH_IMM, WC_WR_FLUSH_ERR,
     WR_ATOMIC_CMP_AND_SWP, WR_ATOMIC_FETCH_AND_ADD, WR_RDMA_READ, WR_RDMA_WRITE,
     WR_RDMA_WRITE_WITH_IMM, WR_SEND, WR_SEND_WITH_IMM,
@@ -98,13 +98,18 @@ use gaudi_verbs::{
 use std::io::Write;
 use std::process::exit;
 
+mod concurrency;
 mod dv;
+mod errors;
+mod fuzzdev;
 mod hbm;
 mod limits;
 mod ownership;
 mod regions;
+mod rings;
 mod transfer;
 mod uapi;
+mod wire;
 use std::time::Duration;
 
 const MIB: usize = 1 << 20;
@@ -585,21 +590,27 @@ fn check_region(
             mr.resp.mmu_va
         ),
     );
-    // The device sees what the process wrote: start, across the first
-    // page boundary, middle, end.
-    let mut spots = vec![(0u64, 64u64), (size / 2, 64), (size - 64, 64)];
-    if size > 4096 + 64 {
-        spots.push((4096 - 32, 64));
+    // The device sees what the process wrote, every byte: the emulator
+    // hashes the whole region read through the device MMU, the process the
+    // memory it registered.
+    let got = emu
+        .hash(mr.resp.mmu_va, size)
+        .unwrap_or_else(|e| fail(format!("{size} B: device hash: {e}")));
+    if got != region_hash(buf) {
+        // Find where, for the report.
+        let at = (0..size)
+            .step_by(4096)
+            .find(|&off| {
+                let n = (size - off).min(4096);
+                emu.peek(mr.resp.mmu_va + off, n as usize).ok().as_deref()
+                    != Some(&buf[off as usize..(off + n) as usize])
+            })
+            .unwrap_or(size);
+        fail(format!(
+            "{size} B: the device reads other bytes (first differing page at +{at:#x})"
+        ));
     }
-    for (off, len) in spots {
-        let got = emu
-            .peek(mr.resp.mmu_va + off, len as usize)
-            .unwrap_or_else(|e| fail(format!("{size} B: peek at +{off}: {e}")));
-        if got[..] != buf[off as usize..(off + len) as usize] {
-            fail(format!("{size} B: device reads other bytes at +{off}"));
-        }
-    }
-    println!("ok: {size} B: the device reads the region as written");
+    println!("ok: {size} B: the device reads the whole region as written");
     // A write through the device MMU lands in the process's memory.
     let data: Vec<u8> = (0..32u8).map(|i| i ^ 0xa5).collect();
     let off = size - 32;
@@ -915,6 +926,85 @@ fn unsupported_opcodes() {
         ),
     }
     expect_errno("post_recv", ctx.post_recv(&qp, 9, sge), libc::EOPNOTSUPP);
+
+    // The same on a connected QP in RTS, where a WQE would reach the
+    // device: each refused request, alone or first of a list, leaves the
+    // send queue as it was. The port sends no frame for them, and the next
+    // WRITE is the first completion and lands (had a refused WQE reached
+    // the ring, the device would have failed it first and flushed the
+    // WRITE).
+    let mut dst = Mapping::new(4096);
+    let dmr = ctx
+        .reg_mr(
+            &pd,
+            dst.addr(),
+            4096,
+            dst.addr(),
+            ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE,
+        )
+        .unwrap_or_else(|e| fail(format!("reg_mr destination: {e}")));
+    let (a, b) = loopback_pair(&ctx, &pd, 1, 2, dmr.rkey);
+    let mut emu = emu();
+    let tx0 = emu
+        .port_stat(0, "tx")
+        .unwrap_or_else(|e| fail(format!("emulator port stat: {e}")));
+    for (name, opcode) in [
+        ("SEND", WR_SEND),
+        ("SEND_WITH_IMM", WR_SEND_WITH_IMM),
+        ("RDMA_READ", WR_RDMA_READ),
+        ("ATOMIC_CMP_AND_SWP", WR_ATOMIC_CMP_AND_SWP),
+        ("ATOMIC_FETCH_AND_ADD", WR_ATOMIC_FETCH_AND_ADD),
+    ] {
+        let bad_wr = SendWr {
+            wr_id: 7,
+            opcode,
+            send_flags: SEND_SIGNALED,
+            remote_addr: dst.addr(),
+            rkey: dmr.rkey,
+            sges: vec![sge],
+            ..Default::default()
+        };
+        let good = write_wr(8, addr, 64, mr.lkey, dst.addr(), dmr.rkey);
+        for list in [vec![bad_wr.clone()], vec![bad_wr, good]] {
+            let n = list.len();
+            match ctx.post_send(&a.qp, &list) {
+                Ok(()) => fail(format!("RTS: post_send {name} (list of {n}): accepted")),
+                Err((e, bad)) => check(
+                    errno(&e) == libc::EOPNOTSUPP && bad == 1,
+                    format!(
+                        "RTS: post_send {name} (list of {n}): errno {}, bad_wr {bad}",
+                        errno(&e)
+                    ),
+                ),
+            }
+        }
+    }
+    let tx1 = emu
+        .port_stat(0, "tx")
+        .unwrap_or_else(|e| fail(format!("emulator port stat: {e}")));
+    dst.bytes().fill(0);
+    fill(map.bytes(), 3);
+    let wc = write_once(
+        &ctx,
+        &a,
+        write_wr(9, addr, 64, mr.lkey, dst.addr(), dmr.rkey),
+        "WRITE after the refused requests",
+    );
+    let more = ctx.poll_cq(&a.cq, 4).unwrap_or_default();
+    check(
+        tx1 == tx0
+            && wc.wr_id == 9
+            && wc.status == WC_SUCCESS
+            && more.is_empty()
+            && dst.bytes()[..64] == map.bytes()[..64]
+            && dst.bytes()[64] == 0,
+        format!(
+            "RTS: no frame sent for the refused requests ({} frames), the next WRITE is the only completion ({:?}) and lands",
+            tx1 - tx0,
+            wc
+        ),
+    );
+    teardown(&ctx, [a, b], [dmr]);
     ctx.dereg_mr(mr)
         .unwrap_or_else(|e| fail(format!("dereg_mr: {e}")));
     ctx.destroy_qp(qp2)
@@ -1015,6 +1105,28 @@ fn connect_mtu(
     local_rkey: u32,
     mtu: (u8, u8),
 ) {
+    connect_psn(
+        ctx,
+        e,
+        (mac, ipv4, dest_qpn),
+        remote_rkey,
+        local_rkey,
+        mtu,
+        0x100,
+    );
+}
+
+/// As [`connect_mtu`], the peer as (MAC, IPv4, QPN), with both PSNs (sent
+/// and expected) starting at `psn`.
+fn connect_psn(
+    ctx: &Context,
+    e: &End,
+    (mac, ipv4, dest_qpn): ([u8; 6], [u8; 4], u32),
+    remote_rkey: u32,
+    local_rkey: u32,
+    mtu: (u8, u8),
+    psn: u32,
+) {
     let init = ModifyQp {
         attr_mask: QP_STATE | QP_PORT | QP_PKEY_INDEX | QP_ACCESS_FLAGS,
         qp_state: QPS_INIT,
@@ -1029,7 +1141,7 @@ fn connect_mtu(
         qp_state: QPS_RTR,
         path_mtu: mtu.0,
         dest_qp_num: dest_qpn,
-        rq_psn: 0x100,
+        rq_psn: psn,
         driver: Some(GaudiModifyQp {
             flags: MODIFY_QP_DEST | MODIFY_QP_REMOTE_RKEY | MODIFY_QP_LOCAL_RKEY,
             remote_rkey,
@@ -1045,7 +1157,7 @@ fn connect_mtu(
     let rts = ModifyQp {
         attr_mask: QP_STATE | QP_SQ_PSN | QP_TIMEOUT | QP_RETRY_CNT | QP_RNR_RETRY,
         qp_state: QPS_RTS,
-        sq_psn: 0x100,
+        sq_psn: psn,
         timeout: mtu.1,
         retry_cnt: 7,
         rnr_retry: 7,
@@ -1309,6 +1421,61 @@ fn write_loopback(args: &[String]) {
         ),
     );
 
+    // Unsignalled WRITEs posted one per call, with no signalled one after
+    // them: each rings the doorbell, and the data lands without any
+    // completion (the bytes are watched, not a CQ); a signalled WRITE then
+    // completes alone.
+    poison(&mut dst.bytes()[..4 * 4096], &src.bytes()[..4 * 4096]);
+    for k in 0..4u64 {
+        let mut w = write_wr(
+            400 + k,
+            iova + k * 4096,
+            4096,
+            smr.lkey,
+            diova + k * 4096,
+            dmr.rkey,
+        );
+        w.send_flags = 0;
+        if let Err((e, bad)) = ctx.post_send(&a.qp, &[w]) {
+            fail(format!("post unsignalled WRITE {k}: {e} (bad_wr {bad})"));
+        }
+    }
+    let t = std::time::Instant::now();
+    let want = src.bytes()[..4 * 4096].to_vec();
+    let landed = |dst: &Mapping| {
+        let p = dst.addr() as *const u8;
+        // SAFETY: the first 16 KiB of the mapping are mapped for as long as
+        // `dst` lives; the device writes them, hence volatile reads.
+        (0..want.len()).all(|i| unsafe { std::ptr::read_volatile(p.add(i)) } == want[i])
+    };
+    while !landed(&dst) && t.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let early = ctx.poll_cq(&a.cq, 4).unwrap_or_default();
+    check(
+        landed(&dst) && early.is_empty(),
+        format!(
+            "4 unsignalled WRITEs, each posted alone: data landed in {:?} with no completion ({} CQEs)",
+            t.elapsed(),
+            early.len()
+        ),
+    );
+    let wc = write_once(
+        &ctx,
+        &a,
+        write_wr(404, iova, 64, smr.lkey, diova, dmr.rkey),
+        "signalled WRITE after unsignalled ones",
+    );
+    let more = ctx.poll_cq(&a.cq, 4).unwrap_or_default();
+    check(
+        wc.wr_id == 404 && wc.status == WC_SUCCESS && more.is_empty(),
+        format!(
+            "then a signalled WRITE: one completion (wr_id {}), {} more",
+            wc.wr_id,
+            more.len()
+        ),
+    );
+
     // Notification: an armed CQ on a channel reports the next completion.
     let ch = ctx
         .create_comp_channel()
@@ -1330,8 +1497,8 @@ fn write_loopback(args: &[String]) {
     }
     let ev = ch.next(10_000);
     check(
-        // The event names the CQ by the user handle it was created with (0).
-        matches!(ev, Ok(Some(0))),
+        // The event names the CQ by the user handle it was created with.
+        matches!(ev, Ok(Some(h)) if h == c.cq.user_handle),
         format!("completion event on the channel: {ev:?}"),
     );
     let wcs = ctx.poll_cq(&c.cq, 4).unwrap_or_default();
@@ -1747,6 +1914,25 @@ fn kv_num(line: &str, key: &str) -> u64 {
         .unwrap_or_else(|_| fail(format!("bad number {key}={v}")))
 }
 
+/// The test this run belongs to: init names it in `GAUDI_TEST`, a target's
+/// name ends in `_target`. The first line of each side of the exchange
+/// carries it, so that a source never pairs with the target of another
+/// test (one that failed before dialling would otherwise shift the pairs).
+pub(crate) fn test_name() -> String {
+    let t = std::env::var("GAUDI_TEST").unwrap_or_else(|_| "none".into());
+    t.strip_suffix("_target").unwrap_or(&t).to_string()
+}
+
+/// Fail unless the peer's first line names this run's test.
+pub(crate) fn check_peer_test(line: &str) {
+    let (mine, theirs) = (test_name(), kv(line, "test"));
+    if mine != theirs {
+        fail(format!(
+            "paired with the peer of test {theirs}, this is {mine}"
+        ));
+    }
+}
+
 struct Peer {
     r: std::io::BufReader<std::net::TcpStream>,
     w: std::net::TcpStream,
@@ -1833,7 +2019,8 @@ fn write_target(args: &[String]) {
     let (s, from) = l.accept().unwrap_or_else(|e| fail(format!("accept: {e}")));
     let mut peer = Peer::new(s);
     peer.send(&format!(
-        "target qpn={} mac={} ip={} rkey={} addr={} len={}",
+        "target test={} qpn={} mac={} ip={} rkey={} addr={} len={}",
+        test_name(),
         e.qp.qpn,
         mac_str(e.info.mac),
         std::net::Ipv4Addr::from(e.info.ipv4),
@@ -1842,6 +2029,7 @@ fn write_target(args: &[String]) {
         max
     ));
     let l = peer.recv();
+    check_peer_test(&l);
     connect(
         &ctx,
         &e,
@@ -1880,14 +2068,22 @@ fn write_target(args: &[String]) {
             (None, Some(t)) => &mut t.window,
             (None, None) => fail("no region".into()),
         };
-        let region = &mut dst.bytes()[off..off + len];
-        if let Some(at) = pattern_mismatch(region, seed) {
+        let all = dst.bytes();
+        if let Some(at) = pattern_mismatch(&all[off..off + len], seed) {
             peer.send(&format!("bad {at}"));
             fail(format!(
                 "{len} bytes at offset {off}: first difference at byte {at}"
             ));
         }
-        region.fill(0);
+        // Nothing landed next to it: the region is zero outside the WRITEs
+        // checked so far, each cleared after its check.
+        if (off > 0 && all[off - 1] != 0) || (off + len < max && all[off + len] != 0) {
+            peer.send("bad neighbour");
+            fail(format!(
+                "a byte next to the {len} bytes at offset {off} was written"
+            ));
+        }
+        all[off..off + len].fill(0);
         println!("ok: {len} bytes at offset {off} landed byte-exact");
         checks += 1;
         peer.send("ok");
@@ -1921,8 +2117,10 @@ fn write_source(args: &[String]) {
     let mut peer = Peer::dial(&peer_ip);
     let t = peer.recv();
     println!("target: {t}");
+    check_peer_test(&t);
     peer.send(&format!(
-        "source qpn={} mac={} ip={}",
+        "source test={} qpn={} mac={} ip={}",
+        test_name(),
         e.qp.qpn,
         mac_str(e.info.mac),
         std::net::Ipv4Addr::from(e.info.ipv4)
@@ -2223,6 +2421,14 @@ fn main() {
         Some("dereg-during-transfer") => transfer::dereg_during_transfer(&args[1..]),
         Some("write-traffic") => transfer::write_traffic(&args[1..]),
         Some("limits-enforced") => limits::limits_enforced(&args[1..]),
+        Some("concurrency") => concurrency::concurrency(&args[1..]),
+        Some("race-owner") => concurrency::race_owner(&args[1..]),
+        Some("wire-faults") => wire::wire_faults(&args[1..]),
+        Some("fuzz-device") => fuzzdev::fuzz_device(&args[1..]),
+        Some("device-errors") => errors::device_errors(&args[1..]),
+        Some("rings-wrap") => rings::rings_wrap(&args[1..]),
+        Some("sq-full") => rings::sq_full(&args[1..]),
+        Some("cq-overflow") => rings::cq_overflow(&args[1..]),
         _ => fail(
             "usage: gaudi-verbs-test uverbs --ports N [--instance I] | hold | \
              context --expect-errno E | ownership --step refused|owner --ports N | \

@@ -30,7 +30,7 @@ fn qp_state_within(ctx: &Context, e: &End, want: u8) -> u8 {
     s
 }
 
-fn emu_cmd(emu: &mut EmuCtl, cmd: &str) {
+pub(crate) fn emu_cmd(emu: &mut EmuCtl, cmd: &str) {
     emu.command(cmd)
         .unwrap_or_else(|e| fail(format!("emulator {cmd}: {e}")));
 }

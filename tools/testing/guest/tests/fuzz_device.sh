@@ -1,0 +1,25 @@
+# SPDX-License-Identifier: GPL-2.0
+# The device as an adversary (the emulator's fuzz commands): malformed CQEs
+# never reach a consumer, malformed event queue entries lose nothing and
+# leave the queue in step, garbage frames are counted and dropped with the
+# DMA audit at 0, bogus command statuses fail calls without a hang; the
+# kernel log stays bounded. A rebind then gives a working device.
+. /lib/gaudi/guest-lib.sh
+load_driver
+# What the driver reports about a misbehaving device (rate-limited).
+expect_warning 'invalid CQE dropped'
+expect_warning 'event [0-9]+ for port index [0-9]+'
+expect_warning 'unknown event type'
+expect_warning 'command 0x[0-9a-f]+: unknown status'
+expect_warning 'device reports unknown state'
+expect_warning 'translation fault'
+gaudi-verbs-test fuzz-device --seed "$(kparam fuzz_seed 1)" || fail "the driver did not withstand the device's garbage"
+d=$(gaudi_devices | head -n 1)
+echo "$d" >/sys/bus/pci/drivers/gaudi_ib/unbind
+echo "$d" >/sys/bus/pci/drivers/gaudi_ib/bind
+load_driver
+gaudi-verbs-test write-loopback --max-mib 1 --from 1 --to 2 >/tmp/after.out 2>&1 || {
+	cat /tmp/after.out
+	fail "no working device after the rebind"
+}
+emu_quiet_after "the device's garbage and a rebind"
