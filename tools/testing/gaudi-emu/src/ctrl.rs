@@ -22,7 +22,10 @@
 //!                          cached translations), "dma_no_master N" and
 //!                          "irq_no_master N" (DMA and interrupts refused
 //!                          while Bus Master Enable was clear or the vector
-//!                          not enabled), then per port "port P tx N rx N
+//!                          not enabled), "bad_doorbells N" (SQ producer
+//!                          indexes refused: QP to ERR), "cq_ci_ignored N"
+//!                          (CQ consumer indexes ignored), then per port
+//!                          "port P tx N rx N
 //!                          rx_drops N retransmits N naks N icrc_errors N
 //!                          injected N rnr_naks N link up|down"
 //! ```
@@ -181,6 +184,7 @@ fn command(line: &str, device: &Mutex<Device>, captures: &Captures) -> Result<Ve
                 .to_string()]);
         }
         "stat" => {
+            let a = d.audits();
             let mut out = vec![
                 format!("dma_audit {}", d.audit()),
                 format!("mmu_faults {}", d.mmu.faults),
@@ -188,6 +192,8 @@ fn command(line: &str, device: &Mutex<Device>, captures: &Captures) -> Result<Ve
                 format!("stale_translation {}", d.stale_translations()),
                 format!("dma_no_master {}", d.dma_no_master()),
                 format!("irq_no_master {}", d.irq_no_master()),
+                format!("bad_doorbells {}", a.bad_doorbells),
+                format!("cq_ci_ignored {}", a.cq_ci_ignored),
             ];
             for (i, p) in d.ports.iter().enumerate() {
                 let c = &p.counters;

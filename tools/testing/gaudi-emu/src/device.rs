@@ -92,6 +92,16 @@ pub struct Counters {
     pub injected: u32,
 }
 
+/// Driver errors the device notices: the doorbell rules.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Audits {
+    /// SQ producer indexes refused (moved backwards, or more than the ring
+    /// ahead of the oldest uncompleted WQE): the QP went to ERR.
+    pub bad_doorbells: u32,
+    /// CQ consumer indexes ignored (moved backwards, or past the producer).
+    pub cq_ci_ignored: u32,
+}
+
 /// What the control interface asks a port to do to frames it sends.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Inject {
@@ -136,6 +146,7 @@ pub struct Device {
     eq_overflows: u32,
     cmd_data: [u8; CMD_DATA_LEN],
     cmd_status: u32,
+    audits: Audits,
     pub ports: Vec<Port>,
     vectors: Arc<Vectors>,
 }
@@ -188,6 +199,7 @@ impl Device {
             eq_overflows: 0,
             cmd_data: [0; CMD_DATA_LEN],
             cmd_status: 0,
+            audits: Audits::default(),
             ports,
             vectors,
         })
@@ -231,6 +243,11 @@ impl Device {
     /// longer backed.
     pub fn stale_translations(&self) -> u32 {
         self.mmu.stale
+    }
+
+    /// Driver errors the device noticed (doorbells).
+    pub fn audits(&self) -> Audits {
+        self.audits
     }
 
     /// STATUS.READY: the last reset has finished. Until then the device
@@ -780,11 +797,17 @@ impl Device {
                 if q.ctx.state == QPS_RESET || q.ctx.state == QPS_ERR {
                     return;
                 }
+                // The producer index moves forward (modulo 2^16), by at
+                // most the ring size, and stays within the ring size of the
+                // oldest uncompleted WQE.
                 let head = q.pending.front().map_or(q.sq_fetch, |p| p.index);
-                if v.wrapping_sub(head) > q.sq_size() {
+                let last = q.sq_pi;
+                if v.wrapping_sub(last) > q.sq_size() || v.wrapping_sub(head) > q.sq_size() {
                     log::warn!(
-                        "QP {port}/{index}: SQ doorbell {v} overruns the ring (head {head})"
+                        "QP {port}/{index}: SQ doorbell {v} refused (last {last}, head {head}, ring {})",
+                        q.sq_size()
                     );
+                    self.audits.bad_doorbells = self.audits.bad_doorbells.wrapping_add(1);
                     self.qp_error(port, index, ST_LOC_QP_OP_ERR, None);
                     return;
                 }
@@ -806,6 +829,7 @@ impl Device {
                         cq.ci,
                         cq.pi
                     );
+                    self.audits.cq_ci_ignored = self.audits.cq_ci_ignored.wrapping_add(1);
                     return;
                 }
                 cq.ci = cq.ci.wrapping_add(u32::from(moved));
@@ -1197,6 +1221,13 @@ impl Device {
         }
         let (syndrome, _msn) = pkt.aeth.unwrap_or((aeth::ACK, 0));
         let psn = pkt.psn;
+        // A NAK names a PSN sent and not acknowledged yet: any other is
+        // stale or bogus and does nothing (RNR NAKs are checked below).
+        let sent = !psn_lt(psn, q.una_psn) && psn_lt(psn, q.next_psn);
+        if aeth::is_nak(syndrome) && !aeth::is_rnr_nak(syndrome) && !sent {
+            log::debug!("QP {port}/{qpn}: NAK {syndrome:#x} for PSN {psn} ignored");
+            return;
+        }
         // An ACK for PSN p acknowledges every PSN up to p, a NAK (RNR NAKs
         // included) every PSN before p. Only una < new una <= next moves
         // anything: stale and bogus acknowledgements do nothing.

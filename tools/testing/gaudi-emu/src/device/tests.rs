@@ -992,3 +992,105 @@ fn no_dma_and_no_interrupt_without_bus_master() {
     assert_eq!((fired(), d.rd(IRQ_TEST_COUNT)), (1, 2));
     assert_eq!(d.d.audit(), 0);
 }
+
+// ---- Doorbells ---------------------------------------------------------
+
+#[test]
+fn a_producer_index_moving_backwards_moves_the_qp_to_err() {
+    // (first doorbell, second doorbell, refused): the ring has 64 WQEs.
+    let cases: [(u16, u16, bool, &str); 6] = [
+        (3, 2, true, "one back, still ahead of the oldest WQE"),
+        (3, 0xffff, true, "back behind the oldest WQE"),
+        (3, 3, false, "the same index again"),
+        (3, 64, false, "a whole ring ahead of the oldest WQE"),
+        (3, 65, true, "more than the ring ahead of the oldest WQE"),
+        (60, 3, true, "back by 57 (as 65479 ahead)"),
+    ];
+    for strict_mode in [false, true] {
+        for (first, second, refused, what) in cases {
+            let (mut r, mut cqa, _, _) = Rig::new(6, |o| o.strict = strict_mode, |_| {}, |_| {});
+            let db = DB_BASE + DB_SQ;
+            // WQEs that fault at once if fetched: nothing is mapped at 0.
+            r.a.wr(db, QPN_A << 16 | u32::from(first));
+            r.a.wr(db, QPN_A << 16 | u32::from(second));
+            let c = r.a.ctx(QPN_A);
+            assert_eq!(c.state == QPS_ERR, refused, "{what}");
+            assert_eq!(
+                r.a.d.audits().bad_doorbells,
+                u32::from(refused),
+                "{what} (strict {strict_mode})"
+            );
+            if refused {
+                let ev = r.a.events();
+                assert!(
+                    ev.contains(&(EV_QP_ERROR, QPN_A, u32::from(ST_LOC_QP_OP_ERR))),
+                    "{what}: {ev:?}"
+                );
+                // Every WQE up to the last accepted index is flushed, once.
+                let cqes = r.a.drain(&mut cqa);
+                let idx: Vec<u16> = cqes.iter().map(|c| c.wqe_index).collect();
+                assert_eq!(idx, (0..first).collect::<Vec<u16>>(), "{what}");
+                assert!(cqes.iter().all(|c| c.status == ST_WR_FLUSH_ERR));
+            }
+        }
+    }
+}
+
+#[test]
+fn consumer_indexes_moving_backwards_or_past_the_producer_are_ignored() {
+    let (mut r, mut cqa, mut qpa, _) = Rig::new(6, |_| {}, |_| {}, |_| {});
+    let src = r.a.buffer(SRC_VA, 64, 0);
+    r.a.put(src, &[1; 64]);
+    r.b.buffer(DST_VA, 4096, PTE_WRITE);
+    for _ in 0..3 {
+        r.a.post(&mut qpa, wqe(64, DST_VA, None));
+    }
+    r.run();
+    assert_eq!(r.a.poll(&mut cqa).unwrap().status, ST_SUCCESS);
+    assert_eq!(r.a.poll(&mut cqa).unwrap().status, ST_SUCCESS);
+    assert_eq!(r.a.d.audits().cq_ci_ignored, 0);
+    let db = DB_BASE + DB_CQ;
+    r.a.wr(db, 1 << 16 | 1);
+    r.a.wr(db, 1 << 16 | 4);
+    assert_eq!(r.a.d.audits().cq_ci_ignored, 2, "backwards, past");
+    assert_eq!(r.a.d.ports[0].cqs[&1].ci, 2);
+    r.a.wr(db, 1 << 16 | 3);
+    assert_eq!(r.a.d.ports[0].cqs[&1].ci, 3, "up to the producer");
+    assert_eq!(r.a.d.audits().cq_ci_ignored, 2);
+    assert_eq!(r.a.d.audits().bad_doorbells, 0);
+}
+
+#[test]
+fn stale_and_bogus_naks_do_nothing() {
+    let (mut r, mut cqa, mut qpa, _) = Rig::new(6, |_| {}, |_| {}, |_| {});
+    let src = r.a.buffer(SRC_VA, 64, 0);
+    r.a.put(src, &[1; 64]);
+    r.b.buffer(DST_VA, 4096, PTE_WRITE);
+    r.a.post(&mut qpa, wqe(64, DST_VA, None));
+    r.run();
+    assert_eq!(r.a.poll(&mut cqa).unwrap().status, ST_SUCCESS);
+    let eb = r.b.d.ports[0].ep;
+    let ea = r.a.d.ports[0].ep;
+    // PSN 1000 was acknowledged, 1001 never sent.
+    for psn in [1000, 1001, 5000] {
+        for syndrome in [
+            aeth::NAK_REMOTE_ACCESS,
+            aeth::NAK_INVALID_REQ,
+            aeth::NAK_REMOTE_OP,
+            aeth::NAK_PSN_SEQ,
+        ] {
+            let nak = Packet {
+                src: eb,
+                dst: ea,
+                opcode: op::ACK,
+                dqpn: QPN_A,
+                psn,
+                aeth: Some((syndrome, 0)),
+                ..Default::default()
+            };
+            r.a.d.receive(0, &nak.encode(1), r.a.now);
+        }
+    }
+    assert_eq!(r.a.ctx(QPN_A).state, QPS_RTS);
+    assert!(r.a.poll(&mut cqa).is_none());
+}
