@@ -19,13 +19,19 @@
 //! qps PORT                 "qps I J ...": the QP indexes that exist on the port
 //! stat                     "dma_audit N", "mmu_faults N", "eq_dropped N",
 //!                          "stale_translation N" (strict mode's audit of
-//!                          cached translations), "dma_no_master N" and
-//!                          "irq_no_master N" (DMA and interrupts refused
-//!                          while Bus Master Enable was clear or the vector
-//!                          not enabled), "bad_doorbells N" (SQ producer
-//!                          indexes refused: QP to ERR), "cq_ci_ignored N"
-//!                          (CQ consumer indexes ignored), then per port
-//!                          "port P tx N rx N
+//!                          cached translations), "unwaited_invalidation N"
+//!                          (those of them of a page whose entry was gone
+//!                          when an MMU_INVALIDATE still under way was
+//!                          written: no register read since),
+//!                          "dma_no_master N" and "irq_no_master N" (DMA
+//!                          and interrupts refused while Bus Master Enable
+//!                          was clear or the vector not enabled),
+//!                          "cmd_overlap N" and "cmd_data_busy N" (strict:
+//!                          CMD, or CMD_DATA, written or read while a
+//!                          command was outstanding), "bad_doorbells N" (SQ
+//!                          producer indexes refused: QP to ERR),
+//!                          "cq_ci_ignored N" (CQ consumer indexes
+//!                          ignored), then per port "port P tx N rx N
 //!                          rx_drops N retransmits N naks N icrc_errors N
 //!                          injected N rnr_naks N link up|down"
 //! ```
@@ -190,8 +196,11 @@ fn command(line: &str, device: &Mutex<Device>, captures: &Captures) -> Result<Ve
                 format!("mmu_faults {}", d.mmu.faults),
                 format!("eq_dropped {}", d.eq_dropped()),
                 format!("stale_translation {}", d.stale_translations()),
+                format!("unwaited_invalidation {}", d.unwaited_invalidations()),
                 format!("dma_no_master {}", d.dma_no_master()),
                 format!("irq_no_master {}", d.irq_no_master()),
+                format!("cmd_overlap {}", a.cmd_overlap),
+                format!("cmd_data_busy {}", a.cmd_data_busy),
                 format!("bad_doorbells {}", a.bad_doorbells),
                 format!("cq_ci_ignored {}", a.cq_ci_ignored),
             ];

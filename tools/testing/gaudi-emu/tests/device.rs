@@ -1056,3 +1056,42 @@ fn ready_stays_0_during_the_reset_delay() {
     e.wr(IRQ_TEST, 0);
     assert_eq!(e.irqs(), 1);
 }
+
+// ---- Strict mode -------------------------------------------
+
+#[test]
+fn strict_mode_commands_and_resets_take_their_time() {
+    let mut e = emu(&["--ports", "1", "--strict", "--cmd-delay-us", "30000"]);
+    let t0 = Instant::now();
+    assert_eq!(e.cmd(CMD_QP_READ, 0, 1, &[]), 2, "ENOENT");
+    assert!(
+        t0.elapsed() >= Duration::from_millis(30),
+        "CMD_STATUS waited"
+    );
+    // A result read early, and a command written over a running one.
+    e.wr(CMD, CMD_QP_READ << 24 | 1);
+    e.rd(CMD_DATA);
+    e.wr(CMD, CMD_QP_READ << 24 | 2);
+    assert_eq!(e.rd(CMD_STATUS), 2);
+    assert_eq!(
+        (e.stat("cmd_data_busy"), e.stat("cmd_overlap")),
+        (1, 1),
+        "counted"
+    );
+    // Without --reset-delay-ms a strict reset takes 50 ms.
+    let t0 = Instant::now();
+    e.wr(RESET, RESET_MAGIC);
+    assert_eq!(e.rd(STATUS) & STATUS_READY, 0);
+    wait_for("READY", || e.rd(STATUS) & STATUS_READY != 0);
+    assert!(t0.elapsed() >= Duration::from_millis(50));
+    // The delay is for strict mode only.
+    let dir = std::env::temp_dir().join(format!("gaudi-emu-usage-{}", std::process::id()));
+    let st = Command::new(EMU)
+        .arg("--socket")
+        .arg(&dir)
+        .args(["--cmd-delay-us", "5"])
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert_eq!(st.code(), Some(2));
+}

@@ -136,8 +136,17 @@ impl Dev {
         self.wr(MMU_INVALIDATE, 1);
     }
 
-    /// Remove the mapping of the page at `va`, invalidating or not.
+    /// Remove the mapping of the page at `va`, invalidating or not; an
+    /// invalidation is waited for as the model says (a register read).
     fn unmap(&mut self, va: u64, invalidate: bool) {
+        self.unmap_unwaited(va, invalidate);
+        if invalidate {
+            self.rd(STATUS);
+        }
+    }
+
+    /// As [`Dev::unmap`], without waiting for the invalidation.
+    fn unmap_unwaited(&mut self, va: u64, invalidate: bool) {
         let slot = self.pte_slot(va, false);
         self.put(slot, &0u64.to_le_bytes());
         if invalidate {
@@ -856,6 +865,7 @@ fn strict_mode_counts_a_translation_used_after_its_entry_went() {
     assert_eq!(c.status, ST_SUCCESS);
     assert_eq!(got, pattern(3 * MTU, 6));
     assert_eq!(r.b.d.stale_translations(), 1, "one packet used the page");
+    assert_eq!(r.b.d.unwaited_invalidations(), 0, "no invalidation at all");
 }
 
 #[test]
@@ -865,6 +875,7 @@ fn strict_mode_counts_nothing_when_the_driver_invalidates() {
     assert_eq!(c.status, ST_REM_ACCESS_ERR);
     assert!(got[2 * MTU..].iter().all(|&x| x == 0));
     assert_eq!(r.b.d.stale_translations(), 0);
+    assert_eq!(r.b.d.unwaited_invalidations(), 0);
     assert!(r
         .b
         .events()
@@ -991,6 +1002,165 @@ fn no_dma_and_no_interrupt_without_bus_master() {
     d.wr(IRQ_TEST, 0);
     assert_eq!((fired(), d.rd(IRQ_TEST_COUNT)), (1, 2));
     assert_eq!(d.d.audit(), 0);
+}
+
+// ---- Strict mode: late commands and invalidations --------------------
+
+fn strict(delay: Duration) -> impl Fn(&mut Options) {
+    move |o: &mut Options| {
+        o.strict = true;
+        o.cmd_delay = delay;
+    }
+}
+
+/// A CQ context for CQ_CREATE: a ring at `va` of 2^`log` entries.
+fn cq_ctx(va: u64, log: u32) -> [u8; 16] {
+    let mut d = [0u8; 16];
+    d[0..8].copy_from_slice(&va.to_le_bytes());
+    d[8..12].copy_from_slice(&log.to_le_bytes());
+    d
+}
+
+#[test]
+fn strict_commands_finish_late_and_results_wait_for_cmd_status() {
+    let delay = Duration::from_millis(250);
+    let mut d = Dev::new(1, strict(delay));
+    d.buffer(CQ_VA, 4096, PTE_WRITE | PTE_RING);
+    // RKEY_REVOKE's result (bytes 4 to 7) goes where a marker is.
+    d.wr(CMD_DATA, 7);
+    d.wr(CMD_DATA + 4, 0xdead);
+    let t0 = Instant::now();
+    d.wr(CMD, CMD_RKEY_REVOKE << 24);
+    assert_eq!(
+        d.rd(CMD_DATA + 4),
+        0xdead,
+        "a result read before CMD_STATUS is the old value"
+    );
+    assert_eq!(d.d.audits().cmd_data_busy, 1);
+    assert_eq!(d.rd(CMD_STATUS), 0, "CMD_STATUS waits for the command");
+    assert!(t0.elapsed() >= delay);
+    assert_eq!(d.rd(CMD_DATA + 4), 0, "the result, after CMD_STATUS");
+    assert_eq!(d.d.audits().cmd_data_busy, 1);
+    // A command's effect shows only when it finishes: at CMD_STATUS ...
+    let ctx = cq_ctx(CQ_VA, 4);
+    let create = |d: &mut Dev, cqn: u32| {
+        for (i, c) in ctx.chunks(4).enumerate() {
+            d.wr(
+                CMD_DATA + 4 * i as u64,
+                u32::from_le_bytes(c.try_into().unwrap()),
+            );
+        }
+        d.wr(CMD, CMD_CQ_CREATE << 24 | cqn);
+    };
+    create(&mut d, 1);
+    assert!(!d.d.ports[0].cqs.contains_key(&1), "not before it finishes");
+    assert_eq!(d.rd(CMD_STATUS), 0);
+    assert!(d.d.ports[0].cqs.contains_key(&1));
+    // ... or after the delay, by itself (the engine's clock).
+    create(&mut d, 2);
+    std::thread::sleep(delay + Duration::from_millis(20));
+    assert!(!d.d.ports[0].cqs.contains_key(&2));
+    d.d.step(d.now);
+    assert!(d.d.ports[0].cqs.contains_key(&2), "finished by itself");
+    assert_eq!(d.rd(CMD_STATUS), 0);
+    assert_eq!(d.d.audits().cmd_overlap, 0);
+    // A command written while one is executing is counted and lost.
+    create(&mut d, 3);
+    d.wr(CMD, CMD_CQ_CREATE << 24 | 4);
+    assert_eq!(d.rd(CMD_STATUS), 0);
+    assert!(d.d.ports[0].cqs.contains_key(&3));
+    assert!(!d.d.ports[0].cqs.contains_key(&4), "the device was busy");
+    assert_eq!(d.d.audits().cmd_overlap, 1);
+    // One written after the last finished, before its CMD_STATUS was
+    // read, is counted and executed.
+    create(&mut d, 5);
+    std::thread::sleep(delay + Duration::from_millis(20));
+    d.d.step(d.now);
+    d.wr(CMD, CMD_CQ_CREATE << 24 | 6);
+    assert_eq!(d.rd(CMD_STATUS), 0);
+    assert!(d.d.ports[0].cqs.contains_key(&5) && d.d.ports[0].cqs.contains_key(&6));
+    assert_eq!(d.d.audits().cmd_overlap, 2);
+    assert_eq!(
+        d.d.audits().cmd_data_busy,
+        1,
+        "arguments written after CMD_STATUS"
+    );
+    // Errors come late too, and a reset drops a command under way.
+    create(&mut d, 6);
+    assert_eq!(d.rd(CMD_STATUS), EEXIST);
+    create(&mut d, 7);
+    d.wr(RESET, RESET_MAGIC);
+    assert_eq!(d.rd(CMD_STATUS), 0);
+    std::thread::sleep(delay + Duration::from_millis(20));
+    d.d.step(d.now);
+    assert!(d.d.ports[0].cqs.is_empty());
+}
+
+#[test]
+fn default_mode_commands_are_synchronous_and_not_audited() {
+    let mut d = Dev::new(1, |_| {});
+    d.wr(CMD_DATA, 7);
+    d.wr(CMD_DATA + 4, 0xdead);
+    d.wr(CMD, CMD_RKEY_REVOKE << 24);
+    assert_eq!(d.rd(CMD_DATA + 4), 0);
+    d.wr(CMD, CMD_RKEY_REVOKE << 24);
+    assert_eq!(d.rd(CMD_STATUS), 0);
+    assert_eq!(d.d.audits(), Audits::default());
+}
+
+/// A 3-packet WRITE whose first packet reached b; then b's mapping of the
+/// target's last page goes with an MMU_INVALIDATE that nothing waits for,
+/// and the rest arrives.
+#[test]
+fn strict_mode_counts_uses_while_an_invalidation_is_not_waited_for() {
+    let (mut r, mut cqa, mut qpa, _) =
+        Rig::new(6, strict(Duration::from_micros(500)), |_| {}, |_| {});
+    // Only a register read finishes b's invalidations now.
+    r.b.d.opts.cmd_delay = Duration::from_secs(600);
+    let len = 3 * MTU;
+    let src = r.a.buffer(SRC_VA, len, 0);
+    r.a.put(src, &pattern(len, 8));
+    let dst = r.b.buffer(DST_VA, len, PTE_WRITE);
+    r.a.post(&mut qpa, wqe(len, DST_VA, None));
+    let frames = r.sent_by_a();
+    r.deliver_to_b(&frames[..1]);
+    r.b.unmap_unwaited(DST_VA + 2 * 4096, true);
+    assert!(r.b.d.mmu.invalidating);
+    // The invalidation has not finished: the device may still use what it
+    // cached, and the use is counted against the driver.
+    r.deliver_to_b(&frames[1..]);
+    assert_eq!(r.b.d.stale_translations(), 1);
+    assert_eq!(r.b.d.unwaited_invalidations(), 1);
+    assert_eq!(r.b.get(dst, len), pattern(len, 8), "the WRITE landed");
+    r.run();
+    assert_eq!(r.a.poll(&mut cqa).unwrap().status, ST_SUCCESS);
+    // A register read finishes it: the next WRITE there faults.
+    r.b.rd(SCRATCH);
+    assert!(!r.b.d.mmu.invalidating);
+    r.a.post(&mut qpa, wqe(64, DST_VA + 2 * 4096, None));
+    r.run();
+    assert_eq!(r.a.poll(&mut cqa).unwrap().status, ST_REM_ACCESS_ERR);
+    assert_eq!(r.b.d.stale_translations(), 1);
+    assert_eq!(r.b.d.unwaited_invalidations(), 1);
+}
+
+#[test]
+fn strict_invalidation_finishes_by_itself_after_the_delay() {
+    let delay = Duration::from_millis(200);
+    let mut d = Dev::new(1, strict(delay));
+    let bus = d.buffer(DST_VA, 4096, PTE_WRITE);
+    d.rd(STATUS);
+    d.d.mmu_write(DST_VA, &[1]).unwrap();
+    d.put(bus, &[0]);
+    d.unmap_unwaited(DST_VA, true);
+    d.d.step(d.now);
+    assert!(d.d.mmu.invalidating, "not yet");
+    std::thread::sleep(delay + Duration::from_millis(10));
+    d.d.step(d.now);
+    assert!(!d.d.mmu.invalidating);
+    assert!(d.d.mmu_write(DST_VA, &[2]).is_err(), "forgotten");
+    assert_eq!(d.get(bus, 1), [0]);
+    assert_eq!(d.d.unwaited_invalidations(), 0);
 }
 
 // ---- Doorbells ---------------------------------------------------------
