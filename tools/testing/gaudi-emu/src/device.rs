@@ -166,6 +166,8 @@ pub struct Device {
     eq_pi: u32,
     eq_ci: u32,
     eq_overflows: u32,
+    /// Counts the event queue's enablings (and resets).
+    eq_generation: u32,
     cmd_data: [u8; CMD_DATA_LEN],
     cmd_status: u32,
     /// Strict mode: the command under way, if any.
@@ -176,6 +178,8 @@ pub struct Device {
     /// at the next register read.
     invalidation_due: Option<Instant>,
     audits: Audits,
+    /// Test hooks of the control interface (`fuzz-*`).
+    fuzz: fuzz::State,
     pub ports: Vec<Port>,
     vectors: Arc<Vectors>,
 }
@@ -226,12 +230,14 @@ impl Device {
             eq_pi: 0,
             eq_ci: 0,
             eq_overflows: 0,
+            eq_generation: 0,
             cmd_data: [0; CMD_DATA_LEN],
             cmd_status: 0,
             running: None,
             cmd_outstanding: false,
             invalidation_due: None,
             audits: Audits::default(),
+            fuzz: fuzz::State::default(),
             ports,
             vectors,
         })
@@ -400,7 +406,8 @@ impl Device {
     pub fn read32(&mut self, off: u64) -> u32 {
         self.finish_invalidation();
         self.settle();
-        self.register(off)
+        let v = self.register(off);
+        self.fuzz_read(off, v)
     }
 
     fn register(&mut self, off: u64) -> u32 {
@@ -581,6 +588,7 @@ impl Device {
         self.eq_log_size = 0;
         self.eq_pi = 0;
         self.eq_ci = 0;
+        self.eq_generation = self.eq_generation.wrapping_add(1);
         self.cmd_data = [0; CMD_DATA_LEN];
         self.cmd_status = 0;
         self.running = None;
@@ -625,6 +633,7 @@ impl Device {
         if enable && !self.eq_enabled {
             self.eq_pi = 0;
             self.eq_ci = 0;
+            self.eq_generation = self.eq_generation.wrapping_add(1);
         }
         self.eq_enabled = enable;
     }
@@ -1004,7 +1013,6 @@ impl Device {
         if cq.broken {
             return;
         }
-        let size = 1u32 << cq.log_size;
         if cq.is_full() {
             cq.broken = true;
             log::warn!("CQ {port}/{cqn} overflow");
@@ -1012,13 +1020,8 @@ impl Device {
             return;
         }
         let owner = (cq.pi >> cq.log_size) & 1 == 0;
-        let va = cq.va + u64::from(cq.pi & (size - 1)) * CQE_SIZE as u64;
-        let bytes = cqe.encode(owner);
-        if let Err(f) = self.mmu.write_for(&mut self.mem, va, &bytes, Use::Ring) {
-            let cq = self.ports[port].cqs.get_mut(&cqn).unwrap();
-            cq.broken = true;
-            log::warn!("CQ {port}/{cqn}: ring write fault {f:?}");
-            self.post_event(EV_MMU_FAULT, port, u32::MAX, f.va() as u32);
+        let pi = cq.pi;
+        if !self.cq_ring_write(port, cqn, pi, &cqe.encode(owner)) {
             return;
         }
         let cq = self.ports[port].cqs.get_mut(&cqn).unwrap();
@@ -1027,6 +1030,21 @@ impl Device {
             cq.armed = false;
             self.post_event(EV_COMPLETION, port, cqn, 0);
         }
+    }
+
+    /// Write CQE `bytes` (owner bit included) at index `at` of CQ `cqn`
+    /// (which exists). A translation fault stops the CQ and is reported.
+    fn cq_ring_write(&mut self, port: usize, cqn: u32, at: u32, bytes: &[u8; CQE_SIZE]) -> bool {
+        let cq = &self.ports[port].cqs[&cqn];
+        let va = cq.va + u64::from(at & ((1 << cq.log_size) - 1)) * CQE_SIZE as u64;
+        if let Err(f) = self.mmu.write_for(&mut self.mem, va, bytes, Use::Ring) {
+            let cq = self.ports[port].cqs.get_mut(&cqn).unwrap();
+            cq.broken = true;
+            log::warn!("CQ {port}/{cqn}: ring write fault {f:?}");
+            self.post_event(EV_MMU_FAULT, port, u32::MAX, f.va() as u32);
+            return false;
+        }
+        true
     }
 
     /// Move a QP to the error state: complete `failed` (if any) with
@@ -1688,6 +1706,8 @@ fn set_lo(r: &mut u64, v: u32) {
 fn set_hi(r: &mut u64, v: u32) {
     *r = (*r & 0xffff_ffff) | (u64::from(v) << 32);
 }
+
+pub mod fuzz;
 
 #[cfg(test)]
 mod tests;

@@ -7,6 +7,7 @@
 
 use super::*;
 use crate::qp::Region;
+use std::sync::Mutex;
 
 const RAM: u64 = 0x1000_0000;
 const RAM_SIZE: usize = 16 << 20;
@@ -1263,4 +1264,246 @@ fn stale_and_bogus_naks_do_nothing() {
     }
     assert_eq!(r.a.ctx(QPN_A).state, QPS_RTS);
     assert!(r.a.poll(&mut cqa).is_none());
+}
+
+// ---- Fuzzing -----------------------------------------------------------
+
+/// "KIND N" pairs of a fuzz reply line.
+fn counts(line: &str) -> HashMap<String, u32> {
+    let w: Vec<&str> = line.split_whitespace().collect();
+    w.windows(2)
+        .filter_map(|p| Some((p[0].to_string(), p[1].parse().ok()?)))
+        .collect()
+}
+
+#[test]
+fn fuzz_cqe_writes_what_it_reports() {
+    let mut d = Dev::new(1, |_| {});
+    let mut cq = d.cq(1, CQ_VA, 6);
+    d.cq(2, CQ_VA + 0x1_0000, 4);
+    let peer = Endpoint {
+        mac: [2, 0, 0, 0, 0, 9],
+        ip: [10, 9, 9, 9],
+    };
+    d.qp(10, peer, 1, (1, 0x55), |_| {});
+    d.qp(11, peer, 1, (1, 0), |c| c.flags = 0);
+    d.qp(12, peer, 1, (1, 0x66), |c| c.cqn = 2);
+    d.wr(DB_BASE + DB_CQ_ARM, 1 << 16);
+    let line = d.d.fuzz_cqe(0, 1, 40, 7).unwrap();
+    let c = counts(&line);
+    assert!(line.starts_with("fuzz-cqe port 0 cq 1 injected "), "{line}");
+    assert_eq!(c["injected"] + c["not_injected"], 40);
+    assert_eq!(c["visible"] + c["stale_owner"], c["injected"]);
+    assert!(c["visible"] <= 32, "at most half the ring");
+    for k in fuzz::CQE_KINDS {
+        assert!(c.contains_key(k), "{k} in {line}");
+    }
+    let got = d.drain(&mut cq);
+    assert_eq!(got.len() as u32, c["visible"], "{line}");
+    let ev = d.events();
+    assert_eq!(
+        ev.iter().filter(|e| e.0 == EV_COMPLETION).count(),
+        1,
+        "{ev:?}"
+    );
+    let known = |q: u32| [10, 11, 12].contains(&q);
+    let n = |f: &dyn Fn(&Cqe) -> bool| got.iter().filter(|c| f(c)).count() as u32;
+    assert!(n(&|e| !known(e.qpn)) >= c["unknown_qpn"]);
+    assert!(n(&|e| e.qpn == 12) >= c["foreign_cq"]);
+    assert!(n(&|e| e.opcode != CQE_SEND && e.opcode != CQE_RECV_WRITE_IMM) >= c["bad_opcode"]);
+    assert!(n(&|e| e.status > ST_RNR_RETRY_EXC_ERR) >= c["bad_status"]);
+    assert!(n(&|e| e.qpn == 11 && e.opcode == CQE_RECV_WRITE_IMM) >= c["imm_not_allowed"]);
+    assert!(
+        n(&|e| e.qpn == 10 && e.opcode == CQE_RECV_WRITE_IMM && e.byte_len > MAX_MSG_LEN)
+            >= c["long_byte_count"]
+    );
+    assert!(n(&|e| (e.qpn == 10 || e.qpn == 11) && e.opcode == CQE_SEND) >= c["bad_index"]);
+    // The stale entries are there, with the owner bit of the last pass.
+    let at = cq.bus + u64::from(cq.ci % 64) * CQE_SIZE as u64;
+    if c["stale_owner"] > 0 {
+        assert_ne!(d.get(at, CQE_SIZE), vec![0; CQE_SIZE]);
+    }
+    assert_eq!(d.d.audits().cq_ci_ignored, 0, "the consumer kept up");
+    // Real completions go on after them.
+    let before = d.d.ports[0].cqs[&1].pi;
+    assert!(d.d.inject_qp_error(0, 10));
+    assert_eq!(d.d.ports[0].cqs[&1].pi, before, "nothing outstanding");
+    // The same seed writes the same; errors are reported.
+    let mut e = Dev::new(1, |_| {});
+    e.cq(1, CQ_VA, 6);
+    e.qp(10, peer, 1, (1, 0x55), |_| {});
+    e.qp(11, peer, 1, (1, 0), |c| c.flags = 0);
+    e.cq(2, CQ_VA + 0x1_0000, 4);
+    e.qp(12, peer, 1, (1, 0x66), |c| c.cqn = 2);
+    assert_eq!(e.d.fuzz_cqe(0, 1, 40, 7).unwrap(), line);
+    assert!(e.d.fuzz_cqe(0, 9, 1, 0).is_err(), "no CQ 9");
+    // Whatever the seed, nothing breaks; a consumer that takes what is
+    // visible keeps the indexes in step.
+    for seed in 0..200 {
+        let ci = e.d.ports[0].cqs[&1].pi;
+        e.wr(DB_BASE + DB_CQ, 1 << 16 | (ci & 0xffff));
+        let line = e.d.fuzz_cqe(0, 1, 100, seed).unwrap();
+        let pi = e.d.ports[0].cqs[&1].pi;
+        assert_eq!(pi.wrapping_sub(ci), counts(&line)["visible"], "{line}");
+    }
+    assert_eq!(e.d.audit(), 0);
+    assert_eq!(e.d.audits().cq_ci_ignored, 0);
+    assert!(!e.d.ports[0].cqs[&1].broken);
+}
+
+#[test]
+fn fuzz_eqe_writes_what_it_reports_and_the_queue_goes_on() {
+    let mut d = Dev::new(1, |o| o.ports = 2);
+    d.cq(1, CQ_VA, 4);
+    let m = Mutex::new(d.d);
+    let line = fuzz::fuzz_eqe(&m, 24, 3).unwrap();
+    d.d = m.into_inner().unwrap();
+    let c = counts(&line);
+    assert!(line.starts_with("fuzz-eqe injected "), "{line}");
+    for k in fuzz::EQE_KINDS {
+        assert!(c.contains_key(k), "{k} in {line}");
+    }
+    assert!(c["skipped"] > 0, "the seed draws a skipped entry: {line}");
+    assert_eq!(
+        c["visible"],
+        c["bad_port"] + c["unknown_type"] + c["unknown_object"] + 2 * c["skipped"]
+    );
+    // Raw entries: (type, port, data0).
+    let mut got = Vec::new();
+    loop {
+        let at = d.eq + u64::from(d.eq_ci % (1 << EQ_LOG)) * EQE_SIZE as u64;
+        let e = d.get(at, EQE_SIZE);
+        if (e[15] & 1 != 0) != ((d.eq_ci >> EQ_LOG) & 1 == 0) {
+            break;
+        }
+        got.push((e[0], e[1], u32::from_le_bytes(e[4..8].try_into().unwrap())));
+        d.eq_ci += 1;
+    }
+    d.wr(EQ_CI, d.eq_ci);
+    assert_eq!(got.len() as u32, c["visible"], "{line}: {got:?}");
+    assert_eq!(
+        d.rd(EQ_PI),
+        d.eq_ci,
+        "the producer is where the consumer is"
+    );
+    assert!(got.iter().all(|e| e.0 != EV_DEVICE_FATAL));
+    assert!(got.iter().filter(|e| e.1 >= 2).count() as u32 >= c["bad_port"]);
+    assert!(
+        got.iter()
+            .filter(|e| e.0 == 0 || e.0 > EV_COMPLETION)
+            .count() as u32
+            >= c["unknown_type"] + 2 * c["skipped"]
+    );
+    for e in &got {
+        if matches!(e.0, EV_COMPLETION | EV_CQ_OVERFLOW) {
+            assert_ne!(e.2, 1, "CQ 1 exists");
+        }
+    }
+    // The next real event is the next entry.
+    d.d.set_link(1, false);
+    assert_eq!(d.events(), vec![(EV_PORT_DOWN, 0, 0)]);
+    // Same seed, same entries (a fresh device).
+    let mut e = Dev::new(1, |o| o.ports = 2);
+    e.cq(1, CQ_VA, 4);
+    let m = Mutex::new(e.d);
+    assert_eq!(fuzz::fuzz_eqe(&m, 24, 3).unwrap(), line);
+    // Many at once: at most half the queue, never full.
+    let big = fuzz::fuzz_eqe(&m, 1000, 4).unwrap();
+    let c = counts(&big);
+    assert!(c["visible"] <= 32 && c["not_injected"] > 0, "{big}");
+    let d = m.into_inner().unwrap();
+    assert_eq!(d.eq_dropped(), 0);
+    assert_eq!(d.audit(), 0);
+}
+
+#[test]
+fn fuzz_regs_serves_bogus_reads_then_stops() {
+    let mut d = Dev::new(1, |_| {});
+    d.d.fuzz_regs(10, 5, fuzz::reg_classes("cmd_status").unwrap());
+    for _ in 0..10 {
+        let s = d.cmd(CMD_RKEY_REVOKE, 0, &7u32.to_le_bytes());
+        assert!(
+            s != 0 && ![2, 5, 16, 17, 22, 95].contains(&s),
+            "a bogus status {s:#x}"
+        );
+        assert_eq!(d.rd(STATUS), STATUS_READY, "another class");
+    }
+    assert_eq!(d.cmd(CMD_RKEY_REVOKE, 0, &7u32.to_le_bytes()), 0);
+    let (left, served) = d.d.fuzz_regs_state();
+    assert_eq!(
+        (left, served.get("cmd_status"), served.total()),
+        (0, 10, 10)
+    );
+    // The default classes: the registers a driver reads at run time.
+    d.d.fuzz_regs(1000, 6, fuzz::REG_DEFAULT);
+    let real = PORT_BASE + PORT_MAC_LO;
+    let mac = d.d.ports[0].ep.mac;
+    for _ in 0..20 {
+        assert_eq!(d.rd(ID), ID_MAGIC, "not fuzzed");
+        assert_eq!(d.rd(real).to_le_bytes()[..4], mac[..4], "opt-in only");
+    }
+    let bogus = (0..50).filter(|_| d.rd(EQ_PI) != 0).count();
+    assert_eq!(bogus, 50);
+    let _ = (d.rd(STATUS), d.rd(IRQ_CAUSE), d.rd(PORT_BASE + PORT_STATE));
+    let (left, served) = d.d.fuzz_regs_state();
+    assert_eq!(left, 1000 - 53);
+    assert_eq!(
+        served.to_string(),
+        "status 1 irq_cause 1 cmd_status 10 cmd_data 0 eq 50 mmu_fault 0 port 1 port_addr 0"
+    );
+    d.d.fuzz_regs(0, 0, 0);
+    assert_eq!(d.rd(EQ_PI), 0);
+}
+
+#[test]
+fn fuzz_wire_survives_counts_and_lands_nothing() {
+    for strict_mode in [false, true] {
+        let (mut r, _, _, _) = Rig::new(6, |o| o.strict = strict_mode, |_| {}, region(2 * 4096));
+        let dst = r.b.buffer(DST_VA - 4096, 4 * 4096, PTE_WRITE);
+        let mut total = HashMap::<String, u32>::new();
+        for seed in 0..20 {
+            let before = r.b.counters();
+            let lines = r.b.d.fuzz_wire(0, 200, seed).unwrap();
+            assert_eq!(lines.len(), 2);
+            let (k, m) = (counts(&lines[0]), counts(&lines[1]));
+            assert!(lines[0].starts_with("fuzz-wire port 0 injected 200 "));
+            assert!(lines[1].starts_with("fuzz-wire port 0 moved rx "));
+            let after = r.b.counters();
+            assert_eq!(m["icrc_errors"], k["bad_icrc"], "{lines:?}");
+            assert_eq!(m["icrc_errors"], after.icrc_errors - before.icrc_errors);
+            let dropped = [
+                "truncated",
+                "bad_opcode",
+                "bad_qpn",
+                "not_for_port",
+                "bad_icrc",
+                "bad_pad",
+            ]
+            .iter()
+            .map(|x| k[*x])
+            .sum::<u32>();
+            assert!(m["rx_drops"] >= dropped, "{lines:?}");
+            for (x, n) in k {
+                *total.entry(x).or_default() += n;
+            }
+            // The responder may have gone to ERR: bring it back.
+            let ea = r.a.d.ports[0].ep;
+            assert_eq!(r.b.cmd(CMD_QP_DESTROY, QPN_B, &[]), 0);
+            r.b.qp(QPN_B, ea, QPN_A, (KEY_A, KEY_B), region(2 * 4096));
+        }
+        for k in fuzz::WIRE_KINDS {
+            assert!(total[k] > 0, "{k} never drawn: {total:?}");
+        }
+        assert!(
+            r.b.get(dst, 4 * 4096).iter().all(|&x| x == 0),
+            "nothing landed"
+        );
+        assert_eq!((r.b.d.audit(), r.b.d.stale_translations()), (0, 0));
+        // Without a QP to aim at.
+        let mut d = Dev::new(3, |_| {});
+        let lines = d.d.fuzz_wire(0, 500, 1).unwrap();
+        let k = counts(&lines[0]);
+        assert_eq!(k["psn"] + k["wild_reth"], 0, "{lines:?}");
+        assert_eq!(counts(&lines[1])["rx"], k["bad_qpn"] + k["garbage"]);
+    }
 }
