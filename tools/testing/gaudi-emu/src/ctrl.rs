@@ -34,17 +34,99 @@
 //! devmem-peek OFFSET LEN   read LEN (up to 4096) bytes of device memory at
 //!                          OFFSET: "data HEX", or err if outside it
 //! qps PORT                 "qps I J ...": the QP indexes that exist on the port
+//! cqs PORT                 "cqs I J ...": the CQ indexes that exist on the port
 //! stat                     "dma_audit N", "mmu_faults N", "eq_dropped N",
 //!                          "stale_translation N" (strict mode's audit of
-//!                          cached translations), "dma_no_master N" and
-//!                          "irq_no_master N" (DMA and interrupts refused
-//!                          while Bus Master Enable was clear or the vector
-//!                          not enabled), then per port "port P tx N rx N
+//!                          cached translations), "unwaited_invalidation N"
+//!                          (those of them of a page whose entry was gone
+//!                          when an MMU_INVALIDATE still under way was
+//!                          written: no register read since),
+//!                          "dma_no_master N" and "irq_no_master N" (DMA
+//!                          and interrupts refused while Bus Master Enable
+//!                          was clear or the vector not enabled),
+//!                          "cmd_overlap N" and "cmd_data_busy N" (strict:
+//!                          CMD, or CMD_DATA, written or read while a
+//!                          command was outstanding), "bad_doorbells N" (SQ
+//!                          producer indexes refused: QP to ERR),
+//!                          "cq_ci_ignored N" (CQ consumer indexes
+//!                          ignored), "fuzz_regs left N CLASS N ..." (see
+//!                          fuzz-regs), then per port "port P tx N rx N
 //!                          rx_drops N retransmits N naks N icrc_errors N
 //!                          injected N rnr_naks N link up|down"
 //! ```
+//!
+//! Fuzzing: test hooks that make the device misbehave toward the driver
+//! (see `device::fuzz`); not device behaviour. N is at most 65536; SEED (a
+//! 64-bit number, decimal or 0x hexadecimal) makes the injection
+//! repeatable. CQEs never complete an outstanding WQE; event queue entries
+//! name only ports, QPs and CQs that exist nowhere, and never carry a
+//! device fatal error. Each reply line lists every kind with its count
+//! (zeros included); injected + not_injected is N.
+//!
+//! ```text
+//! fuzz-cqe PORT CQN N SEED write N malformed CQEs into the CQ's ring, as the
+//!                          device writes CQEs, and notify the CQ if armed.
+//!                          Kinds: unknown_qpn, bad_index (a send completion
+//!                          of a WQE not outstanding), foreign_cq (a QP of
+//!                          another CQ), bad_opcode, bad_status,
+//!                          long_byte_count (an incoming WRITE longer than
+//!                          the QP's region or any message), imm_not_allowed
+//!                          (an incoming WRITE on a QP without REMOTE_WRITE),
+//!                          garbage (every byte random), stale_owner (the
+//!                          owner bit of the previous pass: not to be
+//!                          consumed). Kinds needing a QP the port lacks
+//!                          become unknown_qpn. At most half the ring is
+//!                          filled; stale entries go into free slots ahead
+//!                          of the producer. Reply: "fuzz-cqe port P cq C
+//!                          injected N visible N not_injected N KIND N ..."
+//!                          (visible: entries the consumer is to take).
+//! fuzz-eqe N SEED          write N malformed event queue entries and raise
+//!                          vector 0. Kinds: bad_port (beyond NUM_PORTS),
+//!                          unknown_type, unknown_object (a QPN or CQN that
+//!                          exists on no port), stale_owner (not to be
+//!                          consumed), skipped (an entry written and
+//!                          signalled one slot ahead of the producer, the
+//!                          slot before it filled 20 ms later: two entries,
+//!                          one count). At most half the queue is filled,
+//!                          and the device is released while a slot is
+//!                          open. Reply:
+//!                          "fuzz-eqe injected N visible N not_injected N
+//!                          KIND N ..."
+//! fuzz-regs N SEED [CLASSES]
+//!                          the next N reads of registers of the classes
+//!                          (comma-separated, "default" or "all"; default:
+//!                          all but port_addr) return bogus values: status
+//!                          (STATUS), irq_cause (IRQ_CAUSE), cmd_status
+//!                          (CMD_STATUS: never 0 or an errno of the model),
+//!                          cmd_data (CMD_DATA), eq (EQ_PI past the ring or
+//!                          backwards, EQ_CI, EQ_OVERFLOWS jumping),
+//!                          mmu_fault (MMU_FAULT_COUNT, MMU_FAULT_VA_LO/HI),
+//!                          port (PORT_STATE, PORT_SPEED, the counters),
+//!                          port_addr (PORT_MAC_LO/HI, PORT_IPV4). Values:
+//!                          all-ones, 0, random, and the class's own. N 0
+//!                          disarms. Reply: "fuzz-regs armed N classes
+//!                          C,C,..."; the reads served show in stat's
+//!                          "fuzz_regs left N status N irq_cause N ..."
+//! fuzz-wire PORT N SEED    N garbage frames arrive on the port's link:
+//!                          truncated, bad_opcode (operations and transports
+//!                          the device lacks), bad_qpn, not_for_port (another
+//!                          MAC or IPv4 address), bad_icrc, bad_pad (a pad
+//!                          count beyond the frame), psn (requests the
+//!                          responder has seen or far ahead; ACKs and NAKs of
+//!                          PSNs not outstanding), garbage (good headers and
+//!                          ICRC, random rest), wild_reth (a WRITE at the
+//!                          expected PSN with a wild VA, length or rkey,
+//!                          never one that lands). Frames for a QP in RTR or
+//!                          RTS look as if from its peer and are answered
+//!                          (garbage and wild_reth may move it to ERR);
+//!                          without one, psn and wild_reth become bad_qpn.
+//!                          Reply: "fuzz-wire port P injected N KIND N ..."
+//!                          and "fuzz-wire port P moved rx N rx_drops N
+//!                          icrc_errors N naks N mmu_faults N" (how the
+//!                          counters moved)
+//! ```
 
-use crate::device::Device;
+use crate::device::{fuzz, Device};
 
 /// The hash of `hash`: FNV-1a over the little-endian 64-bit words of the
 /// bytes (the last word zero-padded), then the length xored in. The test
@@ -159,9 +241,29 @@ fn num<T: std::str::FromStr>(s: Option<&str>, what: &str) -> Result<T, String> {
         .ok_or_else(|| format!("bad or missing {what}"))
 }
 
+/// A count of injections: at most 65536.
+fn count(s: Option<&str>) -> Result<u32, String> {
+    num(s, "count").and_then(|n: u32| {
+        if n > 65536 {
+            Err("count at most 65536".into())
+        } else {
+            Ok(n)
+        }
+    })
+}
+
+fn seed(s: Option<&str>) -> Result<u64, String> {
+    addr(s).map_err(|_| format!("bad or missing seed {}", s.unwrap_or("")))
+}
+
 fn command(line: &str, device: &Mutex<Device>, captures: &Captures) -> Result<Vec<String>, String> {
     let mut w = line.split_whitespace();
     let cmd = w.next().unwrap_or("");
+    // It releases the device while a hole it made stays open.
+    if cmd == "fuzz-eqe" {
+        let n = count(w.next())?;
+        return Ok(vec![fuzz::fuzz_eqe(device, n, seed(w.next())?)?]);
+    }
     let mut d = device.lock().unwrap();
     let nports = d.ports.len();
     let port = |w: &mut std::str::SplitWhitespace<'_>| -> Result<usize, String> {
@@ -302,14 +404,58 @@ fn command(line: &str, device: &Mutex<Device>, captures: &Captures) -> Result<Ve
                 .trim_end()
                 .to_string()]);
         }
+        "cqs" => {
+            let p = port(&mut w)?;
+            let mut cqs: Vec<u32> = d.ports[p].cqs.keys().copied().collect();
+            cqs.sort_unstable();
+            let list: Vec<String> = cqs.iter().map(|q| q.to_string()).collect();
+            return Ok(vec![format!("cqs {}", list.join(" "))
+                .trim_end()
+                .to_string()]);
+        }
+        "fuzz-cqe" => {
+            let p = port(&mut w)?;
+            let cqn = num(w.next(), "cqn")?;
+            let n = count(w.next())?;
+            return Ok(vec![d.fuzz_cqe(p, cqn, n, seed(w.next())?)?]);
+        }
+        "fuzz-regs" => {
+            let n = count(w.next())?;
+            let s = seed(w.next())?;
+            let classes = fuzz::reg_classes(w.next().unwrap_or("default"))?;
+            d.fuzz_regs(n, s, classes);
+            let names: Vec<&str> = fuzz::REG_CLASSES
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| classes & 1 << i != 0)
+                .map(|(_, n)| *n)
+                .collect();
+            return Ok(vec![format!(
+                "fuzz-regs armed {n} classes {}",
+                names.join(",")
+            )]);
+        }
+        "fuzz-wire" => {
+            let p = port(&mut w)?;
+            let n = count(w.next())?;
+            return d.fuzz_wire(p, n, seed(w.next())?);
+        }
         "stat" => {
+            let a = d.audits();
+            let (left, served) = d.fuzz_regs_state();
             let mut out = vec![
                 format!("dma_audit {}", d.audit()),
                 format!("mmu_faults {}", d.mmu.faults),
                 format!("eq_dropped {}", d.eq_dropped()),
                 format!("stale_translation {}", d.stale_translations()),
+                format!("unwaited_invalidation {}", d.unwaited_invalidations()),
                 format!("dma_no_master {}", d.dma_no_master()),
                 format!("irq_no_master {}", d.irq_no_master()),
+                format!("cmd_overlap {}", a.cmd_overlap),
+                format!("cmd_data_busy {}", a.cmd_data_busy),
+                format!("bad_doorbells {}", a.bad_doorbells),
+                format!("cq_ci_ignored {}", a.cq_ci_ignored),
+                format!("fuzz_regs left {left} {served}"),
             ];
             for (i, p) in d.ports.iter().enumerate() {
                 let c = &p.counters;

@@ -49,8 +49,13 @@ pub struct Options {
     /// How long STATUS.READY reads 0 after a reset (0: it never does).
     pub reset_delay: Duration,
     /// Keep translations per message and audit their uses (see
-    /// [`crate::mmu`]); counted in [`Device::stale_translations`].
+    /// [`crate::mmu`]); counted in [`Device::stale_translations`]. Also:
+    /// commands and MMU_INVALIDATE finish late, and the command protocol
+    /// is audited ([`Device::audits`]).
     pub strict: bool,
+    /// Strict mode: how long a command, and an MMU_INVALIDATE that no
+    /// register read waits for, take.
+    pub cmd_delay: Duration,
 }
 
 impl Default for Options {
@@ -68,6 +73,7 @@ impl Default for Options {
             reset_hangs: false,
             reset_delay: Duration::ZERO,
             strict: false,
+            cmd_delay: Duration::from_micros(500),
         }
     }
 }
@@ -90,6 +96,32 @@ pub struct Counters {
     pub icrc_errors: u32,
     /// Frames the fault injector dropped or corrupted.
     pub injected: u32,
+}
+
+/// Driver errors the device notices: the doorbell rules (every mode) and,
+/// in strict mode, the command protocol.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Audits {
+    /// Strict: CMD written while a command was outstanding (written, its
+    /// CMD_STATUS not read yet).
+    pub cmd_overlap: u32,
+    /// Strict: CMD_DATA read or written while a command was outstanding.
+    pub cmd_data_busy: u32,
+    /// SQ producer indexes refused (moved backwards, or more than the ring
+    /// ahead of the oldest uncompleted WQE): the QP went to ERR.
+    pub bad_doorbells: u32,
+    /// CQ consumer indexes ignored (moved backwards, or past the producer).
+    pub cq_ci_ignored: u32,
+}
+
+/// Strict mode: a command under way.
+#[derive(Clone, Copy, Debug)]
+struct Running {
+    cmd: u32,
+    /// The time of the CMD write, which the command executes at.
+    now: Instant,
+    /// When it finishes (wall clock).
+    due: Instant,
 }
 
 /// What the control interface asks a port to do to frames it sends.
@@ -143,8 +175,20 @@ pub struct Device {
     eq_pi: u32,
     eq_ci: u32,
     eq_overflows: u32,
+    /// Counts the event queue's enablings (and resets).
+    eq_generation: u32,
     cmd_data: [u8; CMD_DATA_LEN],
     cmd_status: u32,
+    /// Strict mode: the command under way, if any.
+    running: Option<Running>,
+    /// Strict mode: a command was written and its CMD_STATUS not read yet.
+    cmd_outstanding: bool,
+    /// Strict mode: an MMU_INVALIDATE under way finishes at this time, or
+    /// at the next register read.
+    invalidation_due: Option<Instant>,
+    audits: Audits,
+    /// Test hooks of the control interface (`fuzz-*`).
+    fuzz: fuzz::State,
     pub ports: Vec<Port>,
     vectors: Arc<Vectors>,
 }
@@ -195,8 +239,14 @@ impl Device {
             eq_pi: 0,
             eq_ci: 0,
             eq_overflows: 0,
+            eq_generation: 0,
             cmd_data: [0; CMD_DATA_LEN],
             cmd_status: 0,
+            running: None,
+            cmd_outstanding: false,
+            invalidation_due: None,
+            audits: Audits::default(),
+            fuzz: fuzz::State::default(),
             ports,
             vectors,
         })
@@ -242,6 +292,91 @@ impl Device {
         self.mmu.stale
     }
 
+    /// Strict mode: uses of a cached translation whose entry was gone when
+    /// an MMU_INVALIDATE still under way (written, no register read since)
+    /// was written: the driver did not wait for the invalidation.
+    pub fn unwaited_invalidations(&self) -> u32 {
+        self.mmu.unwaited
+    }
+
+    /// Driver errors the device noticed (doorbells, command protocol).
+    pub fn audits(&self) -> Audits {
+        self.audits
+    }
+
+    /// Strict mode: when the command under way finishes, if one is. A
+    /// read of CMD_STATUS returns only then; the vfio-user server waits
+    /// for it without holding the device.
+    pub fn command_due(&self) -> Option<Instant> {
+        self.running.map(|r| r.due)
+    }
+
+    /// Strict mode: finish what is due by now (a command, an invalidation).
+    fn settle(&mut self) {
+        let t = Instant::now();
+        if self.running.is_some_and(|r| t >= r.due) {
+            self.finish_command();
+        }
+        if self.invalidation_due.is_some_and(|d| t >= d) {
+            self.finish_invalidation();
+        }
+    }
+
+    /// Strict mode: execute the command under way; its results and status
+    /// become visible now.
+    fn finish_command(&mut self) {
+        if let Some(r) = self.running.take() {
+            self.cmd_status = self.command(r.cmd, r.now);
+        }
+    }
+
+    /// Strict mode: the MMU_INVALIDATE under way takes effect.
+    fn finish_invalidation(&mut self) {
+        if self.invalidation_due.take().is_some() {
+            self.mmu.invalidate();
+        }
+    }
+
+    /// Strict mode: a CMD write. The command runs for `cmd_delay`, or
+    /// until CMD_STATUS is read; a CMD write while one is outstanding is
+    /// counted and, if the device is still executing, lost.
+    fn start_command(&mut self, cmd: u32, now: Instant) {
+        if self.cmd_outstanding {
+            self.audits.cmd_overlap = self.audits.cmd_overlap.wrapping_add(1);
+            let busy = self.running.is_some();
+            log::warn!(
+                "command {cmd:#x} written before CMD_STATUS of the last one was read{}",
+                if busy { ": device busy, ignored" } else { "" }
+            );
+            if busy {
+                return;
+            }
+        }
+        self.cmd_outstanding = true;
+        if !self.is_ready() {
+            log::warn!("command {cmd:#x} while resetting: EBUSY");
+            self.cmd_status = EBUSY;
+            return;
+        }
+        self.running = Some(Running {
+            cmd,
+            now,
+            due: Instant::now() + self.opts.cmd_delay,
+        });
+    }
+
+    /// Strict mode: CMD_DATA is the running command's until its CMD_STATUS
+    /// is read.
+    fn audit_cmd_data(&mut self, off: u64, write: bool) {
+        if self.cmd_outstanding {
+            self.audits.cmd_data_busy = self.audits.cmd_data_busy.wrapping_add(1);
+            log::warn!(
+                "CMD_DATA {} at {off:#x} before CMD_STATUS was read",
+                if write { "written" } else { "read" }
+            );
+        }
+    }
+
     /// STATUS.READY: the last reset has finished. Until then the device
     /// does no DMA, raises no interrupt and ignores doorbells, commands
     /// and frames.
@@ -274,13 +409,25 @@ impl Device {
 
     // ---- Registers -----------------------------------------------------
 
-    /// A 32-bit register read. Unknown offsets read as 0.
+    /// A 32-bit register read. Unknown offsets read as 0. In strict mode
+    /// the read returns after an MMU_INVALIDATE under way has finished, and
+    /// a read of CMD_STATUS after the command under way has.
     pub fn read32(&mut self, off: u64) -> u32 {
+        self.finish_invalidation();
+        self.settle();
+        let v = self.register(off);
+        self.fuzz_read(off, v)
+    }
+
+    fn register(&mut self, off: u64) -> u32 {
         if (PORT_BASE..PORT_BASE + PORT_STRIDE * self.ports.len() as u64).contains(&off) {
             let p = ((off - PORT_BASE) / PORT_STRIDE) as usize;
             return self.port_read(p, (off - PORT_BASE) % PORT_STRIDE);
         }
         if (CMD_DATA..CMD_DATA + CMD_DATA_LEN as u64).contains(&off) {
+            if self.opts.strict {
+                self.audit_cmd_data(off, false);
+            }
             let o = (off - CMD_DATA) as usize;
             return u32::from_le_bytes(self.cmd_data[o..o + 4].try_into().unwrap());
         }
@@ -328,8 +475,20 @@ impl Device {
             EQ_CI => self.eq_ci,
             EQ_PI => self.eq_pi,
             EQ_OVERFLOWS => self.eq_overflows,
-            CMD_STATUS if !self.is_ready() => EBUSY,
-            CMD_STATUS => self.cmd_status,
+            CMD_STATUS => {
+                if let Some(r) = self.running {
+                    // In-process callers wait here; the server has waited
+                    // already (see `command_due`).
+                    std::thread::sleep(r.due.saturating_duration_since(Instant::now()));
+                    self.finish_command();
+                }
+                self.cmd_outstanding = false;
+                if self.is_ready() {
+                    self.cmd_status
+                } else {
+                    EBUSY
+                }
+            }
             _ => 0,
         }
     }
@@ -357,6 +516,7 @@ impl Device {
     /// A 32-bit register write. Writes to read-only or unknown offsets
     /// are ignored, as hardware would.
     pub fn write32(&mut self, off: u64, val: u32, now: Instant) {
+        self.settle();
         if (DB_BASE..DB_BASE + DB_STRIDE * self.ports.len() as u64).contains(&off) {
             if !self.is_ready() {
                 log::warn!("doorbell write {off:#x} = {val:#x} while resetting: ignored");
@@ -367,6 +527,9 @@ impl Device {
             return;
         }
         if (CMD_DATA..CMD_DATA + CMD_DATA_LEN as u64).contains(&off) {
+            if self.opts.strict {
+                self.audit_cmd_data(off, true);
+            }
             let o = (off - CMD_DATA) as usize;
             self.cmd_data[o..o + 4].copy_from_slice(&val.to_le_bytes());
             return;
@@ -395,12 +558,20 @@ impl Device {
                 self.mmu.enabled = val & 1 != 0;
                 self.mmu.invalidate();
             }
+            // Strict mode: cached translations stay usable until the
+            // invalidation finishes (a register read, or `cmd_delay`).
+            MMU_INVALIDATE if val & 1 != 0 && self.opts.strict => {
+                self.mmu.begin_invalidation(&self.mem);
+                let due = Instant::now() + self.opts.cmd_delay;
+                self.invalidation_due.get_or_insert(due);
+            }
             MMU_INVALIDATE if val & 1 != 0 => self.mmu.invalidate(),
             EQ_BASE_LO => set_lo(&mut self.eq_base, val & !0xf),
             EQ_BASE_HI => set_hi(&mut self.eq_base, val),
             EQ_LOG_SIZE => self.eq_log_size = val,
             EQ_CTRL => self.eq_ctrl(val),
             EQ_CI => self.eq_ci = val,
+            CMD if self.opts.strict => self.start_command(val, now),
             CMD if !self.is_ready() => {
                 log::warn!("command {val:#x} while resetting: EBUSY");
                 self.cmd_status = EBUSY;
@@ -426,8 +597,12 @@ impl Device {
         self.eq_log_size = 0;
         self.eq_pi = 0;
         self.eq_ci = 0;
+        self.eq_generation = self.eq_generation.wrapping_add(1);
         self.cmd_data = [0; CMD_DATA_LEN];
         self.cmd_status = 0;
+        self.running = None;
+        self.cmd_outstanding = false;
+        self.invalidation_due = None;
         for p in &mut self.ports {
             p.qps.clear();
             p.cqs.clear();
@@ -467,6 +642,7 @@ impl Device {
         if enable && !self.eq_enabled {
             self.eq_pi = 0;
             self.eq_ci = 0;
+            self.eq_generation = self.eq_generation.wrapping_add(1);
         }
         self.eq_enabled = enable;
     }
@@ -802,11 +978,17 @@ impl Device {
                 if q.ctx.state == QPS_RESET || q.ctx.state == QPS_ERR {
                     return;
                 }
+                // The producer index moves forward (modulo 2^16), by at
+                // most the ring size, and stays within the ring size of the
+                // oldest uncompleted WQE.
                 let head = q.pending.front().map_or(q.sq_fetch, |p| p.index);
-                if v.wrapping_sub(head) > q.sq_size() {
+                let last = q.sq_pi;
+                if v.wrapping_sub(last) > q.sq_size() || v.wrapping_sub(head) > q.sq_size() {
                     log::info!(
-                        "QP {port}/{index}: SQ doorbell {v} overruns the ring (head {head})"
+                        "QP {port}/{index}: SQ doorbell {v} refused (last {last}, head {head}, ring {})",
+                        q.sq_size()
                     );
+                    self.audits.bad_doorbells = self.audits.bad_doorbells.wrapping_add(1);
                     self.qp_error(port, index, ST_LOC_QP_OP_ERR, None);
                     return;
                 }
@@ -828,6 +1010,7 @@ impl Device {
                         cq.ci,
                         cq.pi
                     );
+                    self.audits.cq_ci_ignored = self.audits.cq_ci_ignored.wrapping_add(1);
                     return;
                 }
                 cq.ci = cq.ci.wrapping_add(u32::from(moved));
@@ -852,7 +1035,6 @@ impl Device {
         if cq.broken {
             return;
         }
-        let size = 1u32 << cq.log_size;
         if cq.is_full() {
             cq.broken = true;
             log::info!("CQ {port}/{cqn} overflow");
@@ -860,19 +1042,8 @@ impl Device {
             return;
         }
         let owner = (cq.pi >> cq.log_size) & 1 == 0;
-        let va = cq.va + u64::from(cq.pi & (size - 1)) * CQE_SIZE as u64;
-        let bytes = cqe.encode(owner);
-        let injected = std::mem::take(&mut cq.fault_next);
-        let written = if injected {
-            Err(Fault::Unmapped(va))
-        } else {
-            self.mmu.write_for(&mut self.mem, va, &bytes, Use::Ring)
-        };
-        if let Err(f) = written {
-            let cq = self.ports[port].cqs.get_mut(&cqn).unwrap();
-            cq.broken = true;
-            log::info!("CQ {port}/{cqn}: ring write fault {f:?}");
-            self.post_event(EV_MMU_FAULT, port, u32::MAX, f.va() as u32);
+        let pi = cq.pi;
+        if !self.cq_ring_write(port, cqn, pi, &cqe.encode(owner)) {
             return;
         }
         let cq = self.ports[port].cqs.get_mut(&cqn).unwrap();
@@ -881,6 +1052,26 @@ impl Device {
             cq.armed = false;
             self.post_event(EV_COMPLETION, port, cqn, 0);
         }
+    }
+
+    /// Write CQE `bytes` (owner bit included) at index `at` of CQ `cqn`
+    /// (which exists). A translation fault stops the CQ and is reported.
+    fn cq_ring_write(&mut self, port: usize, cqn: u32, at: u32, bytes: &[u8; CQE_SIZE]) -> bool {
+        let cq = self.ports[port].cqs.get_mut(&cqn).unwrap();
+        let va = cq.va + u64::from(at & ((1 << cq.log_size) - 1)) * CQE_SIZE as u64;
+        let written = if std::mem::take(&mut cq.fault_next) {
+            Err(Fault::Unmapped(va))
+        } else {
+            self.mmu.write_for(&mut self.mem, va, bytes, Use::Ring)
+        };
+        if let Err(f) = written {
+            let cq = self.ports[port].cqs.get_mut(&cqn).unwrap();
+            cq.broken = true;
+            log::info!("CQ {port}/{cqn}: ring write fault {f:?}");
+            self.post_event(EV_MMU_FAULT, port, u32::MAX, f.va() as u32);
+            return false;
+        }
+        true
     }
 
     /// Move a QP to the error state: complete `failed` (if any) with
@@ -1184,6 +1375,7 @@ impl Device {
 
     /// A frame arrived on `port`'s link.
     pub fn receive(&mut self, port: usize, frame: &[u8], now: Instant) {
+        self.settle();
         if self.fatal || port >= self.ports.len() || !self.ports[port].link_up {
             return;
         }
@@ -1238,6 +1430,13 @@ impl Device {
         }
         let (syndrome, _msn) = pkt.aeth.unwrap_or((aeth::ACK, 0));
         let psn = pkt.psn;
+        // A NAK names a PSN sent and not acknowledged yet: any other is
+        // stale or bogus and does nothing (RNR NAKs are checked below).
+        let sent = !psn_lt(psn, q.una_psn) && psn_lt(psn, q.next_psn);
+        if aeth::is_nak(syndrome) && !aeth::is_rnr_nak(syndrome) && !sent {
+            log::debug!("QP {port}/{qpn}: NAK {syndrome:#x} for PSN {psn} ignored");
+            return;
+        }
         // An ACK for PSN p acknowledges every PSN up to p, a NAK (RNR NAKs
         // included) every PSN before p. Only una < new una <= next moves
         // anything: stale and bogus acknowledgements do nothing.
@@ -1501,6 +1700,7 @@ impl Device {
 
     /// Advance time: retransmit timed-out QPs, keep windows full.
     pub fn step(&mut self, now: Instant) {
+        self.settle();
         if self.fatal || !self.is_ready() {
             return;
         }
@@ -1569,6 +1769,8 @@ fn set_lo(r: &mut u64, v: u32) {
 fn set_hi(r: &mut u64, v: u32) {
     *r = (*r & 0xffff_ffff) | (u64::from(v) << 32);
 }
+
+pub mod fuzz;
 
 #[cfg(test)]
 mod tests;

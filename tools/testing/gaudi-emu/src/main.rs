@@ -12,7 +12,11 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::os::unix::net::UnixListener;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use vfio_user::Server;
+
+/// How long a reset takes under --strict without --reset-delay-ms.
+const STRICT_RESET_DELAY: Duration = Duration::from_millis(50);
 
 const USAGE: &str = "usage: gaudi-emu --socket PATH [options]
   --id HEX                  value of the ID register (default 47415532)
@@ -25,10 +29,18 @@ const USAGE: &str = "usage: gaudi-emu --socket PATH [options]
   --control PATH            control socket for tests
   --reset-hangs             a reset never finishes (STATUS.READY stays 0)
   --reset-delay-ms N        STATUS.READY reads 0 for N ms after a reset; the
-                            device does nothing meanwhile (default 0)
-  --strict                  keep translations per message and audit every
-                            use of one against the page table (stat
-                            stale_translation)";
+                            device does nothing meanwhile (default 0, 50
+                            with --strict)
+  --strict                  as late and as lenient as the model allows, and
+                            audited: keep translations per message and audit
+                            every use of one against the page table (stat
+                            stale_translation); a command finishes after
+                            the command delay or when CMD_STATUS is read,
+                            MMU_INVALIDATE after it or at the next register
+                            read (stats cmd_overlap, cmd_data_busy,
+                            unwaited_invalidation)
+  --cmd-delay-us N          with --strict: how long a command and an
+                            MMU_INVALIDATE take (default 500)";
 
 fn usage(msg: &str) -> ! {
     eprintln!("gaudi-emu: {msg}\n{USAGE}");
@@ -49,6 +61,8 @@ fn main() {
     let mut control = None;
     let mut opts = Options::default();
     let mut links: Vec<(usize, u16, u16)> = Vec::new();
+    let mut reset_delay = None;
+    let mut cmd_delay = None;
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let mut it = argv.iter();
     while let Some(a) = it.next() {
@@ -82,7 +96,11 @@ fn main() {
                 let ms: u64 = v()
                     .parse()
                     .unwrap_or_else(|_| usage("bad --reset-delay-ms"));
-                opts.reset_delay = std::time::Duration::from_millis(ms);
+                reset_delay = Some(Duration::from_millis(ms));
+            }
+            "--cmd-delay-us" => {
+                let us: u64 = v().parse().unwrap_or_else(|_| usage("bad --cmd-delay-us"));
+                cmd_delay = Some(Duration::from_micros(us));
             }
             "--addr" => {
                 let s = v();
@@ -115,6 +133,16 @@ fn main() {
         }
     }
     let socket = socket.unwrap_or_else(|| usage("--socket is required"));
+    if cmd_delay.is_some() && !opts.strict {
+        usage("--cmd-delay-us needs --strict");
+    }
+    opts.cmd_delay = cmd_delay.unwrap_or(opts.cmd_delay);
+    // Strict mode takes its time to reset too, unless told otherwise.
+    opts.reset_delay = reset_delay.unwrap_or(if opts.strict {
+        STRICT_RESET_DELAY
+    } else {
+        Duration::ZERO
+    });
     let nports = opts.ports;
     let vectors = Arc::new(Vectors::new(gaudi_emu::device::MSIX_VECTORS as usize));
     let device = match Device::new(opts, vectors.clone()) {

@@ -9,10 +9,14 @@
 //! against the page table as it is now: a use whose entry is gone or
 //! changed is a stale translation (the driver changed the table without
 //! invalidating, or the device kept a translation past an invalidation).
+//! In strict mode MMU_INVALIDATE also takes time (the device says when,
+//! see [`Mmu::begin_invalidation`]): a stale use meanwhile of an entry
+//! that was gone when the invalidation was written is counted apart as
+//! well, as the driver invalidated but did not wait for it.
 
 use crate::mem::{Mem, Target};
 use crate::regs::{PTE_ADDR_MASK, PTE_DEVMEM, PTE_LEAF, PTE_RING, PTE_VALID, PTE_WRITE};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// Device VAs are 39 bits wide.
 pub const VA_BITS: u32 = 39;
@@ -87,6 +91,15 @@ pub struct Mmu {
     pub strict: bool,
     /// Uses of a cached translation that the page table no longer backs.
     pub stale: u32,
+    /// Strict mode: an MMU_INVALIDATE was written and has not finished;
+    /// cached translations are still used.
+    pub invalidating: bool,
+    /// The pages whose cached entry the page table no longer backed when
+    /// the MMU_INVALIDATE under way was written.
+    doomed: HashSet<u64>,
+    /// Those of `stale` that used a `doomed` page while `invalidating`:
+    /// the driver invalidated, and did not wait before the device went on.
+    pub unwaited: u32,
     /// Advanced by every event after which no cached translation may be
     /// used (see [`Cached`]).
     epoch: u64,
@@ -104,7 +117,23 @@ impl Mmu {
     /// MMU_INVALIDATE: forget every cached translation.
     pub fn invalidate(&mut self) {
         self.cache.clear();
+        self.invalidating = false;
+        self.doomed.clear();
         self.forget_messages();
+    }
+
+    /// Strict mode: an MMU_INVALIDATE was written; cached translations
+    /// stay in use until [`Mmu::invalidate`]. Notes which of them the page
+    /// table no longer backs, whose uses meanwhile are `unwaited`.
+    pub fn begin_invalidation(&mut self, mem: &Mem) {
+        self.invalidating = true;
+        let doomed: Vec<u64> = self
+            .cache
+            .iter()
+            .filter(|(vpn, e)| self.walk(*vpn << PAGE_SHIFT, &mut |t, b| mem.peek(t, b)) != Ok(**e))
+            .map(|(vpn, _)| *vpn)
+            .collect();
+        self.doomed.extend(doomed);
     }
 
     /// A command removed a context or region: translations kept for
@@ -114,11 +143,12 @@ impl Mmu {
         self.epoch += 1;
     }
 
-    /// Power-on state; the mode and the stale-use count stay.
+    /// Power-on state; the mode and the stale-use counts stay.
     pub fn reset(&mut self) {
         *self = Mmu {
             strict: self.strict,
             stale: self.stale,
+            unwaited: self.unwaited,
             epoch: self.epoch + 1,
             ..Mmu::default()
         };
@@ -175,11 +205,20 @@ impl Mmu {
         let now = self.walk(va, &mut |t, b| mem.peek(t, b));
         if now.as_ref() != Ok(e) {
             self.stale = self.stale.wrapping_add(1);
+            let unwaited = self.invalidating && self.doomed.contains(&(va >> PAGE_SHIFT));
+            if unwaited {
+                self.unwaited = self.unwaited.wrapping_add(1);
+            }
             let page = va & !((1 << PAGE_SHIFT) - 1);
             log::warn!(
-                "stale translation: device VA {page:#x} used as {:x?} ({}), the page table now says {now:x?}",
+                "stale translation: device VA {page:#x} used as {:x?} ({}), the page table now says {now:x?}{}",
                 e.page,
-                if e.writable { "rw" } else { "ro" }
+                if e.writable { "rw" } else { "ro" },
+                if unwaited {
+                    "; MMU_INVALIDATE written, not waited for"
+                } else {
+                    ""
+                }
             );
         }
     }

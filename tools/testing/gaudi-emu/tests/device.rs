@@ -1056,3 +1056,120 @@ fn ready_stays_0_during_the_reset_delay() {
     e.wr(IRQ_TEST, 0);
     assert_eq!(e.irqs(), 1);
 }
+
+// ---- Strict mode and fuzzing -------------------------------------------
+
+#[test]
+fn strict_mode_commands_and_resets_take_their_time() {
+    let mut e = emu(&["--ports", "1", "--strict", "--cmd-delay-us", "30000"]);
+    let t0 = Instant::now();
+    assert_eq!(e.cmd(CMD_QP_READ, 0, 1, &[]), 2, "ENOENT");
+    assert!(
+        t0.elapsed() >= Duration::from_millis(30),
+        "CMD_STATUS waited"
+    );
+    // A result read early, and a command written over a running one.
+    e.wr(CMD, CMD_QP_READ << 24 | 1);
+    e.rd(CMD_DATA);
+    e.wr(CMD, CMD_QP_READ << 24 | 2);
+    assert_eq!(e.rd(CMD_STATUS), 2);
+    assert_eq!(
+        (e.stat("cmd_data_busy"), e.stat("cmd_overlap")),
+        (1, 1),
+        "counted"
+    );
+    // Without --reset-delay-ms a strict reset takes 50 ms.
+    let t0 = Instant::now();
+    e.wr(RESET, RESET_MAGIC);
+    assert_eq!(e.rd(STATUS) & STATUS_READY, 0);
+    wait_for("READY", || e.rd(STATUS) & STATUS_READY != 0);
+    assert!(t0.elapsed() >= Duration::from_millis(50));
+    // The delay is for strict mode only.
+    let dir = std::env::temp_dir().join(format!("gaudi-emu-usage-{}", std::process::id()));
+    let st = Command::new(EMU)
+        .arg("--socket")
+        .arg(&dir)
+        .args(["--cmd-delay-us", "5"])
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert_eq!(st.code(), Some(2));
+}
+
+/// Send `cmd` to the control socket and return its "err" line.
+fn ctl_err(e: &Emu, cmd: &str) -> String {
+    use std::io::{BufRead, Write};
+    let mut s = std::os::unix::net::UnixStream::connect(e.dir.join("ctl.sock")).unwrap();
+    writeln!(s, "{cmd}").unwrap();
+    let mut l = String::new();
+    std::io::BufReader::new(s).read_line(&mut l).unwrap();
+    assert!(l.starts_with("err "), "{cmd}: {l}");
+    l
+}
+
+/// The number after `key` in a reply line.
+fn field(line: &str, key: &str) -> u64 {
+    let w: Vec<&str> = line.split_whitespace().collect();
+    let i = w.iter().position(|x| *x == key).expect(key);
+    w[i + 1].parse().unwrap()
+}
+
+#[test]
+fn control_fuzz_commands() {
+    let (mut a, b) = pair((7, 14));
+    assert_eq!(a.emu.ctl("cqs 0"), vec!["cqs 1"]);
+    assert_eq!(a.emu.ctl("cqs 1"), vec!["cqs"]);
+    // CQEs: the consumer finds exactly the visible ones, an armed CQ is
+    // notified.
+    a.emu.events();
+    a.emu.wr(DB_BASE + DB_CQ_ARM, 1 << 16);
+    let r = a.emu.ctl("fuzz-cqe 0 1 20 5");
+    assert_eq!(r.len(), 1);
+    assert!(r[0].starts_with("fuzz-cqe port 0 cq 1 injected "), "{r:?}");
+    let mut got = 0;
+    while a.emu.poll(&mut a.cq, Duration::ZERO).is_some() {
+        got += 1;
+    }
+    assert_eq!(got, field(&r[0], "visible"));
+    assert_eq!(a.emu.events(), vec![(EV_COMPLETION, 0, 1, 0)]);
+    // Event queue entries.
+    let r = a.emu.ctl("fuzz-eqe 20 6");
+    assert!(r[0].starts_with("fuzz-eqe injected "), "{r:?}");
+    assert_eq!(a.emu.events().len() as u64, field(&r[0], "visible"));
+    assert_eq!(a.emu.rd(EQ_PI), a.emu.rd(EQ_CI));
+    // Registers.
+    assert_eq!(
+        a.emu.ctl("fuzz-regs 3 1 cmd_status"),
+        vec!["fuzz-regs armed 3 classes cmd_status"]
+    );
+    for _ in 0..3 {
+        assert!(a.emu.cmd(CMD_QP_READ, 0, 7, &[]) > 255);
+    }
+    assert_eq!(a.emu.cmd(CMD_QP_READ, 0, 7, &[]), 0);
+    let stat = a.emu.ctl("stat");
+    assert!(
+        stat.contains(&"fuzz_regs left 0 status 0 irq_cause 0 cmd_status 3 cmd_data 0 eq 0 mmu_fault 0 port 0 port_addr 0".to_string()),
+        "{stat:?}"
+    );
+    // Frames.
+    let icrc = b.emu.stat("port 0 icrc_errors");
+    let r = b.emu.ctl("fuzz-wire 0 100 7");
+    assert_eq!(r.len(), 2);
+    assert!(r[0].starts_with("fuzz-wire port 0 injected 100 "), "{r:?}");
+    assert!(r[1].starts_with("fuzz-wire port 0 moved rx "), "{r:?}");
+    assert_eq!(
+        b.emu.stat("port 0 icrc_errors") - icrc,
+        field(&r[0], "bad_icrc")
+    );
+    assert_eq!(field(&r[1], "icrc_errors"), field(&r[0], "bad_icrc"));
+    // Refused.
+    assert!(ctl_err(&a.emu, "fuzz-cqe 0 9 1 1").contains("no CQ 9"));
+    assert!(ctl_err(&a.emu, "fuzz-cqe 5 1 1 1").contains("no port"));
+    assert!(ctl_err(&a.emu, "fuzz-regs 1 1 nope").contains("unknown register class"));
+    assert!(ctl_err(&a.emu, "fuzz-wire 0 70000 1").contains("at most 65536"));
+    assert!(ctl_err(&a.emu, "fuzz-eqe 1").contains("seed"));
+    for e in [&a.emu, &b.emu] {
+        assert_eq!(e.stat("dma_audit"), 0);
+        assert_eq!(e.stat("eq_dropped"), 0);
+    }
+}

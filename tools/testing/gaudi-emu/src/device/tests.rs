@@ -7,6 +7,7 @@
 
 use super::*;
 use crate::qp::Region;
+use std::sync::Mutex;
 
 const RAM: u64 = 0x1000_0000;
 const RAM_SIZE: usize = 16 << 20;
@@ -136,8 +137,17 @@ impl Dev {
         self.wr(MMU_INVALIDATE, 1);
     }
 
-    /// Remove the mapping of the page at `va`, invalidating or not.
+    /// Remove the mapping of the page at `va`, invalidating or not; an
+    /// invalidation is waited for as the model says (a register read).
     fn unmap(&mut self, va: u64, invalidate: bool) {
+        self.unmap_unwaited(va, invalidate);
+        if invalidate {
+            self.rd(STATUS);
+        }
+    }
+
+    /// As [`Dev::unmap`], without waiting for the invalidation.
+    fn unmap_unwaited(&mut self, va: u64, invalidate: bool) {
         let slot = self.pte_slot(va, false);
         self.put(slot, &0u64.to_le_bytes());
         if invalidate {
@@ -856,6 +866,7 @@ fn strict_mode_counts_a_translation_used_after_its_entry_went() {
     assert_eq!(c.status, ST_SUCCESS);
     assert_eq!(got, pattern(3 * MTU, 6));
     assert_eq!(r.b.d.stale_translations(), 1, "one packet used the page");
+    assert_eq!(r.b.d.unwaited_invalidations(), 0, "no invalidation at all");
 }
 
 #[test]
@@ -865,6 +876,7 @@ fn strict_mode_counts_nothing_when_the_driver_invalidates() {
     assert_eq!(c.status, ST_REM_ACCESS_ERR);
     assert!(got[2 * MTU..].iter().all(|&x| x == 0));
     assert_eq!(r.b.d.stale_translations(), 0);
+    assert_eq!(r.b.d.unwaited_invalidations(), 0);
     assert!(r
         .b
         .events()
@@ -991,4 +1003,507 @@ fn no_dma_and_no_interrupt_without_bus_master() {
     d.wr(IRQ_TEST, 0);
     assert_eq!((fired(), d.rd(IRQ_TEST_COUNT)), (1, 2));
     assert_eq!(d.d.audit(), 0);
+}
+
+// ---- Strict mode: late commands and invalidations --------------------
+
+fn strict(delay: Duration) -> impl Fn(&mut Options) {
+    move |o: &mut Options| {
+        o.strict = true;
+        o.cmd_delay = delay;
+    }
+}
+
+/// A CQ context for CQ_CREATE: a ring at `va` of 2^`log` entries.
+fn cq_ctx(va: u64, log: u32) -> [u8; 16] {
+    let mut d = [0u8; 16];
+    d[0..8].copy_from_slice(&va.to_le_bytes());
+    d[8..12].copy_from_slice(&log.to_le_bytes());
+    d
+}
+
+#[test]
+fn strict_commands_finish_late_and_results_wait_for_cmd_status() {
+    let delay = Duration::from_millis(250);
+    let mut d = Dev::new(1, strict(delay));
+    d.buffer(CQ_VA, 4096, PTE_WRITE | PTE_RING);
+    // RKEY_REVOKE's result (bytes 4 to 7) goes where a marker is.
+    d.wr(CMD_DATA, 7);
+    d.wr(CMD_DATA + 4, 0xdead);
+    let t0 = Instant::now();
+    d.wr(CMD, CMD_RKEY_REVOKE << 24);
+    assert_eq!(
+        d.rd(CMD_DATA + 4),
+        0xdead,
+        "a result read before CMD_STATUS is the old value"
+    );
+    assert_eq!(d.d.audits().cmd_data_busy, 1);
+    assert_eq!(d.rd(CMD_STATUS), 0, "CMD_STATUS waits for the command");
+    assert!(t0.elapsed() >= delay);
+    assert_eq!(d.rd(CMD_DATA + 4), 0, "the result, after CMD_STATUS");
+    assert_eq!(d.d.audits().cmd_data_busy, 1);
+    // A command's effect shows only when it finishes: at CMD_STATUS ...
+    let ctx = cq_ctx(CQ_VA, 4);
+    let create = |d: &mut Dev, cqn: u32| {
+        for (i, c) in ctx.chunks(4).enumerate() {
+            d.wr(
+                CMD_DATA + 4 * i as u64,
+                u32::from_le_bytes(c.try_into().unwrap()),
+            );
+        }
+        d.wr(CMD, CMD_CQ_CREATE << 24 | cqn);
+    };
+    create(&mut d, 1);
+    assert!(!d.d.ports[0].cqs.contains_key(&1), "not before it finishes");
+    assert_eq!(d.rd(CMD_STATUS), 0);
+    assert!(d.d.ports[0].cqs.contains_key(&1));
+    // ... or after the delay, by itself (the engine's clock).
+    create(&mut d, 2);
+    std::thread::sleep(delay + Duration::from_millis(20));
+    assert!(!d.d.ports[0].cqs.contains_key(&2));
+    d.d.step(d.now);
+    assert!(d.d.ports[0].cqs.contains_key(&2), "finished by itself");
+    assert_eq!(d.rd(CMD_STATUS), 0);
+    assert_eq!(d.d.audits().cmd_overlap, 0);
+    // A command written while one is executing is counted and lost.
+    create(&mut d, 3);
+    d.wr(CMD, CMD_CQ_CREATE << 24 | 4);
+    assert_eq!(d.rd(CMD_STATUS), 0);
+    assert!(d.d.ports[0].cqs.contains_key(&3));
+    assert!(!d.d.ports[0].cqs.contains_key(&4), "the device was busy");
+    assert_eq!(d.d.audits().cmd_overlap, 1);
+    // One written after the last finished, before its CMD_STATUS was
+    // read, is counted and executed.
+    create(&mut d, 5);
+    std::thread::sleep(delay + Duration::from_millis(20));
+    d.d.step(d.now);
+    d.wr(CMD, CMD_CQ_CREATE << 24 | 6);
+    assert_eq!(d.rd(CMD_STATUS), 0);
+    assert!(d.d.ports[0].cqs.contains_key(&5) && d.d.ports[0].cqs.contains_key(&6));
+    assert_eq!(d.d.audits().cmd_overlap, 2);
+    assert_eq!(
+        d.d.audits().cmd_data_busy,
+        1,
+        "arguments written after CMD_STATUS"
+    );
+    // Errors come late too, and a reset drops a command under way.
+    create(&mut d, 6);
+    assert_eq!(d.rd(CMD_STATUS), EEXIST);
+    create(&mut d, 7);
+    d.wr(RESET, RESET_MAGIC);
+    assert_eq!(d.rd(CMD_STATUS), 0);
+    std::thread::sleep(delay + Duration::from_millis(20));
+    d.d.step(d.now);
+    assert!(d.d.ports[0].cqs.is_empty());
+}
+
+#[test]
+fn default_mode_commands_are_synchronous_and_not_audited() {
+    let mut d = Dev::new(1, |_| {});
+    d.wr(CMD_DATA, 7);
+    d.wr(CMD_DATA + 4, 0xdead);
+    d.wr(CMD, CMD_RKEY_REVOKE << 24);
+    assert_eq!(d.rd(CMD_DATA + 4), 0);
+    d.wr(CMD, CMD_RKEY_REVOKE << 24);
+    assert_eq!(d.rd(CMD_STATUS), 0);
+    assert_eq!(d.d.audits(), Audits::default());
+}
+
+/// A 3-packet WRITE whose first packet reached b; then b's mapping of the
+/// target's last page goes with an MMU_INVALIDATE that nothing waits for,
+/// and the rest arrives.
+#[test]
+fn strict_mode_counts_uses_while_an_invalidation_is_not_waited_for() {
+    let (mut r, mut cqa, mut qpa, _) =
+        Rig::new(6, strict(Duration::from_micros(500)), |_| {}, |_| {});
+    // Only a register read finishes b's invalidations now.
+    r.b.d.opts.cmd_delay = Duration::from_secs(600);
+    let len = 3 * MTU;
+    let src = r.a.buffer(SRC_VA, len, 0);
+    r.a.put(src, &pattern(len, 8));
+    let dst = r.b.buffer(DST_VA, len, PTE_WRITE);
+    r.a.post(&mut qpa, wqe(len, DST_VA, None));
+    let frames = r.sent_by_a();
+    r.deliver_to_b(&frames[..1]);
+    r.b.unmap_unwaited(DST_VA + 2 * 4096, true);
+    assert!(r.b.d.mmu.invalidating);
+    // The invalidation has not finished: the device may still use what it
+    // cached, and the use is counted against the driver.
+    r.deliver_to_b(&frames[1..]);
+    assert_eq!(r.b.d.stale_translations(), 1);
+    assert_eq!(r.b.d.unwaited_invalidations(), 1);
+    assert_eq!(r.b.get(dst, len), pattern(len, 8), "the WRITE landed");
+    r.run();
+    assert_eq!(r.a.poll(&mut cqa).unwrap().status, ST_SUCCESS);
+    // A register read finishes it: the next WRITE there faults.
+    r.b.rd(SCRATCH);
+    assert!(!r.b.d.mmu.invalidating);
+    r.a.post(&mut qpa, wqe(64, DST_VA + 2 * 4096, None));
+    r.run();
+    assert_eq!(r.a.poll(&mut cqa).unwrap().status, ST_REM_ACCESS_ERR);
+    assert_eq!(r.b.d.stale_translations(), 1);
+    assert_eq!(r.b.d.unwaited_invalidations(), 1);
+}
+
+#[test]
+fn strict_invalidation_finishes_by_itself_after_the_delay() {
+    let delay = Duration::from_millis(200);
+    let mut d = Dev::new(1, strict(delay));
+    let bus = d.buffer(DST_VA, 4096, PTE_WRITE);
+    d.rd(STATUS);
+    d.d.mmu_write(DST_VA, &[1]).unwrap();
+    d.put(bus, &[0]);
+    d.unmap_unwaited(DST_VA, true);
+    d.d.step(d.now);
+    assert!(d.d.mmu.invalidating, "not yet");
+    std::thread::sleep(delay + Duration::from_millis(10));
+    d.d.step(d.now);
+    assert!(!d.d.mmu.invalidating);
+    assert!(d.d.mmu_write(DST_VA, &[2]).is_err(), "forgotten");
+    assert_eq!(d.get(bus, 1), [0]);
+    assert_eq!(d.d.unwaited_invalidations(), 0);
+}
+
+// ---- Doorbells ---------------------------------------------------------
+
+#[test]
+fn a_producer_index_moving_backwards_moves_the_qp_to_err() {
+    // (first doorbell, second doorbell, refused): the ring has 64 WQEs.
+    let cases: [(u16, u16, bool, &str); 6] = [
+        (3, 2, true, "one back, still ahead of the oldest WQE"),
+        (3, 0xffff, true, "back behind the oldest WQE"),
+        (3, 3, false, "the same index again"),
+        (3, 64, false, "a whole ring ahead of the oldest WQE"),
+        (3, 65, true, "more than the ring ahead of the oldest WQE"),
+        (60, 3, true, "back by 57 (as 65479 ahead)"),
+    ];
+    for strict_mode in [false, true] {
+        for (first, second, refused, what) in cases {
+            let (mut r, mut cqa, _, _) = Rig::new(6, |o| o.strict = strict_mode, |_| {}, |_| {});
+            let db = DB_BASE + DB_SQ;
+            // WQEs that fault at once if fetched: nothing is mapped at 0.
+            r.a.wr(db, QPN_A << 16 | u32::from(first));
+            r.a.wr(db, QPN_A << 16 | u32::from(second));
+            let c = r.a.ctx(QPN_A);
+            assert_eq!(c.state == QPS_ERR, refused, "{what}");
+            assert_eq!(
+                r.a.d.audits().bad_doorbells,
+                u32::from(refused),
+                "{what} (strict {strict_mode})"
+            );
+            if refused {
+                let ev = r.a.events();
+                assert!(
+                    ev.contains(&(EV_QP_ERROR, QPN_A, u32::from(ST_LOC_QP_OP_ERR))),
+                    "{what}: {ev:?}"
+                );
+                // Every WQE up to the last accepted index is flushed, once.
+                let cqes = r.a.drain(&mut cqa);
+                let idx: Vec<u16> = cqes.iter().map(|c| c.wqe_index).collect();
+                assert_eq!(idx, (0..first).collect::<Vec<u16>>(), "{what}");
+                assert!(cqes.iter().all(|c| c.status == ST_WR_FLUSH_ERR));
+            }
+        }
+    }
+}
+
+#[test]
+fn consumer_indexes_moving_backwards_or_past_the_producer_are_ignored() {
+    let (mut r, mut cqa, mut qpa, _) = Rig::new(6, |_| {}, |_| {}, |_| {});
+    let src = r.a.buffer(SRC_VA, 64, 0);
+    r.a.put(src, &[1; 64]);
+    r.b.buffer(DST_VA, 4096, PTE_WRITE);
+    for _ in 0..3 {
+        r.a.post(&mut qpa, wqe(64, DST_VA, None));
+    }
+    r.run();
+    assert_eq!(r.a.poll(&mut cqa).unwrap().status, ST_SUCCESS);
+    assert_eq!(r.a.poll(&mut cqa).unwrap().status, ST_SUCCESS);
+    assert_eq!(r.a.d.audits().cq_ci_ignored, 0);
+    let db = DB_BASE + DB_CQ;
+    r.a.wr(db, 1 << 16 | 1);
+    r.a.wr(db, 1 << 16 | 4);
+    assert_eq!(r.a.d.audits().cq_ci_ignored, 2, "backwards, past");
+    assert_eq!(r.a.d.ports[0].cqs[&1].ci, 2);
+    r.a.wr(db, 1 << 16 | 3);
+    assert_eq!(r.a.d.ports[0].cqs[&1].ci, 3, "up to the producer");
+    assert_eq!(r.a.d.audits().cq_ci_ignored, 2);
+    assert_eq!(r.a.d.audits().bad_doorbells, 0);
+}
+
+#[test]
+fn stale_and_bogus_naks_do_nothing() {
+    let (mut r, mut cqa, mut qpa, _) = Rig::new(6, |_| {}, |_| {}, |_| {});
+    let src = r.a.buffer(SRC_VA, 64, 0);
+    r.a.put(src, &[1; 64]);
+    r.b.buffer(DST_VA, 4096, PTE_WRITE);
+    r.a.post(&mut qpa, wqe(64, DST_VA, None));
+    r.run();
+    assert_eq!(r.a.poll(&mut cqa).unwrap().status, ST_SUCCESS);
+    let eb = r.b.d.ports[0].ep;
+    let ea = r.a.d.ports[0].ep;
+    // PSN 1000 was acknowledged, 1001 never sent.
+    for psn in [1000, 1001, 5000] {
+        for syndrome in [
+            aeth::NAK_REMOTE_ACCESS,
+            aeth::NAK_INVALID_REQ,
+            aeth::NAK_REMOTE_OP,
+            aeth::NAK_PSN_SEQ,
+        ] {
+            let nak = Packet {
+                src: eb,
+                dst: ea,
+                opcode: op::ACK,
+                dqpn: QPN_A,
+                psn,
+                aeth: Some((syndrome, 0)),
+                ..Default::default()
+            };
+            r.a.d.receive(0, &nak.encode(1), r.a.now);
+        }
+    }
+    assert_eq!(r.a.ctx(QPN_A).state, QPS_RTS);
+    assert!(r.a.poll(&mut cqa).is_none());
+}
+
+// ---- Fuzzing -----------------------------------------------------------
+
+/// "KIND N" pairs of a fuzz reply line.
+fn counts(line: &str) -> HashMap<String, u32> {
+    let w: Vec<&str> = line.split_whitespace().collect();
+    w.windows(2)
+        .filter_map(|p| Some((p[0].to_string(), p[1].parse().ok()?)))
+        .collect()
+}
+
+#[test]
+fn fuzz_cqe_writes_what_it_reports() {
+    let mut d = Dev::new(1, |_| {});
+    let mut cq = d.cq(1, CQ_VA, 6);
+    d.cq(2, CQ_VA + 0x1_0000, 4);
+    let peer = Endpoint {
+        mac: [2, 0, 0, 0, 0, 9],
+        ip: [10, 9, 9, 9],
+    };
+    d.qp(10, peer, 1, (1, 0x55), |_| {});
+    d.qp(11, peer, 1, (1, 0), |c| c.flags = 0);
+    d.qp(12, peer, 1, (1, 0x66), |c| c.cqn = 2);
+    d.wr(DB_BASE + DB_CQ_ARM, 1 << 16);
+    let line = d.d.fuzz_cqe(0, 1, 40, 7).unwrap();
+    let c = counts(&line);
+    assert!(line.starts_with("fuzz-cqe port 0 cq 1 injected "), "{line}");
+    assert_eq!(c["injected"] + c["not_injected"], 40);
+    assert_eq!(c["visible"] + c["stale_owner"], c["injected"]);
+    assert!(c["visible"] <= 32, "at most half the ring");
+    for k in fuzz::CQE_KINDS {
+        assert!(c.contains_key(k), "{k} in {line}");
+    }
+    let got = d.drain(&mut cq);
+    assert_eq!(got.len() as u32, c["visible"], "{line}");
+    let ev = d.events();
+    assert_eq!(
+        ev.iter().filter(|e| e.0 == EV_COMPLETION).count(),
+        1,
+        "{ev:?}"
+    );
+    let known = |q: u32| [10, 11, 12].contains(&q);
+    let n = |f: &dyn Fn(&Cqe) -> bool| got.iter().filter(|c| f(c)).count() as u32;
+    assert!(n(&|e| !known(e.qpn)) >= c["unknown_qpn"]);
+    assert!(n(&|e| e.qpn == 12) >= c["foreign_cq"]);
+    assert!(n(&|e| e.opcode != CQE_SEND && e.opcode != CQE_RECV_WRITE_IMM) >= c["bad_opcode"]);
+    assert!(n(&|e| e.status > ST_RNR_RETRY_EXC_ERR) >= c["bad_status"]);
+    assert!(n(&|e| e.qpn == 11 && e.opcode == CQE_RECV_WRITE_IMM) >= c["imm_not_allowed"]);
+    assert!(
+        n(&|e| e.qpn == 10 && e.opcode == CQE_RECV_WRITE_IMM && e.byte_len > MAX_MSG_LEN)
+            >= c["long_byte_count"]
+    );
+    assert!(n(&|e| (e.qpn == 10 || e.qpn == 11) && e.opcode == CQE_SEND) >= c["bad_index"]);
+    // The stale entries are there, with the owner bit of the last pass.
+    let at = cq.bus + u64::from(cq.ci % 64) * CQE_SIZE as u64;
+    if c["stale_owner"] > 0 {
+        assert_ne!(d.get(at, CQE_SIZE), vec![0; CQE_SIZE]);
+    }
+    assert_eq!(d.d.audits().cq_ci_ignored, 0, "the consumer kept up");
+    // Real completions go on after them.
+    let before = d.d.ports[0].cqs[&1].pi;
+    assert!(d.d.inject_qp_error(0, 10));
+    assert_eq!(d.d.ports[0].cqs[&1].pi, before, "nothing outstanding");
+    // The same seed writes the same; errors are reported.
+    let mut e = Dev::new(1, |_| {});
+    e.cq(1, CQ_VA, 6);
+    e.qp(10, peer, 1, (1, 0x55), |_| {});
+    e.qp(11, peer, 1, (1, 0), |c| c.flags = 0);
+    e.cq(2, CQ_VA + 0x1_0000, 4);
+    e.qp(12, peer, 1, (1, 0x66), |c| c.cqn = 2);
+    assert_eq!(e.d.fuzz_cqe(0, 1, 40, 7).unwrap(), line);
+    assert!(e.d.fuzz_cqe(0, 9, 1, 0).is_err(), "no CQ 9");
+    // Whatever the seed, nothing breaks; a consumer that takes what is
+    // visible keeps the indexes in step.
+    for seed in 0..200 {
+        let ci = e.d.ports[0].cqs[&1].pi;
+        e.wr(DB_BASE + DB_CQ, 1 << 16 | (ci & 0xffff));
+        let line = e.d.fuzz_cqe(0, 1, 100, seed).unwrap();
+        let pi = e.d.ports[0].cqs[&1].pi;
+        assert_eq!(pi.wrapping_sub(ci), counts(&line)["visible"], "{line}");
+    }
+    assert_eq!(e.d.audit(), 0);
+    assert_eq!(e.d.audits().cq_ci_ignored, 0);
+    assert!(!e.d.ports[0].cqs[&1].broken);
+}
+
+#[test]
+fn fuzz_eqe_writes_what_it_reports_and_the_queue_goes_on() {
+    let mut d = Dev::new(1, |o| o.ports = 2);
+    d.cq(1, CQ_VA, 4);
+    let m = Mutex::new(d.d);
+    let line = fuzz::fuzz_eqe(&m, 24, 3).unwrap();
+    d.d = m.into_inner().unwrap();
+    let c = counts(&line);
+    assert!(line.starts_with("fuzz-eqe injected "), "{line}");
+    for k in fuzz::EQE_KINDS {
+        assert!(c.contains_key(k), "{k} in {line}");
+    }
+    assert!(c["skipped"] > 0, "the seed draws a skipped entry: {line}");
+    assert_eq!(
+        c["visible"],
+        c["bad_port"] + c["unknown_type"] + c["unknown_object"] + 2 * c["skipped"]
+    );
+    // Raw entries: (type, port, data0).
+    let mut got = Vec::new();
+    loop {
+        let at = d.eq + u64::from(d.eq_ci % (1 << EQ_LOG)) * EQE_SIZE as u64;
+        let e = d.get(at, EQE_SIZE);
+        if (e[15] & 1 != 0) != ((d.eq_ci >> EQ_LOG) & 1 == 0) {
+            break;
+        }
+        got.push((e[0], e[1], u32::from_le_bytes(e[4..8].try_into().unwrap())));
+        d.eq_ci += 1;
+    }
+    d.wr(EQ_CI, d.eq_ci);
+    assert_eq!(got.len() as u32, c["visible"], "{line}: {got:?}");
+    assert_eq!(
+        d.rd(EQ_PI),
+        d.eq_ci,
+        "the producer is where the consumer is"
+    );
+    assert!(got.iter().all(|e| e.0 != EV_DEVICE_FATAL));
+    assert!(got.iter().filter(|e| e.1 >= 2).count() as u32 >= c["bad_port"]);
+    assert!(
+        got.iter()
+            .filter(|e| e.0 == 0 || e.0 > EV_COMPLETION)
+            .count() as u32
+            >= c["unknown_type"] + 2 * c["skipped"]
+    );
+    for e in &got {
+        if matches!(e.0, EV_COMPLETION | EV_CQ_OVERFLOW) {
+            assert_ne!(e.2, 1, "CQ 1 exists");
+        }
+    }
+    // The next real event is the next entry.
+    d.d.set_link(1, false);
+    assert_eq!(d.events(), vec![(EV_PORT_DOWN, 0, 0)]);
+    // Same seed, same entries (a fresh device).
+    let mut e = Dev::new(1, |o| o.ports = 2);
+    e.cq(1, CQ_VA, 4);
+    let m = Mutex::new(e.d);
+    assert_eq!(fuzz::fuzz_eqe(&m, 24, 3).unwrap(), line);
+    // Many at once: at most half the queue, never full.
+    let big = fuzz::fuzz_eqe(&m, 1000, 4).unwrap();
+    let c = counts(&big);
+    assert!(c["visible"] <= 32 && c["not_injected"] > 0, "{big}");
+    let d = m.into_inner().unwrap();
+    assert_eq!(d.eq_dropped(), 0);
+    assert_eq!(d.audit(), 0);
+}
+
+#[test]
+fn fuzz_regs_serves_bogus_reads_then_stops() {
+    let mut d = Dev::new(1, |_| {});
+    d.d.fuzz_regs(10, 5, fuzz::reg_classes("cmd_status").unwrap());
+    for _ in 0..10 {
+        let s = d.cmd(CMD_RKEY_REVOKE, 0, &7u32.to_le_bytes());
+        assert!(
+            s != 0 && ![2, 5, 16, 17, 22, 95].contains(&s),
+            "a bogus status {s:#x}"
+        );
+        assert_eq!(d.rd(STATUS), STATUS_READY, "another class");
+    }
+    assert_eq!(d.cmd(CMD_RKEY_REVOKE, 0, &7u32.to_le_bytes()), 0);
+    let (left, served) = d.d.fuzz_regs_state();
+    assert_eq!(
+        (left, served.get("cmd_status"), served.total()),
+        (0, 10, 10)
+    );
+    // The default classes: the registers a driver reads at run time.
+    d.d.fuzz_regs(1000, 6, fuzz::REG_DEFAULT);
+    let real = PORT_BASE + PORT_MAC_LO;
+    let mac = d.d.ports[0].ep.mac;
+    for _ in 0..20 {
+        assert_eq!(d.rd(ID), ID_MAGIC, "not fuzzed");
+        assert_eq!(d.rd(real).to_le_bytes()[..4], mac[..4], "opt-in only");
+    }
+    let bogus = (0..50).filter(|_| d.rd(EQ_PI) != 0).count();
+    assert_eq!(bogus, 50);
+    let _ = (d.rd(STATUS), d.rd(IRQ_CAUSE), d.rd(PORT_BASE + PORT_STATE));
+    let (left, served) = d.d.fuzz_regs_state();
+    assert_eq!(left, 1000 - 53);
+    assert_eq!(
+        served.to_string(),
+        "status 1 irq_cause 1 cmd_status 10 cmd_data 0 eq 50 mmu_fault 0 port 1 port_addr 0"
+    );
+    d.d.fuzz_regs(0, 0, 0);
+    assert_eq!(d.rd(EQ_PI), 0);
+}
+
+#[test]
+fn fuzz_wire_survives_counts_and_lands_nothing() {
+    for strict_mode in [false, true] {
+        let (mut r, _, _, _) = Rig::new(6, |o| o.strict = strict_mode, |_| {}, region(2 * 4096));
+        let dst = r.b.buffer(DST_VA - 4096, 4 * 4096, PTE_WRITE);
+        let mut total = HashMap::<String, u32>::new();
+        for seed in 0..20 {
+            let before = r.b.counters();
+            let lines = r.b.d.fuzz_wire(0, 200, seed).unwrap();
+            assert_eq!(lines.len(), 2);
+            let (k, m) = (counts(&lines[0]), counts(&lines[1]));
+            assert!(lines[0].starts_with("fuzz-wire port 0 injected 200 "));
+            assert!(lines[1].starts_with("fuzz-wire port 0 moved rx "));
+            let after = r.b.counters();
+            assert_eq!(m["icrc_errors"], k["bad_icrc"], "{lines:?}");
+            assert_eq!(m["icrc_errors"], after.icrc_errors - before.icrc_errors);
+            let dropped = [
+                "truncated",
+                "bad_opcode",
+                "bad_qpn",
+                "not_for_port",
+                "bad_icrc",
+                "bad_pad",
+            ]
+            .iter()
+            .map(|x| k[*x])
+            .sum::<u32>();
+            assert!(m["rx_drops"] >= dropped, "{lines:?}");
+            for (x, n) in k {
+                *total.entry(x).or_default() += n;
+            }
+            // The responder may have gone to ERR: bring it back.
+            let ea = r.a.d.ports[0].ep;
+            assert_eq!(r.b.cmd(CMD_QP_DESTROY, QPN_B, &[]), 0);
+            r.b.qp(QPN_B, ea, QPN_A, (KEY_A, KEY_B), region(2 * 4096));
+        }
+        for k in fuzz::WIRE_KINDS {
+            assert!(total[k] > 0, "{k} never drawn: {total:?}");
+        }
+        assert!(
+            r.b.get(dst, 4 * 4096).iter().all(|&x| x == 0),
+            "nothing landed"
+        );
+        assert_eq!((r.b.d.audit(), r.b.d.stale_translations()), (0, 0));
+        // Without a QP to aim at.
+        let mut d = Dev::new(3, |_| {});
+        let lines = d.d.fuzz_wire(0, 500, 1).unwrap();
+        let k = counts(&lines[0]);
+        assert_eq!(k["psn"] + k["wild_reth"], 0, "{lines:?}");
+        assert_eq!(counts(&lines[1])["rx"], k["bad_qpn"] + k["garbage"]);
+    }
 }
