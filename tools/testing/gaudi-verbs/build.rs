@@ -48,8 +48,8 @@
 //!   `_HANDLE` are handles of an object, the one whose stem ends the part before `_HANDLE`
 //!   (`UVERBS_ATTR_CREATE_QP_PD_HANDLE` -> PD), else of the method's object; names with `_FD`
 //!   are file descriptors; names that end with an object's stem are handles of it
-//!   (`UVERBS_ATTR_CREATE_CQ_COMP_CHANNEL`); names with `RESP` or ending in `_OUT` are outputs;
-//!   the rest inputs.
+//!   (`UVERBS_ATTR_CREATE_CQ_COMP_CHANNEL`); names with `RESP` or ending in `_OUT`, and those
+//!   whose comment has the word `out`, are outputs; the rest inputs.
 //! - The structure of an attribute: the `struct NAME` its comment in the header names
 //!   (`/* struct gaudi_ib_qp_set_create, in, mandatory */`), else the structure named as the
 //!   attribute (its name after `ATTR_`, lower case, with `ib_uverbs_` or the driver's
@@ -1021,7 +1021,12 @@ fn build(h: &Headers) -> Table {
         }) {
             return Role::Handle(Some(objects[o].id));
         }
-        if n.contains("RESP") || n.ends_with("_OUT") {
+        // Or the comment says so: `/* array of struct gaudi_ib_qp_set_port, out, mandatory */`.
+        let doc_out = en
+            .doc
+            .split(|c: char| !c.is_ascii_alphanumeric())
+            .any(|w| w == "out");
+        if n.contains("RESP") || n.ends_with("_OUT") || doc_out {
             return Role::Out;
         }
         Role::In

@@ -381,6 +381,9 @@ struct State {
     arena: u64,
     guard: u64,
     classes: HashMap<&'static str, Class>,
+    /// The current call is wild (malformed headers, flags, pointers, unknown attributes)
+    /// rather than plausible (what a library would send, with random values).
+    wild: bool,
     /// Cumulative weights of the table's methods.
     weights: Vec<u64>,
 }
@@ -450,6 +453,7 @@ impl State {
             arena: mmap(ARENA, libc::PROT_READ | libc::PROT_WRITE),
             guard: mmap(PAGE as usize, libc::PROT_NONE),
             classes: HashMap::new(),
+            wild: false,
             weights,
         };
         if device {
@@ -574,6 +578,9 @@ impl State {
                 .unwrap_or(0)
                 .max(size)
         });
+        if !self.wild && r.chance(80) {
+            return if r.chance(70) { size } else { extent }.min(65535);
+        }
         let len = match r.below(20) {
             0 => 0,
             1..=2 => 1 + r.below(8) as usize,
@@ -590,7 +597,7 @@ impl State {
 
     /// Fill `b` as a `st`, field by field, from the fields' names.
     fn fill(&mut self, r: &mut Rng, st: Option<&'static Struct>, b: &mut [u8]) {
-        let Some(st) = st.filter(|_| r.chance(90)) else {
+        let Some(st) = st.filter(|_| !self.wild || r.chance(80)) else {
             for w in b.chunks_mut(8) {
                 let v = if r.chance(50) {
                     self.value(r)
@@ -630,7 +637,10 @@ impl State {
         }
     }
 
-    fn flags(r: &mut Rng) -> u16 {
+    fn flags(&self, r: &mut Rng) -> u16 {
+        if !self.wild {
+            return if r.chance(90) { MANDATORY } else { 0 };
+        }
         match r.below(20) {
             0..=14 => MANDATORY,
             15..=18 => 0,
@@ -643,11 +653,11 @@ impl State {
         if input {
             self.fill(r, st, &mut b);
         }
-        let ptr = match r.below(100) {
-            0..=1 => Ptr::Null,
-            2..=3 => Ptr::Unmapped,
-            4 => Ptr::Kernel,
-            5 => Ptr::NonCanonical,
+        let ptr = match r.below(if self.wild { 40 } else { 0 }) {
+            1..=2 => Ptr::Null,
+            3..=4 => Ptr::Unmapped,
+            5 => Ptr::Kernel,
+            6 => Ptr::NonCanonical,
             _ => Ptr::Ours,
         };
         (b, ptr)
@@ -661,8 +671,8 @@ impl State {
         st: Option<&'static Struct>,
         fixed: Option<u64>,
     ) -> PAttr {
-        let reserved = match r.below(100) {
-            0..=89 => 0,
+        let reserved = match r.below(if self.wild { 100 } else { 0 }) {
+            0..=79 => 0,
             // The element of an enum attribute.
             90..=96 => r.below(4) as u16,
             _ => r.next() as u16,
@@ -671,7 +681,7 @@ impl State {
             attr: Attr {
                 attr_id: s.id,
                 len: 0,
-                flags: Self::flags(r),
+                flags: self.flags(r),
                 reserved,
                 data: 0,
             },
@@ -689,19 +699,29 @@ impl State {
                 p.buf = Some(self.buffer(r, st, false));
             }
             Role::In => {
-                if let Some(v) = fixed.filter(|_| r.chance(95)) {
+                if let Some(v) = fixed.filter(|_| !self.wild || r.chance(80)) {
                     (p.attr.len, p.attr.data) = (8, v);
-                } else if st.is_some_and(|st| st.size > 8) || r.chance(12) {
+                } else if st.is_some_and(|st| st.size > 8) || (self.wild && r.chance(12)) {
                     p.buf = Some(self.buffer(r, st, true));
                 } else {
                     // Inline: 8 bytes at most, never a pointer to anything.
-                    p.attr.len = match (st, r.below(10)) {
+                    p.attr.len = match (st, r.below(if self.wild { 10 } else { 0 })) {
                         (Some(st), 0..=7) => st.size as u16,
-                        (_, 0..=6) => 8,
+                        (None, 0..=6) => 8,
                         _ => r.below(9) as u16,
                     };
-                    let class = self.class(s.name);
-                    p.attr.data = self.value_of(r, class);
+                    p.attr.data = match st {
+                        // A small structure, filled as any.
+                        Some(st) => {
+                            let mut b = [0u8; 8];
+                            self.fill(r, Some(st), &mut b[..(st.size as usize).min(8)]);
+                            u64::from_le_bytes(b)
+                        }
+                        None => {
+                            let class = self.class(s.name);
+                            self.value_of(r, class)
+                        }
+                    };
                 }
             }
         }
@@ -727,7 +747,12 @@ impl State {
         let write = (m.name == "UVERBS_METHOD_INVOKE_WRITE")
             .then(|| r.pick(table::WRITE_CMDS))
             .flatten();
-        let keep = if r.chance(75) { 92 } else { 50 };
+        self.wild = r.chance(30);
+        let keep = match (self.wild, r.chance(50)) {
+            (false, _) => 100,
+            (true, true) => 90,
+            (true, false) => 50,
+        };
         let mut attrs = Vec::new();
         let common = if m.driver {
             &[][..]
@@ -748,15 +773,28 @@ impl State {
                 keep
             } else if st.is_some() {
                 80
-            } else {
+            } else if self.wild {
                 15
+            } else {
+                5
             };
             if r.chance(want) {
                 attrs.push(self.attr(r, s, st, fixed));
             }
         }
-        // Unknown ids, duplicates, any order.
-        let unknown = if m.rule == Rule::Union { 40 } else { 8 };
+        if !self.wild {
+            return Call::Ioctl(Ioctl {
+                method: Some(m),
+                write,
+                object: m.object,
+                method_id: m.id,
+                driver_id: RDMA_DRIVER_GAUDI,
+                reserved1: 0,
+                attrs,
+            });
+        }
+        // Unknown ids, duplicates, any order, unknown methods and objects.
+        let unknown = if m.rule == Rule::Union { 50 } else { 20 };
         while r.chance(unknown) && attrs.len() < 24 {
             let max = m.attrs.iter().map(|a| a.id).max().unwrap_or(0);
             let other = r.pick(table::METHODS).and_then(|o| r.pick(o.attrs));
@@ -774,19 +812,19 @@ impl State {
             p.attr.attr_id = id;
             attrs.push(p);
         }
-        if !attrs.is_empty() && r.chance(3) {
+        if !attrs.is_empty() && r.chance(10) {
             let d = attrs[r.below(attrs.len() as u64) as usize].clone();
             attrs.push(d);
         }
-        if r.chance(10) {
+        if r.chance(30) {
             for k in (1..attrs.len()).rev() {
                 attrs.swap(k, r.below(k as u64 + 1) as usize);
             }
         }
         let (mut object, mut method_id) = (m.object, m.id);
         match r.below(100) {
-            0 => method_id = method_id.wrapping_add(1 + r.below(8) as u16),
-            1 => object = r.next() as u16,
+            0..=2 => method_id = method_id.wrapping_add(1 + r.below(8) as u16),
+            3..=4 => object = r.next() as u16,
             _ => {}
         }
         Call::Ioctl(Ioctl {
@@ -795,11 +833,11 @@ impl State {
             object,
             method_id,
             driver_id: match r.below(100) {
-                0..=96 => RDMA_DRIVER_GAUDI,
-                97..=98 => 0,
+                0..=91 => RDMA_DRIVER_GAUDI,
+                92..=95 => 0,
                 _ => r.next() as u32,
             },
-            reserved1: if r.chance(98) { 0 } else { r.next() },
+            reserved1: if r.chance(95) { 0 } else { r.next() },
             attrs,
         })
     }
@@ -1306,6 +1344,46 @@ fn replay(seed: u64, calls: &[u64], emu: bool, verbose: bool) -> (Replay, String
     (r, text)
 }
 
+/// Remove chunks of `cur` while `fails` says what is left still fails, halving the chunks
+/// when none can go, until single calls or `deadline` (a lighter ddmin).
+fn minimize(
+    mut cur: Vec<u64>,
+    deadline: Instant,
+    mut fails: impl FnMut(&[u64]) -> Result<bool, String>,
+) -> Vec<u64> {
+    let mut n = 2;
+    'outer: while cur.len() > 1 && Instant::now() < deadline {
+        let chunk = cur.len().div_ceil(n);
+        for start in (0..cur.len()).step_by(chunk) {
+            if Instant::now() >= deadline {
+                break 'outer;
+            }
+            let cand: Vec<u64> = cur[..start]
+                .iter()
+                .chain(&cur[(start + chunk).min(cur.len())..])
+                .copied()
+                .collect();
+            match fails(&cand) {
+                Ok(true) => {
+                    cur = cand;
+                    n = (n - 1).max(2);
+                    continue 'outer;
+                }
+                Ok(false) => {}
+                Err(e) => {
+                    println!("shrinking stopped: {e}");
+                    break 'outer;
+                }
+            }
+        }
+        if chunk == 1 {
+            break;
+        }
+        n = (n * 2).min(cur.len());
+    }
+    cur
+}
+
 /// Find a short failing subsequence of `calls` by removing chunks of it (a lighter ddmin),
 /// within `budget`; print it and its calls.
 fn shrink(seed: u64, window: &[u64], prefix: &[u64], emu: bool, budget: Duration) {
@@ -1341,36 +1419,7 @@ fn shrink(seed: u64, window: &[u64], prefix: &[u64], emu: bool, budget: Duration
             }
         }
     }
-    let mut n = 2;
-    'outer: while cur.len() > 1 && Instant::now() < deadline {
-        let chunk = cur.len().div_ceil(n);
-        for start in (0..cur.len()).step_by(chunk) {
-            if Instant::now() >= deadline {
-                break 'outer;
-            }
-            let cand: Vec<u64> = cur[..start]
-                .iter()
-                .chain(&cur[(start + chunk).min(cur.len())..])
-                .copied()
-                .collect();
-            match fails(&cand) {
-                Ok(true) => {
-                    cur = cand;
-                    n = (n - 1).max(2);
-                    continue 'outer;
-                }
-                Ok(false) => {}
-                Err(e) => {
-                    println!("shrinking stopped: {e}");
-                    break 'outer;
-                }
-            }
-        }
-        if chunk == 1 {
-            break;
-        }
-        n = (n * 2).min(cur.len());
-    }
+    let cur = minimize(cur, deadline, fails);
     println!(
         "shortest failing sequence ({} calls): seed {seed}, calls {}",
         cur.len(),
@@ -1402,13 +1451,20 @@ pub(crate) fn fuzz_uverbs(args: &[String]) {
     now_ms();
     watch();
 
-    // Registrations fail in the core beyond 64 MiB pinned instead of pinning the guest.
-    let lim = libc::rlimit {
-        rlim_cur: 64 << 20,
-        rlim_max: 64 << 20,
+    // Registrations fail in the core beyond 64 MiB pinned (or less, if the limit was lower)
+    // instead of pinning the guest's memory.
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
     };
-    // SAFETY: sets a limit of this process from a valid structure.
-    if unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &lim) } != 0 {
+    // SAFETY: reads and sets a limit of this process through a valid structure.
+    let r = unsafe {
+        libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut lim);
+        lim.rlim_max = lim.rlim_max.min(64 << 20);
+        lim.rlim_cur = lim.rlim_max;
+        libc::setrlimit(libc::RLIMIT_MEMLOCK, &lim)
+    };
+    if r != 0 {
         die(format!(
             "RLIMIT_MEMLOCK: {}",
             std::io::Error::last_os_error()
@@ -1562,6 +1618,18 @@ mod tests {
             }
         }
         assert_eq!(methods.len(), table::METHODS.len());
+    }
+
+    #[test]
+    fn minimize_finds_the_failing_pair() {
+        let mut runs = 0;
+        let fails = |c: &[u64]| {
+            runs += 1;
+            Ok(c.contains(&17) && c.contains(&4242))
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        assert_eq!(minimize((0..10_000).collect(), deadline, fails), [17, 4242]);
+        assert!(runs < 200, "{runs} runs");
     }
 
     #[test]
