@@ -18,7 +18,8 @@
 //! (`--replay`). Before each call, a line saying what it is goes to `/tmp/fuzz-calls.log`
 //! (truncated every 10,000 lines). Every 500 calls and at the end (after the context is closed
 //! with whatever it holds), new kernel log lines must show no splat and, with `--emu`, the
-//! emulator's `dma_audit` (and `dma_no_master`, `irq_no_master` if it has them) must not move.
+//! emulator's `dma_audit` (and `dma_no_master`, `irq_no_master`, `stale_translation` if it has
+//! them) must not move.
 //! On a failure the fuzzer prints the seed, then replays subsets of the calls in fresh
 //! processes to find a short sequence that still fails (greedy chunk removal, 120 s at most).
 //!
@@ -65,8 +66,15 @@ const SPLATS: [&str; 16] = [
     "rcu detected stall",
     "stack-protector",
 ];
-/// Emulator counters that must not move.
-const EMU_COUNTERS: [&str; 3] = ["dma_audit", "dma_no_master", "irq_no_master"];
+/// Emulator counters that must not move (those it has): DMA outside guest memory, DMA and
+/// interrupts without bus mastering, translations used after the driver dropped them (strict
+/// mode).
+const EMU_COUNTERS: [&str; 4] = [
+    "dma_audit",
+    "dma_no_master",
+    "irq_no_master",
+    "stale_translation",
+];
 const CHECK_EVERY: u64 = 500;
 const LOG_LINES: u32 = 10_000;
 /// Objects created before the context is closed and opened again.
@@ -150,6 +158,8 @@ enum Class {
     Port,
     /// `log_*`, `state`: small numbers.
     Small,
+    /// `qpn`, `cqn`, `index`: numbers of the device's queues.
+    Num,
     /// `max_*`, `cqe`: counts.
     Count,
     Plain,
@@ -190,6 +200,8 @@ fn classify(name: &str) -> Class {
         Class::Len
     } else if n.contains("port") {
         Class::Port
+    } else if ends(&["qpn", "cqn", "qp_num", "index"]) {
+        Class::Num
     } else if n.starts_with("log_") || n.contains("state") || n.ends_with("mtu") {
         Class::Small
     } else if n.starts_with("max_") || ends(&["cqe", "wr_count", "sge_count", "num_sge"]) {
@@ -374,6 +386,8 @@ struct State {
     fds: Vec<RawFd>,
     keys: Vec<u32>,
     vas: Vec<u64>,
+    /// QP and CQ numbers.
+    nums: Vec<u32>,
     sets: Vec<QpSet>,
     created: u32,
     /// Our own file descriptors are at most this: never closed as the kernel's.
@@ -447,6 +461,7 @@ impl State {
             fds: Vec::new(),
             keys: Vec::new(),
             vas: Vec::new(),
+            nums: Vec::new(),
             sets: Vec::new(),
             created: 0,
             own_fds: 0,
@@ -561,6 +576,8 @@ impl State {
             (Class::Len, 5) => ARENA as u64 + r.below(2),
             (Class::Port, 0..=7) => r.below(nports + 2),
             (Class::Small, 0..=7) => r.below(24),
+            (Class::Num, 0..=4) => r.pick(&self.nums).copied().unwrap_or(0).into(),
+            (Class::Num, 5..=7) => r.below(64),
             (Class::Count, 0..=3) => 1 << r.below(15),
             (Class::Count, 4..=6) => r.below(17),
             _ => self.value(r),
@@ -632,6 +649,7 @@ impl State {
                 }
                 Class::Key => push(&mut self.keys, v as u32),
                 Class::Addr => push(&mut self.vas, v),
+                Class::Num => push(&mut self.nums, v as u32),
                 _ => {}
             }
         }
@@ -941,6 +959,11 @@ impl State {
             match ctx.create_qp_set(ports, index, log_sq, log_cq) {
                 Ok(set) => {
                     self.created += 1;
+                    push(&mut self.nums, set.resp.index);
+                    for q in &set.qps {
+                        push(&mut self.nums, q.info.cqn);
+                        push(&mut self.vas, q.info.sq_va);
+                    }
                     self.sets.push(set);
                     if self.sets.len() > 4 {
                         let old = self.sets.remove(0);
@@ -1035,7 +1058,12 @@ impl State {
                 qp.sq_doorbell(qp.pi + qp.sq_entries() + r.below(4) as u32),
             ),
             16 => (0, qp.sq_doorbell(r.next() as u32)),
-            17 => (0, r.next() as u32),
+            // Any queue of the port, the kernel's (standard verbs) too: the doorbell page
+            // carries them all.
+            17 => (
+                *r.pick(&[0, 8, 12]).unwrap(),
+                r.pick(&self.nums).copied().unwrap_or(0) << 16 | r.below(1 << 16) as u32,
+            ),
             _ => (4 * r.below(1024) as usize, r.next() as u32),
         };
         s += &format!("; {n} WQEs, doorbell {off:#x} <- {v:#x}");
