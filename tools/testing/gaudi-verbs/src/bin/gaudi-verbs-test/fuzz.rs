@@ -497,15 +497,32 @@ impl State {
     /// destroys whatever it still holds.
     fn close(&mut self) {
         self.sets.clear();
-        let ctx_fd = self.ctx.as_ref().map(|c| c.file().as_raw_fd());
-        for fd in self.fds.drain(..) {
-            if fd > self.own_fds && Some(fd) != ctx_fd {
+        self.ctx = None;
+        self.handles.clear();
+        self.fds.clear();
+        // Every descriptor above ours is one the kernel created (event files, dma-bufs).
+        let open: Vec<RawFd> = std::fs::read_dir("/proc/self/fd")
+            .map(|d| {
+                d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        for fd in open.into_iter().filter(|fd| *fd > self.own_fds) {
+            // SAFETY: not one of ours (those are at most `own_fds`, the context's too).
+            unsafe { libc::close(fd) };
+        }
+    }
+
+    /// Remember `fd`, a descriptor the kernel returned; the oldest goes when there are many.
+    fn add_fd(&mut self, fd: u64) {
+        let Ok(fd) = RawFd::try_from(fd) else { return };
+        if fd > self.own_fds && !self.fds.contains(&fd) {
+            self.fds.push(fd);
+            if self.fds.len() > POOL {
                 // SAFETY: a descriptor the kernel created for us; nothing else uses it.
-                unsafe { libc::close(fd) };
+                unsafe { libc::close(self.fds.remove(0)) };
             }
         }
-        self.handles.clear();
-        self.ctx = None;
     }
 
     fn class(&mut self, name: &'static str) -> Class {
@@ -644,9 +661,7 @@ impl State {
             };
             match self.class(f.name) {
                 Class::Handle(Some(o)) => push(self.handles.entry(o).or_default(), v as u32),
-                Class::Fd if v < 1 << 20 && v as RawFd > self.own_fds => {
-                    push(&mut self.fds, v as RawFd)
-                }
+                Class::Fd => self.add_fd(v),
                 Class::Key => push(&mut self.keys, v as u32),
                 Class::Addr => push(&mut self.vas, v),
                 Class::Num => push(&mut self.nums, v as u32),
@@ -913,9 +928,7 @@ impl State {
                     );
                     self.created += 1;
                 }
-                (Some(Role::NewFd), _) if p.attr.data as RawFd > self.own_fds => {
-                    push(&mut self.fds, p.attr.data as RawFd);
-                }
+                (Some(Role::NewFd), _) => self.add_fd(p.attr.data),
                 _ => {}
             }
             if let (true, Some(st), Some((b, Ptr::Ours))) = (p.out, p.strukt, &p.buf) {
@@ -1101,11 +1114,9 @@ impl State {
                 0 => "none".into(),
                 n => {
                     let fd = self.fds.remove((*k % n as u64) as usize);
-                    // SAFETY: a descriptor the kernel created for us (not ours, not the
-                    // context's); nothing else uses it.
-                    if fd > self.own_fds && fd != self.ctx().file().as_raw_fd() {
-                        unsafe { libc::close(fd) };
-                    }
+                    // SAFETY: a descriptor the kernel created for us (above ours); nothing
+                    // else uses it.
+                    unsafe { libc::close(fd) };
                     format!("closed {fd}")
                 }
             },
