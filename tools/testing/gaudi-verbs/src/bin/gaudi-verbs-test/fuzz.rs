@@ -29,7 +29,7 @@
 //! the kernel allocated for them.
 
 use super::limits::drop_ipc_lock;
-use gaudi_verbs::dv::QpSet;
+use gaudi_verbs::dv::{self, QpSet};
 use gaudi_verbs::table::{self, AttrSpec, Method, Role, Rule, Struct, WriteCmd};
 use gaudi_verbs::{find_device, Attr, Context, EmuCtl, KernelLog, PortInfo, RDMA_DRIVER_GAUDI};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -428,8 +428,9 @@ fn push<T>(v: &mut Vec<T>, x: T) {
 }
 
 fn put(b: &mut [u8], off: usize, size: usize, v: u64) {
-    if let Some(d) = b.get_mut(off..off + size) {
-        d.copy_from_slice(&v.to_le_bytes()[..size.min(8)]);
+    let n = size.min(8);
+    if let Some(d) = b.get_mut(off..off + n) {
+        d.copy_from_slice(&v.to_le_bytes()[..n]);
     }
 }
 
@@ -972,6 +973,9 @@ impl State {
             match ctx.create_qp_set(ports, index, log_sq, log_cq) {
                 Ok(set) => {
                     self.created += 1;
+                    // The fuzzed methods modify, query and destroy it too, mapped as it is.
+                    let pool = self.handles.entry(dv::GAUDI_IB_OBJECT_QP_SET).or_default();
+                    push(pool, set.handle);
                     push(&mut self.nums, set.resp.index);
                     for q in &set.qps {
                         push(&mut self.nums, q.info.cqn);
@@ -1068,7 +1072,7 @@ impl State {
             0..=13 => (0, qp.sq_doorbell(qp.pi)),
             14..=15 => (
                 0,
-                qp.sq_doorbell(qp.pi + qp.sq_entries() + r.below(4) as u32),
+                qp.sq_doorbell(qp.pi.wrapping_add(qp.sq_entries() + r.below(4) as u32)),
             ),
             16 => (0, qp.sq_doorbell(r.next() as u32)),
             // Any queue of the port, the kernel's (standard verbs) too: the doorbell page
