@@ -837,11 +837,15 @@ impl State {
                 (1, _) => max.wrapping_add(1 + r.below(3) as u16),
                 (_, Some(o)) => o.id,
             };
-            let spec = table::METHODS
+            // Shaped as an input of that id if some method has one.
+            let Some(spec) = table::METHODS
                 .iter()
                 .flat_map(|m| m.attrs.iter())
-                .find(|a| a.id == id && a.role == Role::In)
-                .unwrap_or(&table::COMMON_ATTRS[0]);
+                .chain(table::COMMON_ATTRS)
+                .find(|a| a.role == Role::In && (a.id == id || r.chance(5)))
+            else {
+                break;
+            };
             let mut p = self.attr(r, spec, None, None);
             p.attr.attr_id = id;
             attrs.push(p);
@@ -1006,6 +1010,9 @@ impl State {
     ) -> String {
         let ctx = self.ctx();
         let set = &mut sets[r.below(sets.len() as u64) as usize];
+        if set.qps.is_empty() {
+            return s;
+        }
         let (h, index) = (set.handle, set.resp.index);
         let peers: Vec<u32> = set.qps.iter().map(|q| q.port).collect();
         let qp = &mut set.qps[r.below(peers.len() as u64) as usize];
@@ -1494,17 +1501,19 @@ pub(crate) fn fuzz_uverbs(args: &[String]) {
     now_ms();
     watch();
 
-    // Registrations fail in the core beyond 64 MiB pinned (or less, if the limit was lower)
-    // instead of pinning the guest's memory.
+    // Registrations fail in the core beyond 64 MiB pinned (or less, if the limit was lower
+    // and cannot be raised) instead of pinning the guest's memory.
     let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
+        rlim_cur: 64 << 20,
+        rlim_max: 64 << 20,
     };
     // SAFETY: reads and sets a limit of this process through a valid structure.
     let r = unsafe {
-        libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut lim);
-        lim.rlim_max = lim.rlim_max.min(64 << 20);
-        lim.rlim_cur = lim.rlim_max;
+        if libc::setrlimit(libc::RLIMIT_MEMLOCK, &lim) != 0 {
+            libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut lim);
+            lim.rlim_max = lim.rlim_max.min(64 << 20);
+            lim.rlim_cur = lim.rlim_max;
+        }
         libc::setrlimit(libc::RLIMIT_MEMLOCK, &lim)
     };
     if r != 0 {
@@ -1574,7 +1583,7 @@ pub(crate) fn fuzz_uverbs(args: &[String]) {
             }
             clean = done;
         }
-        if done % 100_000 == 0 {
+        if done % 10_000 == 0 && done < calls {
             println!(
                 "progress: {done} calls, {:.0} s",
                 t0.elapsed().as_secs_f64()
