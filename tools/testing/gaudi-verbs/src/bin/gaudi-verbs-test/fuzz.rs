@@ -162,6 +162,8 @@ enum Class {
     Num,
     /// `max_*`, `cqe`: counts.
     Count,
+    /// `*flags`: bits.
+    Flags,
     Plain,
 }
 
@@ -206,6 +208,8 @@ fn classify(name: &str) -> Class {
         Class::Small
     } else if n.starts_with("max_") || ends(&["cqe", "wr_count", "sge_count", "num_sge"]) {
         Class::Count
+    } else if n.ends_with("flags") {
+        Class::Flags
     } else {
         Class::Plain
     }
@@ -598,6 +602,8 @@ impl State {
             (Class::Num, 5..=7) => r.below(64),
             (Class::Count, 0..=3) => 1 << r.below(15),
             (Class::Count, 4..=6) => r.below(17),
+            (Class::Flags, 0..=3) => 0,
+            (Class::Flags, 4..=7) => 1 << r.below(16),
             _ => self.value(r),
         }
     }
@@ -614,7 +620,13 @@ impl State {
                 .max(size)
         });
         if !self.wild && r.chance(80) {
-            return if r.chance(70) { size } else { extent }.min(65535);
+            // Its size, the first element of a flexible array, or an array of a few.
+            return match r.below(10) {
+                0..=5 => size,
+                6..=7 => extent,
+                _ => size * (2 + r.below(24) as usize),
+            }
+            .min(65535);
         }
         let len = match r.below(20) {
             0 => 0,
@@ -1706,5 +1718,7 @@ mod tests {
         assert!(matches!(classify("fd"), Class::Fd));
         assert!(matches!(classify("response"), Class::Zero));
         assert!(matches!(classify("reserved1"), Class::Reserved));
+        assert!(matches!(classify("UVERBS_ATTR_REG_MR_ACCESS_FLAGS"), Class::Flags));
+        assert!(matches!(classify("base.qpn"), Class::Num));
     }
 }
