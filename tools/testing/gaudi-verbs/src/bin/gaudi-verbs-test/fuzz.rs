@@ -534,31 +534,38 @@ impl State {
         *self.classes.entry(name).or_insert_with(|| classify(name))
     }
 
+    /// A handle: of a live object of type `obj` mostly, of another type, small or random.
+    /// Like every draw that looks at what the kernel returned, it takes as many numbers from
+    /// `r` whatever the state, so that a call keeps its shape when earlier calls are left out
+    /// (shrinking).
     fn handle(&self, r: &mut Rng, obj: Option<u16>) -> u32 {
-        let live = obj
-            .and_then(|o| self.handles.get(&o))
-            .filter(|v| !v.is_empty());
-        match (r.below(10), live) {
-            (0..=6, Some(v)) => *r.pick(v).unwrap(),
+        let (k, x) = (r.below(10), r.next());
+        let at = |v: &[u32]| (!v.is_empty()).then(|| v[(x % v.len() as u64) as usize]);
+        let live = obj.and_then(|o| self.handles.get(&o)).and_then(|v| at(v));
+        match (k, live) {
+            (0..=6, Some(h)) => h,
             (0..=7, _) => {
                 let all: Vec<u32> = self.handles.values().flatten().copied().collect();
-                r.pick(&all).copied().unwrap_or_else(|| r.below(8) as u32)
+                at(&all).unwrap_or((x % 8) as u32)
             }
-            (8, _) => r.below(64) as u32,
-            _ => r.next() as u32,
+            (8, _) => (x % 64) as u32,
+            _ => x as u32,
         }
     }
 
     fn fd(&self, r: &mut Rng) -> i64 {
-        match r.below(10) {
-            0..=5 if !self.fds.is_empty() => i64::from(*r.pick(&self.fds).unwrap()),
+        let (k, x) = (r.below(10), r.next());
+        match k {
+            0..=5 if !self.fds.is_empty() => {
+                i64::from(self.fds[(x % self.fds.len() as u64) as usize])
+            }
             0..=6 => self
                 .ctx
                 .as_ref()
                 .map_or(-1, |c| c.file().as_raw_fd().into()),
             7 => -1,
-            8 => r.below(1024) as i64,
-            _ => r.next() as i64,
+            8 => (x % 1024) as i64,
+            _ => x as i64,
         }
     }
 
@@ -974,7 +981,8 @@ impl State {
         let ctx = self.ctx.as_ref().expect("an open context");
         let nports = ctx.resp.num_ports.max(1) as u64;
         let mut s = String::new();
-        if self.sets.is_empty() || r.chance(20) {
+        let new = r.chance(20);
+        if self.sets.is_empty() || new {
             let ports = match r.below(10) {
                 0..=5 if nports >= 2 => 3 << (2 * r.below(nports / 2)),
                 0..=7 => 1 << r.below(nports),
@@ -1684,6 +1692,37 @@ mod tests {
         assert_eq!(methods.len(), table::METHODS.len());
     }
 
+    /// What earlier calls returned changes a call's values, not its shape: method, attribute
+    /// ids, lengths and flags.
+    #[test]
+    fn call_shape_is_independent_of_state() {
+        let shape = |c: Call| match c {
+            Call::Ioctl(c) => c
+                .attrs
+                .iter()
+                .map(|p| (p.attr.attr_id, p.attr.len, p.attr.flags, p.attr.reserved))
+                .fold(format!("{} {}", c.object, c.method_id), |s, a| {
+                    format!("{s} {a:?}")
+                }),
+            c => describe(&c),
+        };
+        let mut empty = State::new(false);
+        let mut full = State::new(false);
+        full.handles.insert(1, vec![1, 2]);
+        full.handles.insert(3, vec![5]);
+        full.fds.extend([70, 71]);
+        full.keys.push(0x1234);
+        full.vas.push(1 << 30);
+        full.nums.push(7);
+        for i in 0..20_000 {
+            let (a, b) = (
+                empty.gen(&mut Rng::call(9, i)),
+                full.gen(&mut Rng::call(9, i)),
+            );
+            assert_eq!(shape(a), shape(b), "call {i}");
+        }
+    }
+
     #[test]
     fn minimize_finds_the_failing_pair() {
         let mut runs = 0;
@@ -1718,7 +1757,10 @@ mod tests {
         assert!(matches!(classify("fd"), Class::Fd));
         assert!(matches!(classify("response"), Class::Zero));
         assert!(matches!(classify("reserved1"), Class::Reserved));
-        assert!(matches!(classify("UVERBS_ATTR_REG_MR_ACCESS_FLAGS"), Class::Flags));
+        assert!(matches!(
+            classify("UVERBS_ATTR_REG_MR_ACCESS_FLAGS"),
+            Class::Flags
+        ));
         assert!(matches!(classify("base.qpn"), Class::Num));
     }
 }
