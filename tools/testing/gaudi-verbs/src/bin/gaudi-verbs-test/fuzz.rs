@@ -4,14 +4,19 @@
 //!
 //! Every method of the table `build.rs` derives from the uAPI headers (the driver's namespace
 //! and the core's methods, with the write() commands `UVERBS_METHOD_INVOKE_WRITE` carries) is
-//! called with random attribute sets: a random subset of its attributes, sometimes unknown or
-//! duplicate ids, random flags, inline values (small, edges, the headers' constants, random),
-//! handles and file descriptors of live objects (what the kernel returned) and stale or random
-//! ones, buffers of random sizes (0, tiny, the structures' exact sizes, bigger), filled field
-//! by field from the structures' layouts. A buffer is always a real buffer of at least its
-//! declared length, or NULL, an unmapped or a kernel address. Now and then a QP set is created
-//! through the library and random WQEs are written into its mapped send queue, the doorbell
-//! rung with random producer indexes and its mapped CQ polled.
+//! called, the driver's and the creating ones more often, so that live objects exist. Seven
+//! calls in ten are plausible: every attribute of the method, mandatory (or optional) flags,
+//! buffers of the structures' sizes (or arrays of a few) filled field by field from the
+//! structures' layouts and the fields' names (handles, descriptors, keys, addresses and QP
+//! numbers the kernel returned earlier, lengths, flags, ports, the headers' constants, edge
+//! values, random ones). The rest are wild: a random subset of the attributes, unknown and
+//! duplicate ids, random flags and reserved fields, stale and random handles, NULL, unmapped,
+//! kernel and non-canonical pointers, sizes 0, tiny, exact or bigger, unknown methods and
+//! objects. A buffer the kernel may write is always the fuzzer's own and at least as long as
+//! declared; a value is inline only up to 8 bytes. Now and then a QP set is created (and
+//! connected to another port) through the library and random WQEs are written into its
+//! mapped send queue, a doorbell is rung (its own with random producer indexes, or any queue's
+//! of the port) and its mapped CQ polled.
 //!
 //! Call `i` of seed `s` is drawn from a generator seeded by `(s, i)` alone (only the handles
 //! it names depend on what earlier calls created), so any subset of calls can be replayed
