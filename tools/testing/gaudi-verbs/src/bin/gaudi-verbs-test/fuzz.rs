@@ -1625,7 +1625,10 @@ pub(crate) fn fuzz_uverbs(args: &[String]) {
     }
     let secs = t0.elapsed().as_secs_f64();
     if let Some(f) = failure {
-        println!("FAIL: seed {seed}: {f} (calls {clean} to {})", done - 1);
+        println!(
+            "FAIL: seed {seed}: {f} (calls {clean} to {})",
+            done.saturating_sub(1)
+        );
         drop(st);
         let window: Vec<u64> = (clean..done).collect();
         let prefix: Vec<u64> = (0..done).collect();
