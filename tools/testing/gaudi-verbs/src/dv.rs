@@ -283,6 +283,32 @@ impl DvQp {
         self.db_write(DB_SQ, value);
     }
 
+    /// Write `wqe`, any 32 bytes, into the send queue slot of producer index `pi`, without
+    /// ringing (the fuzzer's wild WQEs).
+    pub fn write_wqe(&mut self, pi: u32, wqe: &[u8; WQE_SIZE]) {
+        let slot = (pi & ((1u32 << self.log_sq) - 1)) as usize;
+        // SAFETY: `slot` is inside the ring of `1 << log_sq` WQEs.
+        unsafe {
+            std::ptr::copy_nonoverlapping(wqe.as_ptr(), self.sq.ptr.add(slot * WQE_SIZE), WQE_SIZE)
+        };
+    }
+
+    /// The SQ doorbell value that announces producer index `pi`.
+    pub fn sq_doorbell(&self, pi: u32) -> u32 {
+        self.index << 16 | (pi & 0xffff)
+    }
+
+    /// How many WQEs the send queue holds.
+    pub fn sq_entries(&self) -> u32 {
+        1 << self.log_sq
+    }
+
+    /// Write `value` at byte `offset` of the doorbell page (made 4-byte aligned and wrapped
+    /// into the page): any register, any value.
+    pub fn ring(&self, offset: usize, value: u32) {
+        self.db_write(offset & 0xffc, value);
+    }
+
     /// The next CQE, if the device wrote one; moves the consumer index and
     /// writes the CQ doorbell.
     pub fn poll(&mut self) -> Option<Cqe> {

@@ -15,6 +15,7 @@ use std::path::Path;
 
 pub mod dv;
 pub mod hbm;
+pub mod table;
 
 /// `UVERBS_ID_NS_SHIFT`: driver ids start at `1 << 12`.
 pub const NS_DRIVER: u16 = 1 << 12;

@@ -47,7 +47,7 @@ fn destroy_sets(ctx: &Context, sets: &mut Vec<u32>) {
 
 /// `CAP_IPC_LOCK` leaves the effective set of this (single-threaded)
 /// process: the core's `RLIMIT_MEMLOCK` check applies to it, root or not.
-fn drop_ipc_lock() {
+pub(crate) fn drop_ipc_lock() {
     #[repr(C)]
     struct Header {
         version: u32,

@@ -81,6 +81,14 @@
 //!       the per-context limits: 256 QP sets, 256 MiB of QP set queues,
 //!       65536 regions (ENOSPC beyond); 64 GiB under a 64 MiB
 //!       RLIMIT_MEMLOCK fails with ENOMEM.
+//!   gaudi-verbs-test fuzz-uverbs [--calls N] [--seed S] [--seconds T]
+//!                                [--replay I,J-K] [--emu] [--verbose]
+//!       N (default 10000) random calls, stopping after T seconds if given,
+//!       of every method of the uAPI headers' table (build.rs) and random
+//!       WQEs in mapped QP set queues; call I of seed S depends on (S, I)
+//!       only, --replay runs just those calls (exit 1 if they fail). No
+//!       splat in the kernel log, with --emu the DMA audit unchanged; on a
+//!       failure, the seed and the shortest failing sequence found.
 
 use gaudi_verbs::{
     errno, event_name, find_device, region_hash, AsyncEvents, Attr, CompChannel, Context, Cq,
@@ -101,6 +109,7 @@ use std::process::exit;
 mod concurrency;
 mod dv;
 mod errors;
+mod fuzz;
 mod fuzzdev;
 mod hbm;
 mod limits;
@@ -2429,6 +2438,7 @@ fn main() {
         Some("rings-wrap") => rings::rings_wrap(&args[1..]),
         Some("sq-full") => rings::sq_full(&args[1..]),
         Some("cq-overflow") => rings::cq_overflow(&args[1..]),
+        Some("fuzz-uverbs") => fuzz::fuzz_uverbs(&args[1..]),
         _ => fail(
             "usage: gaudi-verbs-test uverbs --ports N [--instance I] | hold | \
              context --expect-errno E | ownership --step refused|owner --ports N | \
