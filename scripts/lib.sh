@@ -58,8 +58,10 @@ in_env() {
 
 # cargo from the build environment, for the emulator and test programs.
 cargo_env() {
+	# The test library's method table comes from the pinned kernel's uAPI.
 	(cd "$TOP/tools/testing" && in_env env CARGO_HOME="$CACHE/cargo-home" \
-		CARGO_TARGET_DIR="$CACHE/cargo-target" cargo "$@")
+		CARGO_TARGET_DIR="$CACHE/cargo-target" \
+		GAUDI_UAPI_CORE_INCLUDE="$CACHE/linux/$KVER_PIN/src/include/uapi/rdma" cargo "$@")
 }
 # Keys of our kernel sources, for the clippy verdicts (kernel.sh): the driver
 # and its uAPI, and our part of the kernel crate with the kernel patches.

@@ -387,13 +387,28 @@ impl VectorHandler {
                 }
             }
             eq::CQ_OVERFLOW => {
-                kernel::ratelimited!(dev_warn!(
-                    dev,
-                    "CQ {} (port {}) overflowed: completions lost\n",
-                    e.data0,
-                    u32::from(e.port) + 1
-                ));
-                self.with_ib(|ib| ib.with_cq(e.data0, |cq| cq.dispatch_error()));
+                // Only a CQ the driver has, on a port of the device, is reported.
+                let port = u32::from(e.port);
+                let found = port < self.shared.ports
+                    && self
+                        .with_ib(|ib| ib.with_cq(e.data0, |cq| cq.dispatch_error()))
+                        .flatten()
+                        .is_some();
+                if found {
+                    kernel::ratelimited!(dev_warn!(
+                        dev,
+                        "CQ {} (port {}) overflowed: completions lost\n",
+                        e.data0,
+                        port + 1
+                    ));
+                } else {
+                    dev_dbg!(
+                        dev,
+                        "overflow of unknown CQ {} (port index {})\n",
+                        e.data0,
+                        port
+                    );
+                }
             }
             eq::MMU_FAULT => {
                 if e.data0 == u32::MAX {

@@ -55,22 +55,20 @@ pub(crate) fn device_errors(_args: &[String]) {
     let pd = ctx
         .alloc_pd()
         .unwrap_or_else(|e| fail(format!("alloc_pd: {e}")));
-    let mut src = Mapping::new(8192);
-    fill(src.bytes(), 21);
-    let mut dst = Mapping::new(8192);
-    let (iova, diova) = (0x5700_0000_0000u64, 0x5800_0000_0000u64);
-    let smr = ctx
-        .reg_mr(&pd, src.addr(), 8192, iova, ACCESS_LOCAL_WRITE)
-        .unwrap_or_else(|e| fail(format!("reg_mr source: {e}")));
-    let dmr = ctx
-        .reg_mr(
-            &pd,
-            dst.addr(),
-            8192,
-            diova,
-            ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE,
-        )
-        .unwrap_or_else(|e| fail(format!("reg_mr destination: {e}")));
+    let Regions {
+        mut src,
+        mut dst,
+        smr,
+        dmr,
+        iova,
+        diova,
+    } = Regions::new(
+        &ctx,
+        &pd,
+        8192,
+        21,
+        (0x5700_0000_0000u64, 0x5800_0000_0000u64),
+    );
     let (a, b) = loopback_pair(&ctx, &pd, 1, 2, dmr.rkey);
     let mut emu = emu();
     let wrs = |id: u64| {

@@ -48,22 +48,20 @@ pub(crate) fn fuzz_device(args: &[String]) {
     let pd = ctx
         .alloc_pd()
         .unwrap_or_else(|e| fail(format!("alloc_pd: {e}")));
-    let mut src = Mapping::new(65536);
-    let mut dst = Mapping::new(65536);
-    fill(src.bytes(), seed);
-    let (iova, diova) = (0x6500_0000_0000u64, 0x6600_0000_0000u64);
-    let smr = ctx
-        .reg_mr(&pd, src.addr(), 65536, iova, ACCESS_LOCAL_WRITE)
-        .unwrap_or_else(|e| fail(format!("reg_mr source: {e}")));
-    let dmr = ctx
-        .reg_mr(
-            &pd,
-            dst.addr(),
-            65536,
-            diova,
-            ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE,
-        )
-        .unwrap_or_else(|e| fail(format!("reg_mr destination: {e}")));
+    let Regions {
+        mut src,
+        mut dst,
+        smr,
+        dmr,
+        iova,
+        diova,
+    } = Regions::new(
+        &ctx,
+        &pd,
+        65536,
+        seed,
+        (0x6500_0000_0000u64, 0x6600_0000_0000u64),
+    );
     let (a, b) = loopback_pair(&ctx, &pd, 1, 2, dmr.rkey);
     let mut emu = emu();
     let mut real_write = |what: &str, id: u64| {
@@ -126,7 +124,9 @@ pub(crate) fn fuzz_device(args: &[String]) {
     command(&mut emu, "link 0 up");
     let mut seen = Vec::new();
     let t = std::time::Instant::now();
-    while t.elapsed() < Duration::from_secs(20) && !seen.ends_with(&[IB_EVENT_PORT_ERR, IB_EVENT_PORT_ACTIVE]) {
+    while t.elapsed() < Duration::from_secs(20)
+        && !seen.ends_with(&[IB_EVENT_PORT_ERR, IB_EVENT_PORT_ACTIVE])
+    {
         if let Ok(Some(e)) = events.next(Duration::from_millis(500)) {
             if e.element == 1 && [IB_EVENT_PORT_ERR, IB_EVENT_PORT_ACTIVE].contains(&e.event_type) {
                 seen.push(e.event_type);
@@ -142,12 +142,27 @@ pub(crate) fn fuzz_device(args: &[String]) {
 
     // Garbage frames on the responder's link.
     let r = command(&mut emu, &format!("fuzz-wire 1 200 {seed}"));
-    let lines: Vec<String> = r.iter().filter(|l| l.contains(" injected ")).cloned().collect();
-    let moved: Vec<String> = r.iter().filter(|l| l.contains(" moved ")).cloned().collect();
-    let dropped_kinds: u64 = ["truncated", "bad_opcode", "bad_qpn", "not_for_port", "bad_icrc", "bad_pad"]
+    let lines: Vec<String> = r
         .iter()
-        .map(|k| field(&lines, k))
-        .sum();
+        .filter(|l| l.contains(" injected "))
+        .cloned()
+        .collect();
+    let moved: Vec<String> = r
+        .iter()
+        .filter(|l| l.contains(" moved "))
+        .cloned()
+        .collect();
+    let dropped_kinds: u64 = [
+        "truncated",
+        "bad_opcode",
+        "bad_qpn",
+        "not_for_port",
+        "bad_icrc",
+        "bad_pad",
+    ]
+    .iter()
+    .map(|k| field(&lines, k))
+    .sum();
     check(
         field(&moved, "icrc_errors") == field(&lines, "bad_icrc")
             && field(&moved, "rx_drops") >= dropped_kinds,

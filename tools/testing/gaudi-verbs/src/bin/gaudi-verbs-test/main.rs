@@ -1025,6 +1025,46 @@ fn unsupported_opcodes() {
     println!("PASS");
 }
 
+/// A source region of `len` bytes at iova `iova` filled with the pattern of
+/// `seed`, and a destination region as long at iova `diova` that takes
+/// remote WRITEs (its bytes zero), both registered in `pd`.
+struct Regions {
+    src: Mapping,
+    dst: Mapping,
+    smr: Mr,
+    dmr: Mr,
+    iova: u64,
+    diova: u64,
+}
+
+impl Regions {
+    fn new(ctx: &Context, pd: &Pd, len: usize, seed: u64, (iova, diova): (u64, u64)) -> Self {
+        let mut src = Mapping::new(len);
+        fill(src.bytes(), seed);
+        let dst = Mapping::new(len);
+        let smr = ctx
+            .reg_mr(pd, src.addr(), len as u64, iova, ACCESS_LOCAL_WRITE)
+            .unwrap_or_else(|e| fail(format!("reg_mr source: {e}")));
+        let dmr = ctx
+            .reg_mr(
+                pd,
+                dst.addr(),
+                len as u64,
+                diova,
+                ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE,
+            )
+            .unwrap_or_else(|e| fail(format!("reg_mr destination: {e}")));
+        Self {
+            src,
+            dst,
+            smr,
+            dmr,
+            iova,
+            diova,
+        }
+    }
+}
+
 /// One end of an RC connection: a QP on `port`, its CQ, and the port's
 /// addresses.
 struct End {
@@ -1061,17 +1101,29 @@ fn open_ctx() -> Context {
 
 /// A QP on `port` with its own CQ (on `channel` if given), in RESET.
 fn end(ctx: &Context, pd: &Pd, port: u8, channel: Option<&CompChannel>) -> End {
+    end_sized(ctx, pd, port, (128, 256), channel)
+}
+
+/// As [`end`], with a send queue of `sizes.0` requests and a CQ of
+/// `sizes.1` entries.
+fn end_sized(
+    ctx: &Context,
+    pd: &Pd,
+    port: u8,
+    (sq, cqe): (u32, u32),
+    channel: Option<&CompChannel>,
+) -> End {
     let cq = ctx
-        .create_cq_on(256, channel)
-        .unwrap_or_else(|e| fail(format!("create CQ: {e}")));
+        .create_cq_on(cqe, channel)
+        .unwrap_or_else(|e| fail(format!("create CQ of {cqe}: {e}")));
     let caps = QpCaps {
-        max_send_wr: 128,
+        max_send_wr: sq,
         max_send_sge: 1,
         ..Default::default()
     };
     let qp = ctx
         .create_qp(pd, &cq, QPT_RC, caps)
-        .unwrap_or_else(|e| fail(format!("create QP: {e}")));
+        .unwrap_or_else(|e| fail(format!("create QP of {sq} WRs: {e}")));
     let info = ctx
         .query_port(u64::from(port))
         .unwrap_or_else(|e| fail(format!("query port {port}: {e}")));

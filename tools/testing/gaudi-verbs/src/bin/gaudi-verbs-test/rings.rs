@@ -7,33 +7,6 @@
 use super::*;
 use gaudi_verbs::IB_EVENT_CQ_ERR;
 
-/// A QP on `port` with a send queue of `sq` requests and its own CQ of
-/// `cqe` entries (on `channel` if given), in RESET.
-fn end_sized(
-    ctx: &Context,
-    pd: &Pd,
-    port: u8,
-    sq: u32,
-    cqe: u32,
-    channel: Option<&CompChannel>,
-) -> End {
-    let cq = ctx
-        .create_cq_on(cqe, channel)
-        .unwrap_or_else(|e| fail(format!("create CQ of {cqe}: {e}")));
-    let caps = QpCaps {
-        max_send_wr: sq,
-        max_send_sge: 1,
-        ..Default::default()
-    };
-    let qp = ctx
-        .create_qp(pd, &cq, QPT_RC, caps)
-        .unwrap_or_else(|e| fail(format!("create QP of {sq} WRs: {e}")));
-    let info = ctx
-        .query_port(u64::from(port))
-        .unwrap_or_else(|e| fail(format!("query port {port}: {e}")));
-    End { cq, qp, port, info }
-}
-
 /// Port 1 writing to port 2 with the given sizes; returns (requester,
 /// responder).
 fn sized_pair(
@@ -44,8 +17,8 @@ fn sized_pair(
     channel: Option<&CompChannel>,
     rkey: u32,
 ) -> (End, End) {
-    let a = end_sized(ctx, pd, 1, sq, cqe, channel);
-    let b = end_sized(ctx, pd, 2, 2, 16, None);
+    let a = end_sized(ctx, pd, 1, (sq, cqe), channel);
+    let b = end_sized(ctx, pd, 2, (2, 16), None);
     connect(ctx, &a, b.info.mac, b.info.ipv4, b.qp.qpn, rkey, 0);
     connect(ctx, &b, a.info.mac, a.info.ipv4, a.qp.qpn, 0, rkey);
     (a, b)
@@ -261,22 +234,20 @@ pub(crate) fn sq_full(_args: &[String]) {
     let pd = ctx
         .alloc_pd()
         .unwrap_or_else(|e| fail(format!("alloc_pd: {e}")));
-    let mut src = Mapping::new(4096);
-    fill(src.bytes(), 11);
-    let mut dst = Mapping::new(4096);
-    let (iova, diova) = (0x5300_0000_0000u64, 0x5400_0000_0000u64);
-    let smr = ctx
-        .reg_mr(&pd, src.addr(), 4096, iova, ACCESS_LOCAL_WRITE)
-        .unwrap_or_else(|e| fail(format!("reg_mr source: {e}")));
-    let dmr = ctx
-        .reg_mr(
-            &pd,
-            dst.addr(),
-            4096,
-            diova,
-            ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE,
-        )
-        .unwrap_or_else(|e| fail(format!("reg_mr destination: {e}")));
+    let Regions {
+        mut src,
+        mut dst,
+        smr,
+        dmr,
+        iova,
+        diova,
+    } = Regions::new(
+        &ctx,
+        &pd,
+        4096,
+        11,
+        (0x5300_0000_0000u64, 0x5400_0000_0000u64),
+    );
     let (a, b) = sized_pair(&ctx, &pd, 16, 64, None, dmr.rkey);
     let size = u64::from(a.qp.max_send_wr);
     check(size == 16, format!("send queue of {size} WRs"));
@@ -388,22 +359,20 @@ pub(crate) fn cq_overflow(_args: &[String]) {
     let pd = ctx
         .alloc_pd()
         .unwrap_or_else(|e| fail(format!("alloc_pd: {e}")));
-    let mut src = Mapping::new(4096);
-    fill(src.bytes(), 12);
-    let mut dst = Mapping::new(4096);
-    let (iova, diova) = (0x5500_0000_0000u64, 0x5600_0000_0000u64);
-    let smr = ctx
-        .reg_mr(&pd, src.addr(), 4096, iova, ACCESS_LOCAL_WRITE)
-        .unwrap_or_else(|e| fail(format!("reg_mr source: {e}")));
-    let dmr = ctx
-        .reg_mr(
-            &pd,
-            dst.addr(),
-            4096,
-            diova,
-            ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE,
-        )
-        .unwrap_or_else(|e| fail(format!("reg_mr destination: {e}")));
+    let Regions {
+        mut src,
+        mut dst,
+        smr,
+        dmr,
+        iova,
+        diova,
+    } = Regions::new(
+        &ctx,
+        &pd,
+        4096,
+        12,
+        (0x5500_0000_0000u64, 0x5600_0000_0000u64),
+    );
     let (a, b) = sized_pair(&ctx, &pd, 64, 16, None, dmr.rkey);
     check(
         a.cq.cqe == 16 && a.qp.max_send_wr == 64,

@@ -43,22 +43,20 @@ pub(crate) fn wire_faults(_args: &[String]) {
     let pd = ctx
         .alloc_pd()
         .unwrap_or_else(|e| fail(format!("alloc_pd: {e}")));
-    let mut src = Mapping::new(LEN);
-    let mut dst = Mapping::new(LEN);
-    fill(src.bytes(), 31);
-    let (iova, diova) = (0x6300_0000_0000u64, 0x6400_0000_0000u64);
-    let smr = ctx
-        .reg_mr(&pd, src.addr(), LEN as u64, iova, ACCESS_LOCAL_WRITE)
-        .unwrap_or_else(|e| fail(format!("reg_mr source: {e}")));
-    let dmr = ctx
-        .reg_mr(
-            &pd,
-            dst.addr(),
-            LEN as u64,
-            diova,
-            ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE,
-        )
-        .unwrap_or_else(|e| fail(format!("reg_mr destination: {e}")));
+    let Regions {
+        mut src,
+        mut dst,
+        smr,
+        dmr,
+        iova,
+        diova,
+    } = Regions::new(
+        &ctx,
+        &pd,
+        LEN,
+        31,
+        (0x6300_0000_0000u64, 0x6400_0000_0000u64),
+    );
     let mut emu = emu();
     let psn0 = 0xff_fff0u32;
     let (a, b) = pair_at_psn(&ctx, &pd, dmr.rkey, psn0);
