@@ -3,7 +3,7 @@
 #
 #   lint.sh rustfmt        format the overlay's Rust files and the tools
 #   lint.sh rustfmtcheck   fail if anything is not formatted
-#   lint.sh clippy         build (always with CLIPPY=1) and show clippy's warnings
+#   lint.sh clippy         build (always with CLIPPY=1) and show clippy's verdict on our code
 
 . "$(dirname "$0")/lib.sh"
 
@@ -21,13 +21,19 @@ rustfmt | rustfmtcheck)
 	cargo_env fmt $check
 	;;
 clippy)
-	# The kernel build runs clippy-driver on every Rust object (CLIPPY=1).
+	# The kernel build runs clippy-driver on every Rust object (CLIPPY=1)
+	# and recompiles ours whenever their sources have no verdict yet
+	# (kernel.sh): the verdicts of the current sources.
 	"$TOP/scripts/kernel.sh" build
 	kout=$("$TOP/scripts/kernel.sh" path)
-	if grep -E -A12 '^(warning|error)' "$kout/build.log"; then
-		die "clippy warnings (from the objects this build compiled)"
-	fi
-	echo "clippy: no warnings in the objects this build compiled"
+	clippy_keys
+	bad=0
+	for v in "$kout/clippy-drv-$drv_key" "$kout/clippy-crate-$crate_key"; do
+		[ -e "$v" ] || die "no clippy verdict for the current sources: built with CLIPPY=0?"
+		[ "$(cat "$v")" = clean ] || { cat "$v"; bad=1; }
+	done
+	[ $bad = 0 ] || die "clippy warnings in our code"
+	echo "clippy: no warnings in the driver or our part of the kernel crate"
 	;;
 *) die "usage: lint.sh rustfmt|rustfmtcheck|clippy" ;;
 esac

