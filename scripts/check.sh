@@ -12,9 +12,12 @@
 # and invalidations, slow resets, refused doorbells): name |
 # emulator arguments | guest tests in order |
 # extra QEMU arguments | kernel parameters | guest RAM in MiB (512 if
-# empty) | CPUs (1 if empty; each takes one of the host's CPUs).
-# @P0@ and @P1@ are free UDP ports on loopback. KUnit runs at boot only in the kunit session; its results are
-# taken from the console (KTAP).
+# empty) | CPUs (1 if empty; each takes one of the host's CPUs). Guests boot
+# without ACPI unless their kernel parameters say acpi=force (two CPUs,
+# PCI hotplug), which costs about 10 s of boot under TCG.
+# @P0@ and @P1@ are free UDP ports on loopback. KUnit runs at boot only in
+# the boot session (KUNIT_SESSION); its results are taken from the console
+# (KTAP).
 # A virtio-net NIC on a QEMU "-netdev dgram" link: ID, local and remote UDP
 # port (placeholders allowed), MAC address.
 nic() {
@@ -23,19 +26,18 @@ remote.type=inet,remote.host=127.0.0.1,remote.port=$3 \
 -device virtio-net-pci,netdev=$1,mac=$4,romfile="
 }
 PEER_NIC=$(nic peer @P1@ @P0@ 02:00:00:00:00:02)
+KUNIT_SESSION=boot
+KUNIT_ARGS='kunit.filter_glob=rust_* loglevel=7'
 SESSIONS=(
 	"dv|--strict --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|dv_write,dv_foreign_address,qp_set_same_index,uapi_bad_attrs,hbm_scrubbed,dv_unbind,limits_enforced,log_ratelimited,kmemleak_clean||gaudi.ports=24|3072"
 	"main|--strict|boot,probe,msix,ibdev_single_device_all_ports,uverbs_ioctl,ownership,pd_single,mr_register,mr_no_foreign_frames,port_events,device_fatal,unbind_rebind,kmemleak_clean||gaudi.ports=24|2048"
 	"write|--strict --ports 2 --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|mr_out_of_bounds,rkey_bounds,unsupported_opcodes,write_loopback,write_errors,cq_no_overflow,kmemleak_clean||gaudi.ports=2|3072"
 	"rebind|--strict|probe,rebind||gaudi.ports=24"
-	"queues|--strict --ports 2 --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|rings_wrap,sq_full,cq_overflow,eq_overflow,device_errors,wire_faults||gaudi.ports=2|1024"
-	"concurrency|--strict --ports 2 --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|concurrency||gaudi.ports=2|1024|2"
+	"queues|--strict --ports 2 --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|rings_wrap,sq_full,cq_overflow,eq_overflow,device_errors,wire_faults,link_flap_traffic,fatal_under_traffic,hot_unplug,emulator_crash||gaudi.ports=2 acpi=force|1024"
+	"concurrency|--strict --ports 2 --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|concurrency||gaudi.ports=2 acpi=force|1024|2"
 	"fuzz|--strict --ports 2 --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|fuzz_uverbs,fuzz_device||gaudi.ports=2|2048"
 	"strict|--strict --reset-delay-ms 200 --ports 2 --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|dereg_during_transfer,teardown_quiesced,kmemleak_clean||gaudi.ports=2|2048"
-	"link|--strict --ports 2 --addr 0=02:1d:a3:00:00:00,10.0.0.1 --link 0=@P0@:@P1@|link_arp,ibdev_single_device_all_ports,port_events|$PEER_NIC|gaudi.ports=2"
-	"kunit|--strict|||kunit.filter_glob=rust_* loglevel=7"
-	"bad_id|--id 0xdeadbeef|probe_bad_id||"
-	"not_ready|--reset-hangs|probe_not_ready||"
+	"boot|--strict --ports 2 --addr 0=02:1d:a3:00:00:00,10.0.0.1 --link 0=@P0@:@P1@|link_arp,ibdev_single_device_all_ports,port_events,probe_bad_id,probe_not_ready|$PEER_NIC|gaudi.ports=2 $KUNIT_ARGS"
 )
 # Sessions of two VMs, each with its own emulated Gaudi2, started together:
 # name | emulator arguments A | tests A | kernel parameters A | emulator
@@ -74,7 +76,7 @@ if [ "${SOAK:-0}" = 1 ]; then
 	SESSIONS=(
 		"soak_cycles|--strict|rebind||gaudi.ports=24 gaudi.cycles=1000|1024"
 		"soak_huge1g|--strict|mr_register||gaudi.ports=24 hugepagesz=1G hugepages=1 gaudi.huge1g=1|5120"
-		"soak_traffic|--strict --ports 2 --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|soak_traffic||gaudi.ports=2 gaudi.soak_seconds=$SOAK_SECONDS|1024|2"
+		"soak_traffic|--strict --ports 2 --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|soak_traffic||gaudi.ports=2 gaudi.soak_seconds=$SOAK_SECONDS acpi=force|1024|2"
 	)
 	PAIRS=()
 	VM_TIMEOUT=${VM_TIMEOUT:-$((SOAK_SECONDS + 1800))}
@@ -255,7 +257,7 @@ echo "# lint: $((SECONDS - t0)) s"
 # Run a VM session in the background; sets vm_pid.
 vm_start() { # NAME EMU_ARGS TESTS QEMU_ARGS KERNEL_ARGS MEM LIMIT [CPUS]
 	# shellcheck disable=SC2086
-	MEM=${6:-512} CPUS=${8:-1} QEMU_EXTRA=$4 KERNEL_ARGS=${5:-kunit.enable=0} \
+	MEM=${6:-512} CPUS=${8:-1} QEMU_EXTRA=$4 KERNEL_ARGS=$5 \
 		in_env "$TOP/tools/testing/vm/session.sh" "$CACHE/vm/$1" check "$3" "$7" -- $2 &
 	vm_pid=$!
 }
@@ -285,7 +287,7 @@ vm_report() { # NAME TESTS STATUS LIMIT
 			;;
 		esac
 	done
-	[ "$name" = kunit ] && kunit_results "$out/console.log" "$why"
+	[ "$name" = "$KUNIT_SESSION" ] && kunit_results "$out/console.log" "$why"
 	# The kernel's own reports, driver warnings no test declared (init
 	# marks them), and the emulator's warnings, errors and panics.
 	if grep -q -E "$SPLAT" "$out/console.log" ||

@@ -11,6 +11,12 @@
 //!
 //! [`ThreadedIrqHandlers`] is the same for threaded handlers, whose second
 //! half runs in a kernel thread and may sleep.
+//!
+//! A device that fell off the bus raises no interrupt to say so. A threaded
+//! handler that is also a [`PolledHandler`] can be polled by a timer of the
+//! set ([`IrqVectors::start_poll`]), which runs the handler's thread when the
+//! poll says so: the driver learns of the removal in process context, where
+//! it can tear down what depends on the device.
 
 use super::{
     Device,
@@ -18,6 +24,7 @@ use super::{
     IrqVectorRegistration, //
 };
 use crate::{
+    bindings,
     device::Bound,
     irq::{
         self,
@@ -25,7 +32,10 @@ use crate::{
     },
     prelude::*,
     str::CStr,
+    time::Delta,
+    types::Opaque,
 };
+use core::ffi::c_void;
 
 mod private {
     /// Only the registration types of [`crate::irq`] implement
@@ -156,8 +166,10 @@ pub type ThreadedIrqHandlers<'a, T> = IrqVectors<'a, irq::ThreadedRegistration<'
 /// Dropping the set frees every interrupt (waiting for running handlers
 /// and handler threads) and then the vectors.
 pub struct IrqVectors<'a, R: VectorRegistration<'a>> {
-    // Field order matters: the handlers are dropped (and their interrupts
+    // Field order matters: the poll timer is cancelled before the handlers
+    // it calls are dropped, the handlers are dropped (and their interrupts
     // freed) before the vectors they use.
+    poller: Option<Pin<KBox<Poller<R>>>>,
     handlers: KVec<Pin<KBox<R>>>,
     vectors: IrqVectorRegistration<'a>,
 }
@@ -255,6 +267,144 @@ impl Device<Bound> {
             let registration = unsafe { R::register(request, name, handler) };
             handlers.push(KBox::pin_init(registration, GFP_KERNEL)?, GFP_KERNEL)?;
         }
-        Ok(IrqVectors { handlers, vectors })
+        Ok(IrqVectors {
+            poller: None,
+            handlers,
+            vectors,
+        })
+    }
+}
+
+/// A threaded handler that is also polled, for what the device cannot signal
+/// by interrupt (see [`IrqVectors::start_poll`]).
+pub trait PolledHandler: irq::ThreadedHandler {
+    /// Called every period of the poll, in hard interrupt context (it must
+    /// not sleep): `true` runs the handler's thread
+    /// ([`irq::ThreadedHandler::handle_threaded`]) as an interrupt whose
+    /// hard half asked for it would.
+    fn poll(&self) -> bool;
+}
+
+/// The poll timer of an [`IrqVectors`] set.
+///
+/// # Invariants
+///
+/// `timer` was set up by `hrtimer_setup()` with [`poll_callback::<R>`] as its
+/// function, for an `R` whose handler is a [`PolledHandler`]. `registration`
+/// points to the registration of the polled vector, heap-pinned in the set
+/// that owns this poller, which cancels the timer before it drops the
+/// registration; `irq` is the interrupt of that registration.
+#[pin_data(PinnedDrop)]
+struct Poller<R> {
+    #[pin]
+    timer: Opaque<bindings::hrtimer>,
+    period: Delta,
+    irq: u32,
+    registration: *const R,
+}
+
+// SAFETY: The poller only reads `registration`'s handler, which is `Sync`
+// (a `ThreadedHandler`), and calls interrupt core functions that may be
+// called from any thread.
+unsafe impl<R> Send for Poller<R> {}
+// SAFETY: As for `Send`: `&Poller` gives access to nothing but the above.
+unsafe impl<R> Sync for Poller<R> {}
+
+#[pinned_drop]
+impl<R> PinnedDrop for Poller<R> {
+    fn drop(self: Pin<&mut Self>) {
+        // SAFETY: The timer was set up (type invariants); `hrtimer_cancel()`
+        // returns once the timer is inactive and its callback, which re-arms
+        // it, is not running, so it never runs again.
+        unsafe { bindings::hrtimer_cancel(self.timer.get()) };
+    }
+}
+
+/// The timer function of a [`Poller<R>`].
+///
+/// # Safety
+///
+/// `timer` is the `timer` field of a live [`Poller<R>`] (the only timers
+/// set up with this function).
+unsafe extern "C" fn poll_callback<'a, R>(
+    timer: *mut bindings::hrtimer,
+) -> bindings::hrtimer_restart
+where
+    R: VectorRegistration<'a>,
+    R::Handler: PolledHandler,
+{
+    // SAFETY: `timer` is the `timer` field of a live `Poller<R>` (function
+    // safety requirement); `Opaque<T>` has the layout of `T`.
+    let poller = unsafe {
+        &*crate::container_of!(timer.cast::<Opaque<bindings::hrtimer>>(), Poller<R>, timer)
+    };
+    // SAFETY: The registration outlives the poller's timer (type invariants
+    // of `Poller`).
+    let registration = unsafe { &*poller.registration };
+    if registration.handler().poll() {
+        // SAFETY: The cookie of a registration of `IrqVectors` is a pointer
+        // to the registration (the invariant of the registration types of
+        // `crate::irq`), registered for `poller.irq`. The core only compares
+        // it to the cookies of the interrupt's actions.
+        unsafe {
+            bindings::irq_wake_thread(poller.irq, poller.registration.cast::<c_void>().cast_mut())
+        };
+    }
+    // SAFETY: `timer` is set up, and this is its callback.
+    unsafe { bindings::hrtimer_forward(timer, bindings::ktime_get(), poller.period.as_nanos()) };
+    bindings::hrtimer_restart::HRTIMER_RESTART
+}
+
+impl<'a, T: PolledHandler + 'static> IrqVectors<'a, irq::ThreadedRegistration<'a, T>> {
+    /// Poll the handler of `vector` every `period` from a timer, running its
+    /// thread whenever [`PolledHandler::poll`] returns `true`, until the set
+    /// is dropped (which stops the timer before it frees the interrupts).
+    /// `EBUSY` if the set is polled already, `EINVAL` for no such vector or a
+    /// period under a millisecond.
+    pub fn start_poll(&mut self, vector: usize, period: Delta) -> Result {
+        if self.poller.is_some() {
+            return Err(EBUSY);
+        }
+        if period.as_nanos() < 1_000_000 {
+            return Err(EINVAL);
+        }
+        let registration: *const irq::ThreadedRegistration<'a, T> =
+            &**self.handlers.get(vector).ok_or(EINVAL)?;
+        let irq = self.irq(vector)?;
+        let poller = KBox::pin_init(
+            pin_init!(Poller {
+                timer <- Opaque::ffi_init(|place: *mut bindings::hrtimer| {
+                    // SAFETY: `place` is the timer of a poller being
+                    // initialised; `hrtimer_setup()` needs no prior state.
+                    unsafe {
+                        bindings::hrtimer_setup(
+                            place,
+                            Some(poll_callback::<irq::ThreadedRegistration<'a, T>>),
+                            bindings::CLOCK_MONOTONIC as bindings::clockid_t,
+                            bindings::hrtimer_mode_HRTIMER_MODE_REL,
+                        )
+                    }
+                }),
+                period,
+                irq,
+                registration,
+            }),
+            GFP_KERNEL,
+        )?;
+        // SAFETY: The timer is set up with `poll_callback` for this
+        // registration type and points to a registration of this set, which
+        // the set drops only after the poller (field order): the invariants
+        // of `Poller` hold from here on. The poller is pinned in a box the
+        // set owns; dropping it cancels the timer.
+        unsafe {
+            bindings::hrtimer_start_range_ns(
+                poller.timer.get(),
+                period.as_nanos(),
+                0,
+                bindings::hrtimer_mode_HRTIMER_MODE_REL,
+            )
+        };
+        self.poller = Some(poller);
+        Ok(())
     }
 }

@@ -10,7 +10,9 @@
 #        CONSOLE (1: console to stdout)
 #        QEMU_EXTRA (more QEMU arguments, e.g. a NIC on a port's link)
 # Writes OUTDIR/console.log, OUTDIR/results.log, OUTDIR/emu.log.
-# The guest's third serial port (ttyS2) is the emulator's control socket.
+# The guest's third serial port (ttyS2) is the emulator's control socket;
+# QEMU's monitor (QMP) is OUTDIR/qmp.sock, which the emulator uses to unplug
+# and plug its device (QEMU id "gaudi") when a guest test asks.
 # Exit status: 0 if the guest powered off by itself, 124 on timeout.
 
 set -euo pipefail
@@ -21,14 +23,14 @@ ACCEL=${ACCEL:-tcg}
 MEM=${MEM:-512}
 
 mkdir -p "$OUT"
-rm -f "$OUT/dev.sock" "$OUT/ctrl.sock" "$OUT/console.log" "$OUT/results.log" "$OUT/emu.log"
+rm -f "$OUT/dev.sock" "$OUT/ctrl.sock" "$OUT/qmp.sock" "$OUT/console.log" "$OUT/results.log" "$OUT/emu.log"
 : >"$OUT/results.log"
 
 # EMULATOR-ARGS "none": a VM without a Gaudi2 (a software RoCE peer).
 if [ "${1:-}" = none ]; then
 	gaudi=() ctrl=(-serial null)
 else
-	"$EMU" --socket "$OUT/dev.sock" --control "$OUT/ctrl.sock" "$@" >"$OUT/emu.log" 2>&1 &
+	"$EMU" --socket "$OUT/dev.sock" --control "$OUT/ctrl.sock" --qmp "$OUT/qmp.sock" "$@" >"$OUT/emu.log" 2>&1 &
 	emu=$!
 	cleanup() { kill "$emu" 2>/dev/null || true; wait "$emu" 2>/dev/null || true; }
 	trap cleanup EXIT
@@ -38,7 +40,7 @@ else
 		sleep 0.05
 	done
 	[ -S "$OUT/dev.sock" ] || { echo "emulator did not create its socket" >&2; exit 1; }
-	gaudi=(-device "{\"driver\":\"vfio-user-pci\",\"socket\":{\"path\":\"$OUT/dev.sock\",\"type\":\"unix\"}}")
+	gaudi=(-device "{\"driver\":\"vfio-user-pci\",\"id\":\"gaudi\",\"socket\":{\"path\":\"$OUT/dev.sock\",\"type\":\"unix\"}}")
 	ctrl=(-serial "unix:$OUT/ctrl.sock")
 fi
 
@@ -56,14 +58,26 @@ fi
 append="console=ttyS0 panic=-1 oops=panic loglevel=6 log_buf_len=8M gaudi.mode=$MODE"
 [ -n "$TESTS" ] && append="$append gaudi.tests=$TESTS"
 # Extra kernel parameters (KUnit filters, what the guest tests expect).
-append="$append ${KERNEL_ARGS:-kunit.enable=0}"
+# KUnit runs at boot only when they select tests (kunit.filter_glob).
+case " ${KERNEL_ARGS:-} " in
+*" kunit.filter_glob="*) ;;
+*) append="$append kunit.enable=0" ;;
+esac
+# ACPI (a second CPU, PCI hotplug) only when asked for (acpi=force): its
+# tables take the guest about 10 s to load under TCG; without it the
+# guest boots from the MP table, with one CPU.
+case " ${KERNEL_ARGS:-} " in
+*" acpi="*) ;;
+*) append="$append acpi=off" ;;
+esac
+append="$append ${KERNEL_ARGS:-}"
 
 status=0
 timeout --kill-after=5 "$TIMEOUT" qemu-system-x86_64 \
 	"${accel[@]}" -m "${MEM}M" -smp "${CPUS:-1}" \
 	-object "memory-backend-memfd,id=mem,size=${MEM}M,share=on" \
 	-machine pc,memory-backend=mem \
-	-display none -monitor none -no-reboot -nic none \
+	-display none -monitor none -qmp "unix:$OUT/qmp.sock,server=on,wait=off" -no-reboot -nic none \
 	"${console[@]}" -serial "file:$OUT/results.log" "${ctrl[@]}" \
 	-kernel "$KERNEL" -initrd "$INITRD" -append "$append" \
 	"${gaudi[@]}" ${QEMU_EXTRA:-} </dev/null || status=$?

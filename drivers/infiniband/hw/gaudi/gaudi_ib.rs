@@ -62,6 +62,10 @@ const NUM_VECTORS: u32 = 4;
 /// How long the device may take to become ready after a reset (device model: one second).
 const RESET_TIMEOUT: Delta = Delta::from_secs(1);
 
+/// How often the driver checks that the device is still there: a device that fell off the bus
+/// (surprise removal) raises no interrupt, and its registers read all ones.
+const PRESENCE_PERIOD: Delta = Delta::from_secs(1);
+
 /// Messages about faults that user space or a peer can cause by the thousand (a QP error, a
 /// translation fault of a user's WQE) are logged at most `FLOOD_BURST` times per
 /// `FLOOD_INTERVAL`; the device's counters say how many there were.
@@ -92,6 +96,8 @@ struct Shared {
     ports: u32,
     /// The device reported a fatal error: it executes nothing until reset.
     fatal: Atomic<bool>,
+    /// The device is gone (its registers read all ones): set by the presence check.
+    removed: Atomic<bool>,
     /// Serialises device commands (one outstanding at a time).
     #[pin]
     cmd: Mutex<()>,
@@ -266,8 +272,31 @@ impl ThreadedHandler for VectorHandler {
     }
 
     fn handle_threaded(&self) -> IrqReturn {
-        self.take_events();
+        if self.shared.removed.load(Relaxed) {
+            // Nothing the device wrote can be trusted any more.
+            self.fatal("device removed (its registers read all ones)");
+        } else {
+            self.take_events();
+        }
         IrqReturn::Handled
+    }
+}
+
+impl pci::PolledHandler for VectorHandler {
+    /// The presence check, every [`PRESENCE_PERIOD`] on vector 0: the identification register
+    /// of a device that is gone reads all ones. Runs the handler's thread once when it finds
+    /// the device gone.
+    fn poll(&self) -> bool {
+        if self.shared.removed.load(Relaxed) {
+            return false;
+        }
+        let Some(bar) = self.shared.bar.try_access() else {
+            return false;
+        };
+        if bar.read32(regs::ID) != u32::MAX {
+            return false;
+        }
+        !self.shared.removed.xchg(true, Full)
     }
 }
 
@@ -339,7 +368,7 @@ impl VectorHandler {
                     let _ = ib.dispatch_event(event);
                 }
             }
-            eq::DEVICE_FATAL => self.fatal(),
+            eq::DEVICE_FATAL => self.fatal("device fatal error"),
             eq::COMPLETION => {
                 let found = self.with_ib(|ib| ib.with_cq(e.data0, |cq| cq.notify_completion()));
                 if found == Some(None) {
@@ -448,16 +477,17 @@ impl VectorHandler {
         self.ib.as_ref()?.with_device(f)
     }
 
-    /// The device stopped: tell every consumer, then remove the InfiniBand device, which
-    /// disassociates the user contexts. The PCI function stays bound; rebinding it resets the
-    /// device and registers a new InfiniBand device.
-    fn fatal(&self) {
+    /// The device stopped (a fatal error, or it is gone): tell every consumer, then remove the
+    /// InfiniBand device, which disassociates the user contexts. The PCI function stays bound;
+    /// rebinding it resets the device and registers a new InfiniBand device.
+    fn fatal(&self, why: &str) {
         if self.shared.fatal.xchg(true, Full) {
             return;
         }
         dev_err!(
             self.shared.dev,
-            "device fatal error: removing the InfiniBand device; unbind and bind the PCI device to recover\n"
+            "{}: removing the InfiniBand device; unbind and bind the PCI device to recover\n",
+            why
         );
         if let Some(ib) = self.ib.as_ref() {
             let _ = ib.dispatch_event(Event::DeviceFatal);
@@ -772,6 +802,7 @@ impl pci::Driver for GaudiIbDriver {
                 dev: pdev.as_ref().into(),
                 ports: caps.ports,
                 fatal: Atomic::new(false),
+                removed: Atomic::new(false),
                 cmd <- kernel::new_mutex!(()),
             }),
             GFP_KERNEL,
@@ -783,7 +814,7 @@ impl pci::Driver for GaudiIbDriver {
         }
 
         let msix = pci::IrqTypes::default().with(pci::IrqType::MsiX);
-        let irqs = pdev
+        let mut irqs = pdev
             .request_threaded_irq_handlers(NUM_VECTORS, msix, DRV_NAME, |vector| {
                 Ok(VectorHandler {
                     shared: shared.clone(),
@@ -803,6 +834,7 @@ impl pci::Driver for GaudiIbDriver {
         dev_info!(pdev, "MSI-X enabled, {} vectors\n", irqs.len());
 
         GaudiIb::test_interrupts(pdev, &shared, &irqs)?;
+        irqs.start_poll(0, PRESENCE_PERIOD)?;
         shared.eq.enable(shared.bar.access(pdev.as_ref())?);
 
         let ib = rdma::Registration::new(

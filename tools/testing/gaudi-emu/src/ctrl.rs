@@ -24,6 +24,16 @@
 //!                          that number) at once: "posted P dropped D", D
 //!                          the events that found the event queue full
 //! fatal                    device fatal error (DEVICE_FATAL event)
+//! id HEX                   the ID register reads HEX from now on (as --id)
+//! unplug                   QEMU removes the device (device_del over its
+//!                          monitor, --qmp); the guest ejects it
+//! plug                     QEMU adds the device again (device_add), which
+//!                          connects to this emulator afresh
+//! die                      the emulator process exits 100 ms after its reply,
+//!                          as if it crashed: the guest's device is gone
+//!                          (QEMU answers its register reads with all ones)
+//! reset-hangs on|off       resets from now on never finish (as
+//!                          --reset-hangs), or finish again
 //! capture PORT PATH|off    write the port's frames to a pcap file
 //! peek VA LEN              read LEN (up to 4096) bytes at device VA VA through
 //!                          the MMU: "data HEX", or err naming the fault
@@ -180,26 +190,33 @@ impl RegionHash {
     }
 }
 use crate::engine::{open_capture, Captures};
+use crate::hotplug::Qmp;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-pub fn serve(listener: UnixListener, device: Arc<Mutex<Device>>, captures: Captures) {
+pub fn serve(
+    listener: UnixListener,
+    device: Arc<Mutex<Device>>,
+    captures: Captures,
+    qmp: Option<Arc<Qmp>>,
+) {
     for conn in listener.incoming().flatten() {
         let device = device.clone();
         let captures = captures.clone();
-        std::thread::spawn(move || session(conn, &device, &captures));
+        let qmp = qmp.clone();
+        std::thread::spawn(move || session(conn, &device, &captures, qmp.as_deref()));
     }
 }
 
-fn session(conn: UnixStream, device: &Mutex<Device>, captures: &Captures) {
+fn session(conn: UnixStream, device: &Mutex<Device>, captures: &Captures, qmp: Option<&Qmp>) {
     let Ok(mut out) = conn.try_clone() else {
         return;
     };
     for line in BufReader::new(conn).lines() {
         let Ok(line) = line else { return };
-        let reply = match command(line.trim(), device, captures) {
+        let reply = match command(line.trim(), device, captures, qmp) {
             Ok(mut lines) => {
                 lines.push("ok".into());
                 lines.join("\n")
@@ -256,9 +273,25 @@ fn seed(s: Option<&str>) -> Result<u64, String> {
     addr(s).map_err(|_| format!("bad or missing seed {}", s.unwrap_or("")))
 }
 
-fn command(line: &str, device: &Mutex<Device>, captures: &Captures) -> Result<Vec<String>, String> {
+fn command(
+    line: &str,
+    device: &Mutex<Device>,
+    captures: &Captures,
+    qmp: Option<&Qmp>,
+) -> Result<Vec<String>, String> {
     let mut w = line.split_whitespace();
     let cmd = w.next().unwrap_or("");
+    // QEMU talks to the device while it adds or removes it: the device
+    // stays unlocked meanwhile.
+    if cmd == "unplug" || cmd == "plug" {
+        let qmp = qmp.ok_or("no QEMU monitor (--qmp)")?;
+        if cmd == "unplug" {
+            qmp.unplug()?;
+        } else {
+            qmp.plug()?;
+        }
+        return Ok(Vec::new());
+    }
     // It releases the device while a hole it made stays open.
     if cmd == "fuzz-eqe" {
         let n = count(w.next())?;
@@ -337,6 +370,27 @@ fn command(line: &str, device: &Mutex<Device>, captures: &Captures) -> Result<Ve
             return Ok(vec![format!("posted {posted} dropped {dropped}")]);
         }
         "fatal" => d.fatal(),
+        "die" => {
+            log::info!("exiting on request: the device disappears");
+            std::thread::spawn(|| {
+                std::thread::sleep(Duration::from_millis(100));
+                std::process::exit(0);
+            });
+        }
+        "id" => {
+            let v = w.next().ok_or("id HEX")?;
+            let id = u32::from_str_radix(v.trim_start_matches("0x"), 16)
+                .map_err(|_| format!("bad id {v}"))?;
+            d.set_id(id);
+        }
+        "reset-hangs" => {
+            let hangs = match w.next() {
+                Some("on") => true,
+                Some("off") => false,
+                _ => return Err("reset-hangs on|off".into()),
+            };
+            d.set_reset_hangs(hangs);
+        }
         "capture" => {
             let p = port(&mut w)?;
             let w = match w.next() {

@@ -614,6 +614,16 @@ impl Device {
             (!self.opts.reset_delay.is_zero()).then(|| Instant::now() + self.opts.reset_delay);
     }
 
+    /// Test hook: the value the ID register reads from now on.
+    pub fn set_id(&mut self, id: u32) {
+        self.opts.id = id;
+    }
+
+    /// Test hook: whether resets from now on never finish.
+    pub fn set_reset_hangs(&mut self, hangs: bool) {
+        self.opts.reset_hangs = hangs;
+    }
+
     fn dma_test(&mut self) -> u32 {
         let len = self.dma_test_len;
         if len == 0 || len > DMA_TEST_MAX_LEN {

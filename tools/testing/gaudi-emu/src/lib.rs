@@ -8,6 +8,7 @@ pub mod ctrl;
 pub mod device;
 pub mod dma;
 pub mod engine;
+pub mod hotplug;
 pub mod irq;
 pub mod mem;
 pub mod mmu;

@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 //! vfio-user server emulating a Gaudi2-like RDMA NIC (PCI 1da3:1020).
 //!
-//! Serves one QEMU (or test) connection and exits when it disconnects.
+//! Serves one QEMU (or test) connection and exits when it disconnects;
+//! with --qmp, serves the next connection too (the device plugged again).
 
 use gaudi_emu::device::{Device, Options};
 use gaudi_emu::engine::{Engine, Link};
+use gaudi_emu::hotplug::Qmp;
 use gaudi_emu::irq::Vectors;
 use gaudi_emu::roce::Endpoint;
 use gaudi_emu::server::Backend;
@@ -27,6 +29,9 @@ const USAGE: &str = "usage: gaudi-emu --socket PATH [options]
   --link PORT=LPORT:RPORT   attach a port to UDP 127.0.0.1:LPORT, sending to
                             127.0.0.1:RPORT (QEMU -netdev dgram compatible)
   --control PATH            control socket for tests
+  --qmp PATH                QEMU's monitor socket: the control commands
+                            unplug and plug remove and add the device; after
+                            a disconnection the next connection is served
   --reset-hangs             a reset never finishes (STATUS.READY stays 0)
   --reset-delay-ms N        STATUS.READY reads 0 for N ms after a reset; the
                             device does nothing meanwhile (default 0, 50
@@ -59,6 +64,7 @@ fn main() {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
     let mut socket = None;
     let mut control = None;
+    let mut qmp = None;
     let mut opts = Options::default();
     let mut links: Vec<(usize, u16, u16)> = Vec::new();
     let mut reset_delay = None;
@@ -76,6 +82,7 @@ fn main() {
             "--strict" => opts.strict = true,
             "--socket" => socket = Some(PathBuf::from(v())),
             "--control" => control = Some(PathBuf::from(v())),
+            "--qmp" => qmp = Some(PathBuf::from(v())),
             "--id" => {
                 opts.id = u32::from_str_radix(v().trim_start_matches("0x"), 16)
                     .unwrap_or_else(|_| usage("bad --id"))
@@ -167,11 +174,17 @@ fn main() {
         let listener =
             UnixListener::bind(&path).unwrap_or_else(|e| usage(&format!("control socket: {e}")));
         let (device, captures) = (device.clone(), engine.captures.clone());
-        std::thread::spawn(move || gaudi_emu::ctrl::serve(listener, device, captures));
+        let qmp = qmp.clone().map(|monitor| {
+            Arc::new(Qmp {
+                monitor,
+                socket: socket.clone(),
+            })
+        });
+        std::thread::spawn(move || gaudi_emu::ctrl::serve(listener, device, captures, qmp));
     }
     std::thread::spawn(move || engine.run());
 
-    let mut backend = Backend::new(device, vectors, waker);
+    let mut backend = Backend::new(device.clone(), vectors.clone(), waker.clone());
     // The socket appears under its name only once it is listening, so a
     // client that waits for the file never finds it refusing connections.
     let tmp = socket.with_extension("binding");
@@ -187,7 +200,20 @@ fn main() {
         "serving 1da3:1020 with {nports} ports on {}",
         socket.display()
     );
-    let r = server.run(&mut backend);
+    let mut r = server.run(&mut backend);
+    while r.is_ok() && qmp.is_some() {
+        // Unplugged: the device is powered off, and plugged again it is a
+        // new device to the guest (fresh configuration space).
+        log::info!("disconnected: waiting for the device to be plugged again");
+        {
+            let mut d = device.lock().unwrap();
+            d.reset();
+            d.memory().unmap(0, u64::MAX);
+        }
+        let _ = vectors.set(0, 0, Vec::new());
+        backend = Backend::new(device.clone(), vectors.clone(), waker.clone());
+        r = server.run(&mut backend);
+    }
     let _ = std::fs::remove_file(&socket);
     if let Err(e) = r {
         eprintln!("gaudi-emu: {e}");

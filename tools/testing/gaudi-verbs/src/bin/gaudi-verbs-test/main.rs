@@ -65,6 +65,16 @@
 //!       expect DEVICE_FATAL, then the disassociation: the driver's method
 //!       and a new PD fail with EIO, and only DEVICE_FATAL follows on the
 //!       event file.
+//!   gaudi-verbs-test removal [--timeout S]
+//!       WRITEs on a standard QP pair and through a QP set's mapped queues,
+//!       each checked, until the device goes away (fatal error, crash,
+//!       unplug): DEVICE_FATAL, verbs fail with EIO, the event stream ends,
+//!       the mapped queues still read and write (see removal.rs).
+//!   gaudi-verbs-test link-flap
+//!       the same traffic across a 100 ms flap of port 1's link (every
+//!       WRITE lands, PORT_ERR and PORT_ACTIVE reach the process) and an
+//!       outage past the retry budget (both paths fail, then recover
+//!       through RESET).
 //!   gaudi-verbs-test cq-no-overflow
 //!       WRITEs with immediate, 4 times as many as the responder's CQ of 16
 //!       holds, while it does not poll: RNR NAKs, then every immediate and
@@ -115,6 +125,7 @@ mod hbm;
 mod limits;
 mod ownership;
 mod regions;
+mod removal;
 mod rings;
 mod transfer;
 mod uapi;
@@ -2461,6 +2472,8 @@ fn main() {
         Some("pd-single") => pd_single(),
         Some("events") => events(&args[1..]),
         Some("fatal") => fatal(&args[1..]),
+        Some("removal") => removal::removal(&args[1..]),
+        Some("link-flap") => removal::link_flap(&args[1..]),
         Some("mr-register") => mr_register(&args[1..]),
         Some("unsupported-opcodes") => unsupported_opcodes(),
         Some("write-loopback") => write_loopback(&args[1..]),
