@@ -484,11 +484,15 @@ impl VectorHandler {
         if self.shared.fatal.xchg(true, Full) {
             return;
         }
-        dev_err!(
-            self.shared.dev,
-            "{}: removing the InfiniBand device; unbind and bind the PCI device to recover\n",
-            why
-        );
+        if self.shared.removed.load(Relaxed) {
+            dev_err!(self.shared.dev, "{}: removing the InfiniBand device\n", why);
+        } else {
+            dev_err!(
+                self.shared.dev,
+                "{}: removing the InfiniBand device; unbind and bind the PCI device to recover\n",
+                why
+            );
+        }
         if let Some(ib) = self.ib.as_ref() {
             let _ = ib.dispatch_event(Event::DeviceFatal);
             ib.unregister();

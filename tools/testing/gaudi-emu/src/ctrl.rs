@@ -29,9 +29,12 @@
 //!                          monitor, --qmp); the guest ejects it
 //! plug                     QEMU adds the device again (device_add), which
 //!                          connects to this emulator afresh
-//! die                      the emulator process exits 100 ms after its reply,
-//!                          as if it crashed: the guest's device is gone
-//!                          (QEMU answers its register reads with all ones)
+//! vanish                   the device vanishes, as a PCIe device that fell
+//!                          off the bus (or a crashed emulator, to a QEMU
+//!                          that survives it): every register and
+//!                          configuration read returns all ones, writes are
+//!                          dropped, it does nothing more (device memory
+//!                          mapped into the guest stays readable)
 //! reset-hangs on|off       resets from now on never finish (as
 //!                          --reset-hangs), or finish again
 //! capture PORT PATH|off    write the port's frames to a pcap file
@@ -370,12 +373,9 @@ fn command(
             return Ok(vec![format!("posted {posted} dropped {dropped}")]);
         }
         "fatal" => d.fatal(),
-        "die" => {
-            log::info!("exiting on request: the device disappears");
-            std::thread::spawn(|| {
-                std::thread::sleep(Duration::from_millis(100));
-                std::process::exit(0);
-            });
+        "vanish" => {
+            log::info!("the device vanishes on request: it answers nothing from now on");
+            d.vanish();
         }
         "id" => {
             let v = w.next().ok_or("id HEX")?;

@@ -164,6 +164,8 @@ pub struct Device {
     /// Interrupts not raised: bus mastering off, or the vector not enabled.
     irq_no_master: u32,
     fatal: bool,
+    /// The device vanished ([`Device::vanish`]): it answers nothing.
+    gone: bool,
     dma_test_addr: u64,
     dma_test_len: u32,
     dma_test_status: u32,
@@ -229,6 +231,7 @@ impl Device {
             busy_until: None,
             irq_no_master: 0,
             fatal: false,
+            gone: false,
             dma_test_addr: 0,
             dma_test_len: 0,
             dma_test_status: DMA_TEST_IDLE,
@@ -388,6 +391,9 @@ impl Device {
     /// mastering on (MSI-X messages are memory writes) and the vector
     /// enabled. Returns whether it was raised.
     fn raise(&mut self, vector: usize) -> bool {
+        if self.gone {
+            return false;
+        }
         if self.mem.bus_master && self.vectors.raise(vector) {
             return true;
         }
@@ -413,6 +419,9 @@ impl Device {
     /// the read returns after an MMU_INVALIDATE under way has finished, and
     /// a read of CMD_STATUS after the command under way has.
     pub fn read32(&mut self, off: u64) -> u32 {
+        if self.gone {
+            return u32::MAX;
+        }
         self.finish_invalidation();
         self.settle();
         let v = self.register(off);
@@ -516,6 +525,9 @@ impl Device {
     /// A 32-bit register write. Writes to read-only or unknown offsets
     /// are ignored, as hardware would.
     pub fn write32(&mut self, off: u64, val: u32, now: Instant) {
+        if self.gone {
+            return;
+        }
         self.settle();
         if (DB_BASE..DB_BASE + DB_STRIDE * self.ports.len() as u64).contains(&off) {
             if !self.is_ready() {
@@ -660,6 +672,9 @@ impl Device {
     /// Post an event and raise vector 0.
     pub fn post_event(&mut self, ty: u8, port: usize, d0: u32, d1: u32) {
         log::debug!("event {ty} port {port} {d0:#x} {d1:#x}");
+        if self.gone {
+            return;
+        }
         if !self.eq_enabled || !self.is_ready() {
             self.eq_overflows = self.eq_overflows.wrapping_add(1);
             return;
@@ -696,6 +711,20 @@ impl Device {
         }
         let dropped = self.eq_overflows.wrapping_sub(before);
         (n - dropped, dropped)
+    }
+
+    /// Test hook: the device vanishes, as a PCIe device that fell off the
+    /// bus: from now on every register and configuration read returns all
+    /// ones, writes are dropped, and it does nothing (no DMA, no interrupt,
+    /// no frame, no event).
+    pub fn vanish(&mut self) {
+        self.gone = true;
+        self.fatal = true;
+    }
+
+    /// Whether the device vanished ([`Device::vanish`]).
+    pub fn is_gone(&self) -> bool {
+        self.gone
     }
 
     /// Stop everything and report it (control interface, or an internal

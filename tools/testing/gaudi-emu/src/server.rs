@@ -162,6 +162,11 @@ impl Backend {
 
 impl ServerBackend for Backend {
     fn region_read(&mut self, region: u32, offset: u64, data: &mut [u8]) -> std::io::Result<()> {
+        // A device that vanished answers every read with all ones.
+        if self.device.lock().unwrap().is_gone() {
+            data.fill(0xff);
+            return Ok(());
+        }
         match region {
             VFIO_PCI_CONFIG_REGION_INDEX => self.config.read(offset, data),
             VFIO_PCI_BAR0_REGION_INDEX => {
@@ -188,6 +193,9 @@ impl ServerBackend for Backend {
     }
 
     fn region_write(&mut self, region: u32, offset: u64, data: &[u8]) -> std::io::Result<()> {
+        if self.device.lock().unwrap().is_gone() {
+            return Ok(());
+        }
         match region {
             VFIO_PCI_CONFIG_REGION_INDEX => {
                 self.config.write(offset, data);
