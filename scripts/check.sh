@@ -29,14 +29,13 @@ PEER_NIC=$(nic peer @P1@ @P0@ 02:00:00:00:00:02)
 KUNIT_SESSION=boot
 KUNIT_ARGS='kunit.filter_glob=rust_* loglevel=7'
 SESSIONS=(
-	"dv|--strict --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|dv_write,dv_foreign_address,qp_set_same_index,uapi_bad_attrs,hbm_scrubbed,dv_unbind,limits_enforced,log_ratelimited,kmemleak_clean||gaudi.ports=24|3072"
 	"main|--strict|boot,probe,msix,ibdev_single_device_all_ports,uverbs_ioctl,ownership,pd_single,mr_register,mr_no_foreign_frames,port_events,device_fatal,unbind_rebind,kmemleak_clean||gaudi.ports=24|2048"
+	"dv|--strict --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|dv_write,dv_foreign_address,qp_set_same_index,uapi_bad_attrs,hbm_scrubbed,dv_unbind,limits_enforced,log_ratelimited,kmemleak_clean||gaudi.ports=24|3072"
 	"write|--strict --ports 2 --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|mr_out_of_bounds,rkey_bounds,unsupported_opcodes,write_loopback,write_errors,cq_no_overflow,kmemleak_clean||gaudi.ports=2|3072"
 	"rebind|--strict|probe,rebind||gaudi.ports=24"
 	"queues|--strict --ports 2 --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|rings_wrap,sq_full,cq_overflow,eq_overflow,device_errors,wire_faults,link_flap_traffic,fatal_under_traffic,emulator_crash||gaudi.ports=2|1024"
 	"concurrency|--strict --ports 2 --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|concurrency||gaudi.ports=2 acpi=force|1024|2"
-	"fuzz|--strict --ports 2 --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|fuzz_uverbs,fuzz_device||gaudi.ports=2|2048"
-	"strict|--strict --reset-delay-ms 200 --ports 2 --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|dereg_during_transfer,teardown_quiesced,kmemleak_clean||gaudi.ports=2|2048"
+	"strict|--strict --reset-delay-ms 200 --ports 2 --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|dereg_during_transfer,teardown_quiesced,fuzz_uverbs,fuzz_device||gaudi.ports=2|2048"
 	"boot|--strict --ports 2 --addr 0=02:1d:a3:00:00:00,10.0.0.1 --link 0=@P0@:@P1@|link_arp,ibdev_single_device_all_ports,port_events,probe_bad_id,probe_not_ready|$PEER_NIC|gaudi.ports=2 $KUNIT_ARGS"
 )
 # Sessions of two VMs, each with its own emulated Gaudi2, started together:
@@ -323,8 +322,9 @@ with_leak_scan() { # TESTS
 }
 
 # The sessions run two at a time (a single-VM session keeps one CPU busy
-# under TCG); a pair of VMs takes both CPUs. Pairs go first, then the
-# single sessions longest first, each reported as it finishes.
+# under TCG); a pair of VMs takes both CPUs. Pairs and sessions that take
+# both CPUs go first, then the single sessions longest first, each
+# reported as it finishes.
 SLOTS=${VM_SLOTS:-$(($(nproc) < 2 ? 1 : 2))}
 declare -A job_desc job_t0 job_slots
 free=$SLOTS
@@ -333,9 +333,15 @@ for s in "${PAIRS[@]}"; do
 	IFS='|' read -r name _ <<<"$s"
 	wanted "$name" && queue+=("pair|$s")
 done
+# Single sessions that take every CPU go with the pairs, so that none of
+# them waits for one slot to free while the other idles.
 for s in "${SESSIONS[@]}"; do
-	IFS='|' read -r name _ <<<"$s"
-	wanted "$name" && queue+=("single|$s")
+	IFS='|' read -r name _ _ _ _ _ cpus <<<"$s"
+	wanted "$name" && [ "${cpus:-1}" -ge "$SLOTS" ] && queue+=("single|$s")
+done
+for s in "${SESSIONS[@]}"; do
+	IFS='|' read -r name _ _ _ _ _ cpus <<<"$s"
+	wanted "$name" && [ "${cpus:-1}" -lt "$SLOTS" ] && queue+=("single|$s")
 done
 
 start_job() { # INDEX DESC

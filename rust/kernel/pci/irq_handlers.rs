@@ -303,12 +303,12 @@ struct Poller<R> {
     registration: *const R,
 }
 
-// SAFETY: The poller only reads `registration`'s handler, which is `Sync`
-// (a `ThreadedHandler`), and calls interrupt core functions that may be
-// called from any thread.
-unsafe impl<R> Send for Poller<R> {}
+// SAFETY: The poller only reads the registration, which is `Sync`, from
+// the timer, and calls interrupt core functions that may be called from any
+// thread.
+unsafe impl<R: Sync> Send for Poller<R> {}
 // SAFETY: As for `Send`: `&Poller` gives access to nothing but the above.
-unsafe impl<R> Sync for Poller<R> {}
+unsafe impl<R: Sync> Sync for Poller<R> {}
 
 #[pinned_drop]
 impl<R> PinnedDrop for Poller<R> {

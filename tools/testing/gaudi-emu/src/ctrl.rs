@@ -40,6 +40,9 @@
 //! capture PORT PATH|off    write the port's frames to a pcap file
 //! peek VA LEN              read LEN (up to 4096) bytes at device VA VA through
 //!                          the MMU: "data HEX", or err naming the fault
+//! peek-bytes VA [VA...]    one byte at each device VA (up to 64) through the
+//!                          MMU: "bytes B B ...", B two hex digits or "--"
+//!                          for a fault
 //! poke VA HEX              write bytes at device VA VA through the MMU
 //! hash VA LEN             "hash H": the region hash (below) of LEN bytes at
 //!                          device VA VA read through the MMU, or err naming
@@ -410,6 +413,20 @@ fn command(
             d.mmu_read(va, &mut buf)
                 .map_err(|f| format!("fault {f:?}"))?;
             return Ok(vec![format!("data {}", hex(&buf))]);
+        }
+        "peek-bytes" => {
+            let mut out = Vec::new();
+            for a in w.by_ref().take(64) {
+                let mut b = [0u8];
+                out.push(match d.mmu_read(addr(Some(a))?, &mut b) {
+                    Ok(()) => format!("{:02x}", b[0]),
+                    Err(_) => "--".into(),
+                });
+            }
+            if out.is_empty() {
+                return Err("peek-bytes VA [VA...]".into());
+            }
+            return Ok(vec![format!("bytes {}", out.join(" "))]);
         }
         "hash" => {
             let va = addr(w.next())?;

@@ -1303,6 +1303,25 @@ impl EmuCtl {
             .collect()
     }
 
+    /// One byte at each of `vas` (up to 64) through the device MMU, in one
+    /// command: `None` where the read faults.
+    pub fn peek_bytes(&mut self, vas: &[u64]) -> io::Result<Vec<Option<u8>>> {
+        let list: Vec<String> = vas.iter().map(|v| format!("{v:#x}")).collect();
+        let r = self.command(&format!("peek-bytes {}", list.join(" ")))?;
+        let bytes = r
+            .first()
+            .and_then(|l| l.strip_prefix("bytes "))
+            .ok_or_else(|| io::Error::other("peek-bytes: no bytes"))?;
+        let got: Vec<Option<u8>> = bytes
+            .split(' ')
+            .map(|b| u8::from_str_radix(b, 16).ok())
+            .collect();
+        if got.len() != vas.len() {
+            return Err(io::Error::other("peek-bytes: wrong count"));
+        }
+        Ok(got)
+    }
+
     /// Write `data` at device VA `va` through the device MMU.
     pub fn poke(&mut self, va: u64, data: &[u8]) -> io::Result<()> {
         let hex: String = data.iter().map(|b| format!("{b:02x}")).collect();

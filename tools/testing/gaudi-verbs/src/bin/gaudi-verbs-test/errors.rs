@@ -48,13 +48,7 @@ fn qp_fatal_events(events: &AsyncEvents, wait: Duration) -> Vec<u64> {
 /// a CQ ring write fault (logged by the driver; the QP and CQ can be
 /// destroyed, new ones work).
 pub(crate) fn device_errors(_args: &[String]) {
-    let ctx = open_ctx();
-    let events = ctx
-        .async_events()
-        .unwrap_or_else(|e| fail(format!("async event file: {e}")));
-    let pd = ctx
-        .alloc_pd()
-        .unwrap_or_else(|e| fail(format!("alloc_pd: {e}")));
+    let (ctx, events, pd) = open_with_events();
     let Regions {
         mut src,
         mut dst,

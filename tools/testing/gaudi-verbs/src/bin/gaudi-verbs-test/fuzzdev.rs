@@ -41,13 +41,7 @@ fn command(emu: &mut EmuCtl, cmd: &str) -> Vec<String> {
 pub(crate) fn fuzz_device(args: &[String]) {
     let seed = arg(args, "--seed", Some(1));
     let mut klog = KernelLog::open().unwrap_or_else(|e| fail(format!("kernel log: {e}")));
-    let ctx = open_ctx();
-    let events = ctx
-        .async_events()
-        .unwrap_or_else(|e| fail(format!("async event file: {e}")));
-    let pd = ctx
-        .alloc_pd()
-        .unwrap_or_else(|e| fail(format!("alloc_pd: {e}")));
+    let (ctx, events, pd) = open_with_events();
     let Regions {
         mut src,
         mut dst,

@@ -444,8 +444,14 @@ fn fatal(args: &[String]) {
         kind == IB_EVENT_DEVICE_FATAL,
         "first event is DEVICE_FATAL".into(),
     );
-    // The context is disassociated when the driver removes the device:
-    // from then on every verb fails with EIO.
+    expect_disassociated(&ctx, timeout);
+    expect_events_end(&events);
+    println!("PASS");
+}
+
+/// The context is disassociated when the driver removes the device: within
+/// `timeout`, every verb fails with EIO from then on.
+fn expect_disassociated(ctx: &Context, timeout: Duration) {
     let start = std::time::Instant::now();
     loop {
         match ctx.query_port(1) {
@@ -467,9 +473,12 @@ fn fatal(args: &[String]) {
         ctx.alloc_pd().map(|p| p.pdn),
         libc::EIO,
     );
-    // The event file stays readable after disassociation; DEVICE_FATAL
-    // (repeated by the core when it disassociated the context) marks the
-    // end of the stream: no other event may follow.
+}
+
+/// The event file stays readable after disassociation; DEVICE_FATAL
+/// (repeated by the core when it disassociated the context) marks the end
+/// of the stream: no other event may follow.
+fn expect_events_end(events: &AsyncEvents) {
     loop {
         match events.next(Duration::from_millis(500)) {
             Ok(None) => break,
@@ -480,7 +489,18 @@ fn fatal(args: &[String]) {
             Err(e) => fail(format!("reading events after disassociation: {e}")),
         }
     }
-    println!("PASS");
+}
+
+/// A context with its async event file and its PD.
+fn open_with_events() -> (Context, AsyncEvents, Pd) {
+    let ctx = open_ctx();
+    let events = ctx
+        .async_events()
+        .unwrap_or_else(|e| fail(format!("async event file: {e}")));
+    let pd = ctx
+        .alloc_pd()
+        .unwrap_or_else(|e| fail(format!("alloc_pd: {e}")));
+    (ctx, events, pd)
 }
 
 /// Anonymous private memory, unmapped on drop.
@@ -1782,13 +1802,7 @@ fn reconnect_keys(ctx: &Context, a: &End, b: &End, remote: u32, local: u32) {
 /// in ERR (posting refused), all within bounded time; the QP recovers
 /// through RESET.
 fn write_errors(_args: &[String]) {
-    let ctx = open_ctx();
-    let events = ctx
-        .async_events()
-        .unwrap_or_else(|e| fail(format!("async event file: {e}")));
-    let pd = ctx
-        .alloc_pd()
-        .unwrap_or_else(|e| fail(format!("alloc_pd: {e}")));
+    let (ctx, events, pd) = open_with_events();
     let len = 64 * MIB;
     let mut src = Mapping::new(len);
     let mut dst = Mapping::new(len);

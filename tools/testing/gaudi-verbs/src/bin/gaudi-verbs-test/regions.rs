@@ -45,30 +45,28 @@ fn contained(
     }
     let first_page = va - lead;
     let end = first_page + (lead + len).next_multiple_of(PAGE);
-    for (what, at) in [
-        (
-            "one byte before the first pinned page",
-            first_page.wrapping_sub(1),
-        ),
-        ("the byte after the last pinned page", end),
+    // Four bytes as the device sees them, read in one command.
+    let at = [first_page.wrapping_sub(1), end, va, va + len - 1];
+    let got = emu
+        .peek_bytes(&at)
+        .map_err(|e| format!("emulator peek-bytes: {e}"))?;
+    for (what, i) in [
+        ("one byte before the first pinned page", 0),
+        ("the byte after the last pinned page", 1),
     ] {
-        if let Ok(v) = emu.peek(at, 1) {
+        if let Some(v) = got[i] {
             return Err(format!(
-                "{what} (device VA {at:#x}) is mapped: it reads {v:02x?}"
+                "{what} (device VA {:#x}) is mapped: it reads {v:#04x}",
+                at[i]
             ));
         }
     }
-    for (what, at, want) in [
-        ("the first byte", va, ends.0),
-        ("the last byte", va + len - 1, ends.1),
-    ] {
-        match emu.peek(at, 1) {
-            Ok(v) if v == [want] => {}
-            r => {
-                return Err(format!(
-                    "{what} (device VA {at:#x}): {r:?}, the CPU wrote {want:#04x}"
-                ))
-            }
+    for (what, i, want) in [("the first byte", 2, ends.0), ("the last byte", 3, ends.1)] {
+        if got[i] != Some(want) {
+            return Err(format!(
+                "{what} (device VA {:#x}): {:?}, the CPU wrote {want:#04x}",
+                at[i], got[i]
+            ));
         }
     }
     Ok(2)

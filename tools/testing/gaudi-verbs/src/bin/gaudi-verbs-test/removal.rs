@@ -228,28 +228,7 @@ pub(crate) fn removal(args: &[String]) {
         "ok: DEVICE_FATAL {:.1} s after the last WRITE that landed",
         last.elapsed().as_secs_f64()
     );
-    // Disassociation follows: every verb fails with EIO from then on.
-    let since = std::time::Instant::now();
-    loop {
-        match ctx.query_port(1) {
-            Ok(_) if since.elapsed() < timeout => std::thread::sleep(Duration::from_millis(50)),
-            Ok(_) => fail(format!(
-                "context still works {timeout:?} after DEVICE_FATAL"
-            )),
-            Err(e) => {
-                check(
-                    errno(&e) == libc::EIO,
-                    format!("QUERY_PORT after disassociation: errno {} ({e})", errno(&e)),
-                );
-                break;
-            }
-        }
-    }
-    expect_errno(
-        "alloc PD after disassociation",
-        ctx.alloc_pd().map(|p| p.pdn),
-        libc::EIO,
-    );
+    expect_disassociated(&ctx, timeout);
     let wr = write_wr(0, t.src.addr(), 64, t.smr.lkey, t.dst.addr(), t.dmr.rkey);
     match ctx.post_send(&t.a.qp, &[wr]) {
         Ok(()) => fail("post_send after disassociation succeeded".into()),
@@ -264,16 +243,7 @@ pub(crate) fn removal(args: &[String]) {
     qp.post_write(sva, diova, 64, true, None);
     let cqe = qp.poll_spin(1000);
     println!("ok: after disassociation: WQE written, doorbell rung, CQ read: {cqe:?}");
-    loop {
-        match events.next(Duration::from_millis(500)) {
-            Ok(None) => break,
-            Ok(Some(ev)) => check(
-                ev.event_type == IB_EVENT_DEVICE_FATAL,
-                "then DEVICE_FATAL only".into(),
-            ),
-            Err(e) => fail(format!("reading events after disassociation: {e}")),
-        }
-    }
+    expect_events_end(&events);
     println!("PASS");
 }
 
@@ -286,13 +256,7 @@ pub(crate) fn removal(args: &[String]) {
 /// error CQE; with the link up again both QPs come back through RESET and
 /// WRITEs land again.
 pub(crate) fn link_flap(_args: &[String]) {
-    let ctx = open_ctx();
-    let events = ctx
-        .async_events()
-        .unwrap_or_else(|e| fail(format!("async event file: {e}")));
-    let pd = ctx
-        .alloc_pd()
-        .unwrap_or_else(|e| fail(format!("alloc PD: {e}")));
+    let (ctx, events, pd) = open_with_events();
     let mut t = Traffic::new(&ctx, &pd);
     let mut emu = EmuCtl::open().unwrap_or_else(|e| fail(format!("emulator control: {e}")));
     for _ in 0..2 {

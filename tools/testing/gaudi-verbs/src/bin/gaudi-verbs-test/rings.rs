@@ -352,13 +352,7 @@ pub(crate) fn sq_full(_args: &[String]) {
 /// order. Recovery as documented: the QP and CQ are destroyed, new ones
 /// work.
 pub(crate) fn cq_overflow(_args: &[String]) {
-    let ctx = open_ctx();
-    let events = ctx
-        .async_events()
-        .unwrap_or_else(|e| fail(format!("async event file: {e}")));
-    let pd = ctx
-        .alloc_pd()
-        .unwrap_or_else(|e| fail(format!("alloc_pd: {e}")));
+    let (ctx, events, pd) = open_with_events();
     let Regions {
         mut src,
         mut dst,

@@ -48,13 +48,7 @@ pub(crate) fn emu_cmd(emu: &mut EmuCtl, cmd: &str) {
 pub(crate) fn cq_no_overflow(_args: &[String]) {
     const SLOT: usize = 64;
     const IMM: u32 = 0x5100_0000;
-    let ctx = open_ctx();
-    let events = ctx
-        .async_events()
-        .unwrap_or_else(|e| fail(format!("async event file: {e}")));
-    let pd = ctx
-        .alloc_pd()
-        .unwrap_or_else(|e| fail(format!("alloc_pd: {e}")));
+    let (ctx, events, pd) = open_with_events();
     let mut emu = emu();
 
     // The responder's CQ: 16 entries asked for.
