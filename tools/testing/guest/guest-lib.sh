@@ -178,6 +178,25 @@ start_removal_traffic() {
 	wait_for_line /tmp/removal.out 600 '^traffic$'
 }
 
+# After a fatal error: the InfiniBand device is gone while PCI function $1
+# stays bound to the driver; unbinding it leaves no DMA or interrupt behind
+# (after $3), and binding it again gives a working device with $2 ACTIVE
+# links.
+rebind_after_fatal() {
+	n=$(rdma dev show | grep -c ': gaudi_' || true)
+	[ "$n" = 0 ] || fail "the gaudi device is still registered after the fatal error"
+	[ "$(bound_driver "$1")" = gaudi_ib ] || fail "the PCI device lost its driver"
+	echo "$1" >/sys/bus/pci/drivers/gaudi_ib/unbind || fail "unbind failed"
+	emu_quiet_after "$3 and unbind"
+	echo "$1" >/sys/bus/pci/drivers/gaudi_ib/bind || fail "bind failed"
+	n=$(rdma link show | grep -c '^link gaudi_[0-9]*/[0-9]* state ACTIVE ' || true)
+	[ "$n" = "$2" ] || fail "after rebind: $n ACTIVE links, expected $2"
+	gaudi-verbs-test uverbs --ports "$2" >/tmp/uverbs.out 2>&1 || {
+		cat /tmp/uverbs.out
+		fail "the rebound device does not work"
+	}
+}
+
 # State of link $1 (e.g. gaudi_0/1) in `rdma link show`.
 link_state() {
 	rdma link show "$1" | sed -n 's/.* state \([A-Z_]*\) .*/\1/p'

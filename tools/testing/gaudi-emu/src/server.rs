@@ -162,8 +162,9 @@ impl Backend {
 
 impl ServerBackend for Backend {
     fn region_read(&mut self, region: u32, offset: u64, data: &mut [u8]) -> std::io::Result<()> {
-        // A device that vanished answers every read with all ones.
-        if self.device.lock().unwrap().is_gone() {
+        // A device that vanished answers every read with all ones (BAR0 reads
+        // see to it themselves).
+        if region != VFIO_PCI_BAR0_REGION_INDEX && self.device.lock().unwrap().is_gone() {
             data.fill(0xff);
             return Ok(());
         }
@@ -193,7 +194,9 @@ impl ServerBackend for Backend {
     }
 
     fn region_write(&mut self, region: u32, offset: u64, data: &[u8]) -> std::io::Result<()> {
-        if self.device.lock().unwrap().is_gone() {
+        // A device that vanished drops every write (BAR0 writes see to it
+        // themselves).
+        if region != VFIO_PCI_BAR0_REGION_INDEX && self.device.lock().unwrap().is_gone() {
             return Ok(());
         }
         match region {

@@ -17,16 +17,5 @@ wait $bg_pid || {
 }
 cat /tmp/fatal.out
 test_log | grep -q "device fatal error" || fail "no log line for the fatal error"
-n=$(rdma dev show | grep -c ': gaudi_' || true)
-[ "$n" = 0 ] || fail "the gaudi device is still registered after the fatal error"
-[ "$(bound_driver "$dev")" = gaudi_ib ] || fail "the PCI device lost its driver"
-echo "$dev" >/sys/bus/pci/drivers/gaudi_ib/unbind || fail "unbind failed"
-emu_quiet_after "the fatal error and unbind"
-echo "$dev" >/sys/bus/pci/drivers/gaudi_ib/bind || fail "bind failed"
-n=$(rdma link show | grep -c '^link gaudi_[0-9]*/[0-9]* state ACTIVE ' || true)
-[ "$n" = "$ports" ] || fail "after rebind: $n ACTIVE links, expected $ports"
-gaudi-verbs-test uverbs --ports "$ports" >/tmp/uverbs.out 2>&1 || {
-	cat /tmp/uverbs.out
-	fail "the rebound device does not work"
-}
+rebind_after_fatal "$dev" "$ports" "the fatal error"
 echo "DEVICE_FATAL reached user space, context disassociated, rebind gave a working device"

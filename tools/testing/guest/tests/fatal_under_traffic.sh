@@ -15,14 +15,5 @@ wait $bg_pid || { cat /tmp/removal.out; fail "the traffic did not end in DEVICE_
 cat /tmp/removal.out
 n=$(test_log | grep -c "device fatal error" || true)
 [ "$n" = 1 ] || fail "the fatal error was logged $n times, expected once"
-n=$(rdma dev show | grep -c ': gaudi_' || true)
-[ "$n" = 0 ] || fail "the gaudi device is still registered after the fatal error"
-[ "$(bound_driver "$dev")" = gaudi_ib ] || fail "the PCI device lost its driver"
-echo "$dev" >/sys/bus/pci/drivers/gaudi_ib/unbind || fail "unbind failed"
-emu_quiet_after "the fatal error under traffic and unbind"
-echo "$dev" >/sys/bus/pci/drivers/gaudi_ib/bind || fail "bind failed"
-gaudi-verbs-test uverbs --ports "$(kparam ports 2)" >/tmp/uverbs.out 2>&1 || {
-	cat /tmp/uverbs.out
-	fail "the rebound device does not work"
-}
+rebind_after_fatal "$dev" "$(kparam ports 2)" "the fatal error under traffic"
 echo "fatal error under traffic: DEVICE_FATAL and EIO in the process, rebind gave a working device"
