@@ -180,8 +180,9 @@ impl<'c> Traffic<'c> {
 /// each checked byte for byte, until the device goes away (the test makes
 /// it: a fatal error, a crash of the device, an unplug). Prints "listening"
 /// when the context exists and "traffic" once WRITEs have landed on both
-/// paths. Then: DEVICE_FATAL arrives within S seconds (default 30) of the
-/// last WRITE that landed, every verb fails with EIO, the event stream ends
+/// paths. The device must go away within S seconds (default 30) of the
+/// first WRITE; then DEVICE_FATAL arrives within S seconds of the last
+/// WRITE that landed, every verb fails with EIO, the event stream ends
 /// with DEVICE_FATAL only, and the mapped queues still read and write
 /// without a fault (the core replaced them with a dummy page).
 pub(crate) fn removal(args: &[String]) {
@@ -191,7 +192,8 @@ pub(crate) fn removal(args: &[String]) {
         .alloc_pd()
         .unwrap_or_else(|e| fail(format!("alloc PD: {e}")));
     let mut t = Traffic::new(&ctx, &pd);
-    let mut last = std::time::Instant::now();
+    let began = std::time::Instant::now();
+    let mut last = began;
     let stop = loop {
         if let Err(stop) = t.step(3000) {
             break stop;
@@ -210,8 +212,10 @@ pub(crate) fn removal(args: &[String]) {
             Ok(None) => {}
             Err(e) => break Stop::Errno("reading events", errno(&e)),
         }
-        if last.elapsed() > timeout {
-            fail(format!("the device is still there after {timeout:?}"));
+        if began.elapsed() > timeout {
+            fail(format!(
+                "the device is still there {timeout:?} after the traffic began"
+            ));
         }
     };
     let (standard, fast) = (t.standard, t.fast);
