@@ -56,6 +56,7 @@ pub(crate) use raw_flags;
 pub mod cq;
 pub mod device;
 pub mod mmap;
+pub mod print;
 pub mod qp;
 pub mod types;
 pub mod udata;
@@ -68,72 +69,7 @@ pub use device::{
     Registration, Ucontext, UserMr,
 };
 pub use types::{
-    driver_id, DeviceAttr, Event, Gid, LinkLayer, Mtu, PhysState, PortAttr, PortImmutable,
-    PortProtocol, PortSpeed, PortState, PortWidth,
+    DeviceAttr, Event, Gid, LinkLayer, Mtu, PhysState, PortAttr, PortImmutable, PortProtocol,
+    PortSpeed, PortState, PortWidth,
 };
 pub use udata::{Udata, User};
-
-/// Declare a structure of a driver's RDMA uAPI (udata or ioctl attribute), matching its C
-/// declaration in `include/uapi/rdma/`.
-///
-/// The structure is `#[repr(C)]`, `Default` (all zero) and implements
-/// [`FromBytes`](crate::transmute::FromBytes) and [`AsBytes`](crate::transmute::AsBytes), so
-/// [`Udata`] and [`uverbs::Call`] can copy it from and to user space. The build fails if it has
-/// padding (every byte must be a declared field, reserved fields included) or if its size is not
-/// a multiple of 8 bytes, as the uAPI rules require.
-///
-/// # Examples
-///
-/// ```
-/// kernel::rdma::uapi_struct! {
-///     /// `struct my_alloc_pd_resp`.
-///     pub struct AllocPdResp {
-///         pub comp_mask: u32,
-///         pub pdn: u32,
-///     }
-/// }
-///
-/// let resp = AllocPdResp { pdn: 3, ..Default::default() };
-/// assert_eq!(kernel::transmute::AsBytes::as_bytes(&resp), &[0, 0, 0, 0, 3, 0, 0, 0]);
-/// ```
-#[macro_export]
-macro_rules! rdma_uapi_struct {
-    (
-        $(#[$meta:meta])*
-        $vis:vis struct $name:ident {
-            $($(#[$fmeta:meta])* $fvis:vis $field:ident : $ty:ty),* $(,)?
-        }
-    ) => {
-        $(#[$meta])*
-        #[repr(C)]
-        #[derive(Clone, Copy, Debug, Default)]
-        $vis struct $name {
-            $($(#[$fmeta])* $fvis $field: $ty),*
-        }
-
-        const _: () = {
-            ::core::assert!(
-                ::core::mem::size_of::<$name>() == 0 $(+ ::core::mem::size_of::<$ty>())*,
-                "uAPI structures must not have padding"
-            );
-            ::core::assert!(
-                ::core::mem::size_of::<$name>() % 8 == 0,
-                "uAPI structures must be a multiple of 8 bytes"
-            );
-        };
-
-        const _: fn() = || {
-            fn plain<T: $crate::transmute::FromBytes + $crate::transmute::AsBytes>() {}
-            $(plain::<$ty>();)*
-        };
-
-        // SAFETY: The structure is `#[repr(C)]` without padding (checked above) and all its
-        // fields are `FromBytes`, so any bytes make a valid value.
-        unsafe impl $crate::transmute::FromBytes for $name {}
-        // SAFETY: The structure is `#[repr(C)]` without padding (checked above) and all its
-        // fields are `AsBytes`, so all its bytes are initialised.
-        unsafe impl $crate::transmute::AsBytes for $name {}
-    };
-}
-
-pub use crate::rdma_uapi_struct as uapi_struct;

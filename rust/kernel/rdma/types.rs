@@ -430,17 +430,3 @@ mod tests {
         assert_eq!(raw.ip_gids(), 1);
     }
 }
-
-/// Driver ids (`enum rdma_driver_id`), for [`Driver::DRIVER_ID`](super::Driver::DRIVER_ID).
-pub mod driver_id {
-    use crate::bindings;
-
-    /// No driver id: the device has no driver-specific uAPI.
-    pub const UNKNOWN: u32 = bindings::rdma_driver_id_RDMA_DRIVER_UNKNOWN;
-    /// Amazon Elastic Fabric Adapter.
-    pub const EFA: u32 = bindings::rdma_driver_id_RDMA_DRIVER_EFA;
-    /// Soft RoCE.
-    pub const RXE: u32 = bindings::rdma_driver_id_RDMA_DRIVER_RXE;
-    /// Habana Labs Gaudi2 NIC.
-    pub const GAUDI: u32 = bindings::rdma_driver_id_RDMA_DRIVER_GAUDI;
-}

@@ -12,18 +12,21 @@
 //!
 //! # Examples
 //!
+//! The structures come from the uAPI header, through the `uapi` crate, which derives zerocopy's
+//! [`FromBytes`], [`IntoBytes`] and [`Immutable`] for them: the build fails if one has padding.
+//!
 //! ```
 //! use kernel::prelude::*;
 //! use kernel::rdma::Udata;
+//! use zerocopy_derive::Immutable;
 //!
+//! // As the `uapi` crate generates it from `struct my_alloc_pd_resp`.
 //! #[repr(C)]
-//! #[derive(Default)]
+//! #[derive(FromBytes, IntoBytes, Immutable)]
 //! struct AllocPdResp {
 //!     pdn: u32,
 //!     reserved: u32,
 //! }
-//! // SAFETY: `AllocPdResp` has no padding and every bit pattern is valid.
-//! unsafe impl kernel::transmute::AsBytes for AllocPdResp {}
 //!
 //! fn respond(udata: &mut Udata<'_>, pdn: u32) -> Result {
 //!     udata.write(&AllocPdResp { pdn, reserved: 0 })
@@ -34,10 +37,10 @@ use crate::{
     bindings,
     prelude::*,
     rdma::{Driver, Ucontext},
-    transmute::{AsBytes, FromBytes},
     uaccess::{UserPtr, UserSlice},
 };
 use core::marker::PhantomData;
+use zerocopy::{FromBytes, Immutable, IntoBytes};
 
 /// The driver data of one user verb.
 ///
@@ -88,15 +91,15 @@ impl<'a> Udata<'a> {
     /// A shorter request (an older user space) leaves the rest of `T` zero. A longer request is
     /// accepted only if the bytes beyond `T` are zero (a newer user space not using features
     /// this kernel lacks), otherwise it fails with `EOPNOTSUPP`.
-    pub fn read<T: FromBytes + AsBytes + Default>(&self) -> Result<T> {
-        let mut value = T::default();
+    pub fn read<T: FromBytes + IntoBytes>(&self) -> Result<T> {
+        let mut value = T::new_zeroed();
         let size = core::mem::size_of::<T>();
         let len = self.in_len();
         // SAFETY: `raw` is valid by the type invariants.
         let ptr = UserPtr::from_ptr(unsafe { (*self.raw).inbuf }.cast_mut());
         let mut reader = UserSlice::new(ptr, len).reader();
         let n = len.min(size);
-        reader.read_slice(&mut value.as_bytes_mut()[..n])?;
+        reader.read_slice(&mut value.as_mut_bytes()[..n])?;
         // The extra bytes of a longer request must be zero.
         let mut chunk = [0u8; 64];
         while !reader.is_empty() {
@@ -110,7 +113,7 @@ impl<'a> Udata<'a> {
     }
 
     /// Write the response `value`, truncated to the room user space gave.
-    pub fn write<T: AsBytes>(&mut self, value: &T) -> Result {
+    pub fn write<T: IntoBytes + Immutable>(&mut self, value: &T) -> Result {
         let bytes = value.as_bytes();
         let n = self.out_len().min(bytes.len());
         // SAFETY: `raw` is valid by the type invariants.

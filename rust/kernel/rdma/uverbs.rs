@@ -95,12 +95,20 @@ use crate::{
     error::from_result,
     prelude::*,
     rdma::{Device, Driver, Ucontext, Udata},
-    transmute::{AsBytes, FromBytes},
 };
 use core::marker::PhantomData;
+use zerocopy::{FromBytes, Immutable, IntoBytes};
 
 /// The first id of the driver namespace (`1 << UVERBS_ID_NS_SHIFT`).
 pub const NS_DRIVER: u16 = 1 << bindings::UVERBS_ID_NS_SHIFT;
+
+/// An id (object, method or attribute) of a driver's uAPI as bindgen generates it from the
+/// `enum`s of the driver's header in `kernel::uapi`. Use it in a `const`: the build fails if
+/// the value does not fit the 16 bits the protocol gives ids.
+pub const fn id(value: u32) -> u16 {
+    assert!(value <= u16::MAX as u32, "uverbs ids are 16 bits");
+    value as u16
+}
 
 /// The core's memory region object type (`UVERBS_OBJECT_MR`), for [`AttrDef::idr`].
 pub const OBJECT_MR: u16 = bindings::uverbs_default_objects_UVERBS_OBJECT_MR as u16;
@@ -205,7 +213,7 @@ impl AttrDef {
     }
 
     /// An output structure `S`; user space gives room for all of it (`UVERBS_ATTR_TYPE`).
-    pub const fn ptr_out<S: AsBytes>(id: u16, p: Presence) -> Self {
+    pub const fn ptr_out<S: IntoBytes>(id: u16, p: Presence) -> Self {
         let size = Self::size_of::<S>();
         Self::ptr(
             id,
@@ -219,7 +227,7 @@ impl AttrDef {
 
     /// An extensible output structure `S`; user space gives room for at least `min_len` bytes
     /// and the rest is truncated.
-    pub const fn ptr_out_ext<S: AsBytes>(id: u16, min_len: u16, p: Presence) -> Self {
+    pub const fn ptr_out_ext<S: IntoBytes>(id: u16, min_len: u16, p: Presence) -> Self {
         let size = Self::size_of::<S>();
         assert!(min_len <= size);
         Self::ptr(
@@ -234,7 +242,7 @@ impl AttrDef {
 
     /// An output array of `S`, written with [`Call::write_slice`]: user space gives room for at
     /// least one element (`UVERBS_ATTR_MIN_SIZE`).
-    pub const fn array_out<S: AsBytes>(id: u16, p: Presence) -> Self {
+    pub const fn array_out<S: IntoBytes>(id: u16, p: Presence) -> Self {
         Self::ptr(
             id,
             bindings::uverbs_attr_type_UVERBS_ATTR_TYPE_PTR_OUT,
@@ -773,9 +781,9 @@ impl<'a, T: Driver> Call<'a, T> {
 
     /// Read input structure `S` of attribute `id`; a shorter extensible input leaves the rest
     /// zero. `ENOENT` if user space did not give it.
-    pub fn read<S: FromBytes + AsBytes + Default>(&self, id: u16) -> Result<S> {
-        let mut value = S::default();
-        let bytes = value.as_bytes_mut();
+    pub fn read<S: FromBytes + IntoBytes>(&self, id: u16) -> Result<S> {
+        let mut value = S::new_zeroed();
+        let bytes = value.as_mut_bytes();
         // SAFETY: `raw` is a valid bundle; `bytes` is valid for writes of its length.
         crate::error::to_result(unsafe {
             bindings::_uverbs_copy_from_or_zero(
@@ -866,21 +874,20 @@ impl<'a, T: Driver> Call<'a, T> {
 
     /// Write `values` to output array attribute `id` ([`AttrDef::array_out`]): `ENOSPC` if
     /// user space gave room for fewer, `ENOENT` if it did not give the attribute.
-    pub fn write_slice<S: AsBytes>(&mut self, id: u16, values: &[S]) -> Result {
-        let bytes = core::mem::size_of_val(values);
-        if self.len(id)? < bytes {
+    pub fn write_slice<S: IntoBytes + Immutable>(&mut self, id: u16, values: &[S]) -> Result {
+        let bytes = values.as_bytes();
+        if self.len(id)? < bytes.len() {
             return Err(ENOSPC);
         }
-        // SAFETY: `raw` is a valid bundle; `values` is valid for reads of `bytes` bytes, all
-        // initialised (`S: AsBytes`).
+        // SAFETY: `raw` is a valid bundle; `bytes` is valid for reads of its length.
         crate::error::to_result(unsafe {
-            bindings::uverbs_copy_to(self.raw, id.into(), values.as_ptr().cast(), bytes)
+            bindings::uverbs_copy_to(self.raw, id.into(), bytes.as_ptr().cast(), bytes.len())
         })
     }
 
     /// Write `value` to output attribute `id`, truncated to the room user space gave.
     /// `ENOENT` if user space did not give it.
-    pub fn write<S: AsBytes>(&mut self, id: u16, value: &S) -> Result {
+    pub fn write<S: IntoBytes + Immutable>(&mut self, id: u16, value: &S) -> Result {
         let bytes = value.as_bytes();
         // SAFETY: `raw` is a valid bundle; `bytes` is valid for reads of its length.
         crate::error::to_result(unsafe {

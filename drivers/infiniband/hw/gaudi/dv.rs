@@ -39,9 +39,15 @@ use kernel::{
         Arc,
         Mutex, //
     },
+    uapi,
 };
 
 use crate::{
+    hw::{
+        self,
+        CqContext,
+        QpContext, //
+    },
     ib::{
         Charge,
         GaudiRdma,
@@ -59,11 +65,6 @@ use crate::{
         CMD_QP_READ,
         CMD_QP_WRITE,
         CQE_SIZE,
-        DEV_ERR,
-        DEV_INIT,
-        DEV_RESET,
-        DEV_RTR,
-        DEV_RTS,
         WQE_SIZE, //
     },
     regs,
@@ -88,7 +89,7 @@ pub(crate) fn mmap(entry: &MmapEntry<GaudiRdma>, vma: &mut Vma<'_>) -> Result {
         Map::Doorbell { port } => vma.io_map_bar(
             entry,
             0,
-            regs::doorbell(*port) as u64,
+            regs::doorbell_page(*port) as u64,
             PAGE_SIZE,
             Caching::Uncached,
         ),
@@ -166,23 +167,22 @@ impl SetPort {
             cq,
         };
         let cq_va = p.cq.map.va();
-        p.shared.command(
-            CMD_CQ_CREATE,
-            port,
-            cqn,
-            &[cq_va as u32, (cq_va >> 32) as u32, set.log_cq, 0],
-            &mut [],
-        )?;
+        let ctx = CqContext {
+            ring_va: cq_va,
+            log_size: set.log_cq,
+            vector: 0,
+        };
+        p.shared.command(CMD_CQ_CREATE, port, cqn, &ctx, &mut ())?;
         p.cq_created = true;
-        p.write(DEV_RESET, &QpAttrs::default(), set.log_sq)?;
+        p.write(hw::QPS_RESET, &QpAttrs::default(), set.log_sq)?;
         p.qp_created = true;
         Ok(p)
     }
 
-    fn write(&self, state: u32, a: &QpAttrs, log_sq: u32) -> Result {
+    fn write(&self, state: u8, a: &QpAttrs, log_sq: u32) -> Result {
         let ctx = queue::qp_context(state, self.cqn, self.sq.map.va(), log_sq, a);
         self.shared
-            .command(CMD_QP_WRITE, self.port, self.index, &ctx, &mut [])
+            .command(CMD_QP_WRITE, self.port, self.index, &ctx, &mut ())
     }
 }
 
@@ -309,95 +309,40 @@ impl Object for QpSet {
     }
 }
 
-// The driver's uverbs namespace, include/uapi/rdma/gaudi_user_ioctl_cmds.h.
-const NS: u16 = uverbs::NS_DRIVER;
-pub(crate) const GAUDI_IB_OBJECT_QP_SET: u16 = NS + 1;
-const GAUDI_IB_METHOD_QP_SET_CREATE: u16 = NS;
-const GAUDI_IB_METHOD_QP_SET_DESTROY: u16 = NS + 1;
-const GAUDI_IB_METHOD_QP_SET_MODIFY: u16 = NS + 2;
-const GAUDI_IB_METHOD_QP_SET_QUERY: u16 = NS + 3;
-const ATTR_CREATE_HANDLE: u16 = NS;
-const ATTR_CREATE_REQ: u16 = NS + 1;
-const ATTR_CREATE_RESP: u16 = NS + 2;
-const ATTR_CREATE_PORTS: u16 = NS + 3;
-const ATTR_DESTROY_HANDLE: u16 = NS;
-const ATTR_MODIFY_HANDLE: u16 = NS;
-const ATTR_MODIFY_PORT: u16 = NS + 1;
-const ATTR_MODIFY_REQ: u16 = NS + 2;
-const ATTR_QUERY_HANDLE: u16 = NS;
-const ATTR_QUERY_PORT: u16 = NS + 1;
-const ATTR_QUERY_RESP: u16 = NS + 2;
+pub(crate) const GAUDI_IB_OBJECT_QP_SET: u16 =
+    uverbs::id(uapi::gaudi_ib_objects_GAUDI_IB_OBJECT_QP_SET);
+const GAUDI_IB_METHOD_QP_SET_CREATE: u16 =
+    uverbs::id(uapi::gaudi_ib_qp_set_methods_GAUDI_IB_METHOD_QP_SET_CREATE);
+const GAUDI_IB_METHOD_QP_SET_DESTROY: u16 =
+    uverbs::id(uapi::gaudi_ib_qp_set_methods_GAUDI_IB_METHOD_QP_SET_DESTROY);
+const GAUDI_IB_METHOD_QP_SET_MODIFY: u16 =
+    uverbs::id(uapi::gaudi_ib_qp_set_methods_GAUDI_IB_METHOD_QP_SET_MODIFY);
+const GAUDI_IB_METHOD_QP_SET_QUERY: u16 =
+    uverbs::id(uapi::gaudi_ib_qp_set_methods_GAUDI_IB_METHOD_QP_SET_QUERY);
+const ATTR_CREATE_HANDLE: u16 =
+    uverbs::id(uapi::gaudi_ib_qp_set_create_attrs_GAUDI_IB_ATTR_QP_SET_CREATE_HANDLE);
+const ATTR_CREATE_REQ: u16 =
+    uverbs::id(uapi::gaudi_ib_qp_set_create_attrs_GAUDI_IB_ATTR_QP_SET_CREATE_REQ);
+const ATTR_CREATE_RESP: u16 =
+    uverbs::id(uapi::gaudi_ib_qp_set_create_attrs_GAUDI_IB_ATTR_QP_SET_CREATE_RESP);
+const ATTR_CREATE_PORTS: u16 =
+    uverbs::id(uapi::gaudi_ib_qp_set_create_attrs_GAUDI_IB_ATTR_QP_SET_CREATE_PORTS);
+const ATTR_DESTROY_HANDLE: u16 =
+    uverbs::id(uapi::gaudi_ib_qp_set_destroy_attrs_GAUDI_IB_ATTR_QP_SET_DESTROY_HANDLE);
+const ATTR_MODIFY_HANDLE: u16 =
+    uverbs::id(uapi::gaudi_ib_qp_set_modify_attrs_GAUDI_IB_ATTR_QP_SET_MODIFY_HANDLE);
+const ATTR_MODIFY_PORT: u16 =
+    uverbs::id(uapi::gaudi_ib_qp_set_modify_attrs_GAUDI_IB_ATTR_QP_SET_MODIFY_PORT);
+const ATTR_MODIFY_REQ: u16 =
+    uverbs::id(uapi::gaudi_ib_qp_set_modify_attrs_GAUDI_IB_ATTR_QP_SET_MODIFY_REQ);
+const ATTR_QUERY_HANDLE: u16 =
+    uverbs::id(uapi::gaudi_ib_qp_set_query_attrs_GAUDI_IB_ATTR_QP_SET_QUERY_HANDLE);
+const ATTR_QUERY_PORT: u16 =
+    uverbs::id(uapi::gaudi_ib_qp_set_query_attrs_GAUDI_IB_ATTR_QP_SET_QUERY_PORT);
+const ATTR_QUERY_RESP: u16 =
+    uverbs::id(uapi::gaudi_ib_qp_set_query_attrs_GAUDI_IB_ATTR_QP_SET_QUERY_RESP);
 
-/// `GAUDI_IB_QP_SET_CREATE_INDEX` of `enum gaudi_ib_qp_set_create_flags`.
-const CREATE_INDEX: u32 = 1 << 0;
-
-kernel::rdma::uapi_struct! {
-    /// `struct gaudi_ib_qp_set_create`.
-    struct CreateReq {
-        comp_mask: u32,
-        flags: u32,
-        ports: u64,
-        log_sq_entries: u32,
-        log_cq_entries: u32,
-        index: u32,
-        reserved: u32,
-    }
-}
-
-kernel::rdma::uapi_struct! {
-    /// `struct gaudi_ib_qp_set_create_resp`.
-    struct CreateResp {
-        comp_mask: u32,
-        index: u32,
-        ports: u64,
-        sq_bytes: u32,
-        cq_bytes: u32,
-    }
-}
-
-kernel::rdma::uapi_struct! {
-    /// `struct gaudi_ib_qp_set_port`.
-    struct PortResp {
-        port_num: u32,
-        cqn: u32,
-        sq_offset: u64,
-        cq_offset: u64,
-        db_offset: u64,
-        sq_va: u64,
-        cq_va: u64,
-    }
-}
-
-kernel::rdma::uapi_struct! {
-    /// `struct gaudi_ib_qp_set_modify`.
-    struct ModifyReq {
-        comp_mask: u32,
-        state: u32,
-        dest_qpn: u32,
-        rq_psn: u32,
-        sq_psn: u32,
-        remote_rkey: u32,
-        local_rkey: u32,
-        path_mtu: u8,
-        timeout: u8,
-        retry_cnt: u8,
-        reserved0: u8,
-        dmac: [u8; 6],
-        udp_sport: u16,
-        dest_ipv4: [u8; 4],
-        reserved1: u32,
-    }
-}
-
-kernel::rdma::uapi_struct! {
-    /// `struct gaudi_ib_qp_set_qp_info`.
-    struct QpInfo {
-        comp_mask: u32,
-        state: u32,
-        sq_psn: u32,
-        rq_psn: u32,
-    }
-}
+const CREATE_INDEX: u32 = uapi::gaudi_ib_qp_set_create_flags_GAUDI_IB_QP_SET_CREATE_INDEX;
 
 // `enum ib_qp_state`.
 const IB_QPS_RESET: u32 = 0;
@@ -417,7 +362,7 @@ impl Create {
     fn offer(
         ctx: &rdma::Ucontext<GaudiRdma>,
         set: &QpSet,
-        out: &mut KVec<PortResp>,
+        out: &mut KVec<uapi::gaudi_ib_qp_set_port>,
     ) -> Result<KVec<u64>> {
         let mut offsets = KVec::with_capacity(3 * set.ports.len(), GFP_KERNEL)?;
         let res = (|| -> Result {
@@ -429,7 +374,7 @@ impl Create {
                 let db = ctx.mmap_insert(PAGE_SIZE, Ok(Map::Doorbell { port: p.port }))?;
                 offsets.push(db, GFP_KERNEL)?;
                 out.push(
-                    PortResp {
+                    uapi::gaudi_ib_qp_set_port {
                         port_num: p.port + 1,
                         cqn: p.cqn,
                         sq_offset: sq,
@@ -469,16 +414,19 @@ impl Method for Create {
             uverbs::Access::New,
             Presence::Mandatory,
         ),
-        &AttrDef::ptr_in::<CreateReq>(ATTR_CREATE_REQ, Presence::Mandatory),
-        &AttrDef::ptr_out::<CreateResp>(ATTR_CREATE_RESP, Presence::Mandatory),
-        &AttrDef::array_out::<PortResp>(ATTR_CREATE_PORTS, Presence::Mandatory),
+        &AttrDef::ptr_in::<uapi::gaudi_ib_qp_set_create>(ATTR_CREATE_REQ, Presence::Mandatory),
+        &AttrDef::ptr_out::<uapi::gaudi_ib_qp_set_create_resp>(
+            ATTR_CREATE_RESP,
+            Presence::Mandatory,
+        ),
+        &AttrDef::array_out::<uapi::gaudi_ib_qp_set_port>(ATTR_CREATE_PORTS, Presence::Mandatory),
     ];
 
     fn handle(call: &mut Call<'_, GaudiRdma>) -> Result {
         let ctx = call.ucontext()?;
         let dev = ctx.device();
         let d = dev.data();
-        let req: CreateReq = call.read(ATTR_CREATE_REQ)?;
+        let req: uapi::gaudi_ib_qp_set_create = call.read(ATTR_CREATE_REQ)?;
         let caps = d.caps();
         let ports = d.ids.all_ports();
         if req.comp_mask != 0 || req.reserved != 0 || req.flags & !CREATE_INDEX != 0 {
@@ -493,7 +441,9 @@ impl Method for Create {
             return Err(EINVAL);
         }
         let mask = req.ports as u32;
-        if call.len(ATTR_CREATE_PORTS)? < mask.count_ones() as usize * size_of::<PortResp>() {
+        if call.len(ATTR_CREATE_PORTS)?
+            < mask.count_ones() as usize * size_of::<uapi::gaudi_ib_qp_set_port>()
+        {
             return Err(ENOSPC);
         }
         d.claim(dev, ctx.data())?;
@@ -517,18 +467,18 @@ impl Method for Create {
         )
         .inspect_err(|e| {
             if *e == EBUSY {
-                kernel::ratelimited!(pr_info!(
-                    "{}: QP set refused: index {} is in use on one of ports {:#x}\n",
-                    dev.name(),
+                kernel::ibdev_info_ratelimited!(
+                    dev,
+                    "QP set refused: index {} is in use on one of ports {:#x}\n",
                     req.index,
                     req.ports
-                ));
+                );
             }
         })?;
         set.charge = Some(charge);
         let mut out = KVec::new();
         set.offsets = Create::offer(ctx, &set, &mut out)?;
-        let resp = CreateResp {
+        let resp = uapi::gaudi_ib_qp_set_create_resp {
             index: set.index,
             ports: req.ports,
             sq_bytes: (WQE_SIZE << set.log_sq).next_multiple_of(PAGE_SIZE) as u32,
@@ -561,15 +511,15 @@ impl Modify {
         d: &crate::ib::IbDev,
         ctx: &rdma::Ucontext<GaudiRdma>,
         index: u32,
-        req: &ModifyReq,
+        req: &uapi::gaudi_ib_qp_set_modify,
         a: &mut QpAttrs,
-    ) -> Result<u32> {
+    ) -> Result<u8> {
         Ok(match req.state {
             IB_QPS_RESET => {
                 *a = QpAttrs::default();
-                DEV_RESET
+                hw::QPS_RESET
             }
-            IB_QPS_INIT => DEV_INIT,
+            IB_QPS_INIT => hw::QPS_INIT,
             IB_QPS_RTR => {
                 a.mtu = match req.path_mtu {
                     1 => Mtu::Mtu256,
@@ -611,7 +561,7 @@ impl Modify {
                     local_rkey: req.local_rkey,
                     ..Default::default()
                 };
-                DEV_RTR
+                hw::QPS_RTR
             }
             IB_QPS_RTS => {
                 if req.sq_psn > MASK_24 || req.timeout > 31 || req.retry_cnt > 7 {
@@ -620,9 +570,9 @@ impl Modify {
                 a.sq_psn = req.sq_psn;
                 a.timeout = req.timeout;
                 a.retry_cnt = req.retry_cnt;
-                DEV_RTS
+                hw::QPS_RTS
             }
-            IB_QPS_ERR => DEV_ERR,
+            IB_QPS_ERR => hw::QPS_ERR,
             _ => return Err(EINVAL),
         })
     }
@@ -639,7 +589,7 @@ impl Method for Modify {
             Presence::Mandatory,
         ),
         &AttrDef::const_in(ATTR_MODIFY_PORT, Presence::Mandatory),
-        &AttrDef::ptr_in::<ModifyReq>(ATTR_MODIFY_REQ, Presence::Mandatory),
+        &AttrDef::ptr_in::<uapi::gaudi_ib_qp_set_modify>(ATTR_MODIFY_REQ, Presence::Mandatory),
     ];
 
     fn handle(call: &mut Call<'_, GaudiRdma>) -> Result {
@@ -649,7 +599,7 @@ impl Method for Modify {
         let set = call.object::<QpSet>(ATTR_MODIFY_HANDLE)?;
         let port = call.const_in(ATTR_MODIFY_PORT, 1, u64::from(dev.port_count()))? as u32;
         let slot = set.slot(port - 1)?;
-        let req: ModifyReq = call.read(ATTR_MODIFY_REQ)?;
+        let req: uapi::gaudi_ib_qp_set_modify = call.read(ATTR_MODIFY_REQ)?;
         if req.comp_mask != 0 || req.reserved0 != 0 || req.reserved1 != 0 {
             return Err(EINVAL);
         }
@@ -663,9 +613,9 @@ impl Method for Modify {
         set.ports[slot]
             .write(state, &a, set.log_sq)
             .inspect_err(|e| {
-                pr_debug!(
-                    "{}: QP set {} port {}: move to state {} refused: {:?}\n",
-                    dev.name(),
+                kernel::ibdev_dbg!(
+                    dev,
+                    "QP set {} port {}: move to state {} refused: {:?}\n",
                     set.index,
                     port,
                     req.state,
@@ -691,7 +641,7 @@ impl Method for Query {
             Presence::Mandatory,
         ),
         &AttrDef::const_in(ATTR_QUERY_PORT, Presence::Mandatory),
-        &AttrDef::ptr_out::<QpInfo>(ATTR_QUERY_RESP, Presence::Mandatory),
+        &AttrDef::ptr_out::<uapi::gaudi_ib_qp_set_qp_info>(ATTR_QUERY_RESP, Presence::Mandatory),
     ];
 
     fn handle(call: &mut Call<'_, GaudiRdma>) -> Result {
@@ -699,15 +649,15 @@ impl Method for Query {
         let set = call.object::<QpSet>(ATTR_QUERY_HANDLE)?;
         let port = call.const_in(ATTR_QUERY_PORT, 1, u64::from(dev.port_count()))? as u32;
         let p = &set.ports[set.slot(port - 1)?];
-        let mut c = [0u32; 8];
+        let mut c = QpContext::default();
         p.shared
-            .command(CMD_QP_READ, p.port, p.index, &[], &mut c)?;
-        let state = match c[0] & 0xff {
-            DEV_RESET => IB_QPS_RESET,
-            DEV_INIT => IB_QPS_INIT,
-            DEV_RTR => IB_QPS_RTR,
-            DEV_RTS => IB_QPS_RTS,
-            DEV_ERR => IB_QPS_ERR,
+            .command(CMD_QP_READ, p.port, p.index, &(), &mut c)?;
+        let state = match c.state {
+            hw::QPS_RESET => IB_QPS_RESET,
+            hw::QPS_INIT => IB_QPS_INIT,
+            hw::QPS_RTR => IB_QPS_RTR,
+            hw::QPS_RTS => IB_QPS_RTS,
+            hw::QPS_ERR => IB_QPS_ERR,
             s => {
                 kernel::ratelimited!(dev_warn!(
                     p.shared.dev,
@@ -721,10 +671,10 @@ impl Method for Query {
         };
         call.write(
             ATTR_QUERY_RESP,
-            &QpInfo {
+            &uapi::gaudi_ib_qp_set_qp_info {
                 state,
-                sq_psn: c[6] & MASK_24,
-                rq_psn: c[7] & MASK_24,
+                sq_psn: c.sq_psn & MASK_24,
+                rq_psn: c.rq_psn & MASK_24,
                 ..Default::default()
             },
         )

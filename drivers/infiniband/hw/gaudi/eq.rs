@@ -13,6 +13,7 @@ use kernel::{
     },
     dma::Coherent,
     io::{
+        io_project,
         io_read,
         Io, //
     },
@@ -30,6 +31,7 @@ use kernel::{
 };
 
 use crate::{
+    hw::Eqe,
     regs,
     Bar, //
 };
@@ -37,8 +39,8 @@ use crate::{
 /// log2 of the number of entries.
 const LOG_SIZE: u32 = 8;
 const ENTRIES: u32 = 1 << LOG_SIZE;
-/// 32-bit words per entry (16 bytes).
-const WORDS: usize = 4;
+/// 32-bit words per entry.
+const WORDS: usize = size_of::<Eqe>() / 4;
 
 /// Entries handed out per call of [`EventQueue::poll`].
 pub(crate) const BATCH: usize = 16;
@@ -51,16 +53,6 @@ pub(crate) const CQ_OVERFLOW: u8 = 4;
 pub(crate) const MMU_FAULT: u8 = 5;
 pub(crate) const DEVICE_FATAL: u8 = 6;
 pub(crate) const COMPLETION: u8 = 7;
-
-/// One event queue entry, decoded.
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct Entry {
-    pub(crate) kind: u8,
-    /// Port index, from 0.
-    pub(crate) port: u8,
-    pub(crate) data0: u32,
-    pub(crate) data1: u32,
-}
 
 /// The event queue of a device.
 pub(crate) struct EventQueue {
@@ -86,54 +78,49 @@ impl EventQueue {
     pub(crate) fn enable(&self, bar: &Bar<'_>) {
         let addr = self.mem.dma_address();
         self.ci.store(0, Relaxed);
-        bar.write32(addr as u32, regs::EQ_BASE_LO);
-        bar.write32((addr >> 32) as u32, regs::EQ_BASE_HI);
-        bar.write32(LOG_SIZE, regs::EQ_LOG_SIZE);
-        bar.write32(regs::EQ_CTRL_ENABLE, regs::EQ_CTRL);
+        bar.write_reg(regs::EQ_BASE_LO::from_raw(addr as u32));
+        bar.write_reg(regs::EQ_BASE_HI::from_raw((addr >> 32) as u32));
+        bar.write_reg(regs::EQ_LOG_SIZE::from_raw(LOG_SIZE));
+        bar.write_reg(regs::EQ_CTRL::zeroed().with_enable(true));
         self.overflows
-            .store(bar.read32(regs::EQ_OVERFLOWS), Relaxed);
+            .store(bar.read(regs::EQ_OVERFLOWS).into_raw(), Relaxed);
     }
 
     /// Stop the device writing to the queue.
     pub(crate) fn disable(bar: &Bar<'_>) {
-        bar.write32(0, regs::EQ_CTRL);
+        bar.write_reg(regs::EQ_CTRL::zeroed());
     }
 
     /// Take up to `out.len()` new entries into `out` and return how many, acknowledging them
     /// to the device.
-    pub(crate) fn poll(&self, bar: &Bar<'_>, out: &mut [Entry]) -> Result<usize> {
+    pub(crate) fn poll(&self, bar: &Bar<'_>, out: &mut [Eqe]) -> Result<usize> {
         let mut ci = self.ci.load(Relaxed);
         let mut n = 0;
         while n < out.len() {
             let base = (ci & (ENTRIES - 1)) as usize * WORDS;
+            let entry = io_project!(&self.mem, [try: base..base + WORDS]).try_cast::<Eqe>()?;
             // The owner bit is 1 in even passes over the ring, 0 in odd ones.
-            let owner = u32::from((ci >> LOG_SIZE) & 1 == 0);
-            let word3: u32 = io_read!(&self.mem, [try: base + 3]);
-            if word3 >> 24 & 1 != owner {
+            let owner = u8::from((ci >> LOG_SIZE) & 1 == 0);
+            let seen: u8 = io_read!(entry, .owner);
+            if seen & 1 != owner {
                 break;
             }
             // Read the entry only after seeing its owner bit.
             dma_mb(Read);
-            let word0: u32 = io_read!(&self.mem, [try: base]);
-            out[n] = Entry {
-                kind: word0 as u8,
-                port: (word0 >> 8) as u8,
-                data0: io_read!(&self.mem, [try: base + 1]),
-                data1: io_read!(&self.mem, [try: base + 2]),
-            };
+            out[n] = entry.copy_read();
             n += 1;
             ci = ci.wrapping_add(1);
         }
         if n > 0 {
             self.ci.store(ci, Relaxed);
-            bar.write32(ci, regs::EQ_CI);
+            bar.write_reg(regs::EQ_CI::from_raw(ci));
         }
         Ok(n)
     }
 
     /// Events the device dropped (queue full) since the last call, if any.
     pub(crate) fn new_overflows(&self, bar: &Bar<'_>) -> u32 {
-        let now = bar.read32(regs::EQ_OVERFLOWS);
+        let now = bar.read(regs::EQ_OVERFLOWS).into_raw();
         now.wrapping_sub(self.overflows.xchg(now, Relaxed))
     }
 

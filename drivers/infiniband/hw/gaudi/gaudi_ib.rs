@@ -45,6 +45,7 @@ use kernel::{
 mod dv;
 mod eq;
 mod hbm;
+mod hw;
 mod ib;
 mod ids;
 mod mmu;
@@ -188,9 +189,9 @@ impl Shared {
     /// Make the device forget cached translations, and wait until it has.
     fn invalidate_translations(&self) {
         if let Some(bar) = self.bar.try_access() {
-            bar.write32(1, regs::MMU_INVALIDATE);
+            bar.write_reg(regs::MMU_INVALIDATE::from_raw(1));
             // The invalidation has finished when a following register read returns.
-            let _ = bar.read32(regs::STATUS);
+            let _ = bar.read(regs::STATUS);
         }
     }
 }
@@ -207,7 +208,7 @@ impl PinnedDrop for Shared {
                 return;
             };
             EventQueue::disable(&bar);
-            bar.write32(regs::RESET_MAGIC, regs::RESET);
+            bar.write_reg(regs::RESET::from_raw(regs::RESET_MAGIC));
         }
         // The device has stopped (no event write, no page walk) only once the reset has
         // finished; until then the memory it may reach must stay. The BAR guard is an RCU
@@ -216,10 +217,10 @@ impl PinnedDrop for Shared {
             || {
                 self.bar
                     .try_access()
-                    .map(|bar| bar.read32(regs::STATUS))
+                    .map(|bar| bar.read(regs::STATUS))
                     .ok_or(ENODEV)
             },
-            |s| s & regs::STATUS_READY != 0,
+            |s| s.ready(),
             Delta::from_millis(1),
             RESET_TIMEOUT,
         )
@@ -254,17 +255,16 @@ impl ThreadedHandler for VectorHandler {
         let Some(bar) = self.shared.bar.try_access() else {
             return ThreadedIrqReturn::None;
         };
-        let mine = if self.vector == 0 {
-            regs::CAUSE_TEST | regs::CAUSE_EQ
-        } else {
-            regs::CAUSE_TEST
-        };
-        let cause = bar.read32(regs::IRQ_CAUSE) & mine;
-        if cause == 0 {
+        // Vector 0 takes both causes, the others only test interrupts.
+        let pending = bar.read(regs::IRQ_CAUSE);
+        let cause = regs::IRQ_CAUSE::zeroed()
+            .with_test(pending.test())
+            .with_event_queue(self.vector == 0 && pending.event_queue());
+        if cause.into_raw() == 0 {
             return ThreadedIrqReturn::None;
         }
-        bar.write32(cause, regs::IRQ_CAUSE);
-        if cause & regs::CAUSE_EQ != 0 {
+        bar.write_reg(cause);
+        if cause.event_queue() {
             ThreadedIrqReturn::WakeThread
         } else {
             ThreadedIrqReturn::Handled
@@ -293,7 +293,7 @@ impl pci::PolledHandler for VectorHandler {
         let Some(bar) = self.shared.bar.try_access() else {
             return false;
         };
-        if bar.read32(regs::ID) != u32::MAX {
+        if bar.read(regs::ID).into_raw() != u32::MAX {
             return false;
         }
         !self.shared.removed.xchg(true, Full)
@@ -303,7 +303,7 @@ impl pci::PolledHandler for VectorHandler {
 impl VectorHandler {
     /// Take the new entries of the event queue and act on them.
     fn take_events(&self) {
-        let mut batch = [eq::Entry::default(); eq::BATCH];
+        let mut batch = [hw::Eqe::default(); eq::BATCH];
         let mut taken = 0;
         while taken < EventQueue::max_per_run() {
             // The BAR guard is an RCU read-side section: act on the entries after dropping it.
@@ -336,7 +336,7 @@ impl VectorHandler {
         }
     }
 
-    fn event(&self, e: &eq::Entry) {
+    fn event(&self, e: &hw::Eqe) {
         let dev = &self.shared.dev;
         match e.kind {
             eq::PORT_UP | eq::PORT_DOWN => {
@@ -514,7 +514,7 @@ struct GaudiIb<'bound> {
 impl GaudiIb<'_> {
     /// Check that this is a device and a programming model we know.
     fn identify(pdev: &pci::Device<Bound>, bar: &Bar<'_>) -> Result {
-        let id = bar.read32(regs::ID);
+        let id = bar.read(regs::ID).into_raw();
         if id != regs::ID_MAGIC {
             dev_err!(
                 pdev,
@@ -524,8 +524,8 @@ impl GaudiIb<'_> {
             );
             return Err(ENODEV);
         }
-        let version = bar.read32(regs::VERSION);
-        let (major, minor) = (version >> 16, version & 0xffff);
+        let version = bar.read(regs::VERSION);
+        let (major, minor) = (version.major().get(), version.minor().get());
         if major != regs::MODEL_MAJOR || minor < regs::MODEL_MINOR_MIN {
             dev_err!(
                 pdev,
@@ -546,8 +546,8 @@ impl GaudiIb<'_> {
         );
         // A register that holds what was written proves BAR0 writes land.
         const PATTERN: u32 = 0xa5c3_5a3c;
-        bar.write32(PATTERN, regs::SCRATCH);
-        let back = bar.read32(regs::SCRATCH);
+        bar.write_reg(regs::SCRATCH::from_raw(PATTERN));
+        let back = bar.read(regs::SCRATCH).into_raw();
         if back != PATTERN {
             dev_err!(
                 pdev,
@@ -562,10 +562,10 @@ impl GaudiIb<'_> {
 
     /// Reset the device and wait until it is ready.
     fn reset(pdev: &pci::Device<Bound>, bar: &Bar<'_>) -> Result {
-        bar.write32(regs::RESET_MAGIC, regs::RESET);
+        bar.write_reg(regs::RESET::from_raw(regs::RESET_MAGIC));
         let status = read_poll_timeout(
-            || Ok(bar.read32(regs::STATUS)),
-            |s| s & regs::STATUS_READY != 0,
+            || Ok(bar.read(regs::STATUS)),
+            |s| s.ready(),
             Delta::from_millis(1),
             RESET_TIMEOUT,
         )
@@ -574,14 +574,14 @@ impl GaudiIb<'_> {
                 pdev,
                 "device not ready {} ms after reset (STATUS {:#010x}), refusing device\n",
                 RESET_TIMEOUT.as_millis(),
-                bar.read32(regs::STATUS)
+                bar.read(regs::STATUS).into_raw()
             )
         })?;
-        if status & regs::STATUS_FATAL != 0 {
+        if status.fatal() {
             dev_err!(
                 pdev,
                 "device reports a fatal error after reset (STATUS {:#010x})\n",
-                status
+                status.into_raw()
             );
             return Err(EIO);
         }
@@ -591,16 +591,16 @@ impl GaudiIb<'_> {
     /// Read and check the capabilities of the device.
     fn read_caps(pdev: &pci::Device<Bound>, bar: &Bar<'_>) -> Result<ib::Caps> {
         let caps = ib::Caps {
-            ports: bar.read32(regs::NUM_PORTS),
-            max_qps: bar.read32(regs::MAX_QPS),
-            max_cqs: bar.read32(regs::MAX_CQS),
-            max_cqe: bar.read32(regs::MAX_CQE),
-            max_sqe: bar.read32(regs::MAX_SQE),
-            max_mtu: bar.read32(regs::MAX_MTU),
-            page_sizes: bar.read32(regs::MMU_PAGE_SIZES),
-            max_msg: bar.read32(regs::MAX_MSG),
+            ports: bar.read(regs::NUM_PORTS).into_raw(),
+            max_qps: bar.read(regs::MAX_QPS).into_raw(),
+            max_cqs: bar.read(regs::MAX_CQS).into_raw(),
+            max_cqe: bar.read(regs::MAX_CQE).into_raw(),
+            max_sqe: bar.read(regs::MAX_SQE).into_raw(),
+            max_mtu: bar.read(regs::MAX_MTU).into_raw(),
+            page_sizes: bar.read(regs::MMU_PAGE_SIZES).into_raw(),
+            max_msg: bar.read(regs::MAX_MSG).into_raw(),
             // Checked by `identify`.
-            model: bar.read32(regs::VERSION),
+            model: bar.read(regs::VERSION).into_raw(),
         };
         let bad = if caps.ports == 0 || caps.ports > regs::MAX_PORTS {
             Some("NUM_PORTS")
@@ -643,8 +643,8 @@ impl GaudiIb<'_> {
     /// The device's memory: `DEVMEM_SIZE` bytes at the start of BAR 4, if the BAR holds them
     /// (otherwise the device has none that can be used).
     fn devmem(pdev: &pci::Device<Bound>, bar: &Bar<'_>) -> Result<Arc<hbm::Hbm>> {
-        let size = u64::from(bar.read32(regs::DEVMEM_SIZE_LO))
-            | (u64::from(bar.read32(regs::DEVMEM_SIZE_HI)) << 32);
+        let size = u64::from(bar.read(regs::DEVMEM_SIZE_LO).into_raw())
+            | (u64::from(bar.read(regs::DEVMEM_SIZE_HI).into_raw()) << 32);
         let bar_len = pdev.resource_len(4)?;
         let usable = if size > bar_len || size % (1 << 12) != 0 {
             dev_err!(
@@ -674,13 +674,13 @@ impl GaudiIb<'_> {
         let buf: dma::Coherent<[u8]> =
             dma::CoherentBox::from_slice(pdev.as_ref(), &pattern, GFP_KERNEL)?.into();
         let addr = buf.dma_address();
-        bar.write32(addr as u32, regs::DMA_TEST_ADDR_LO);
-        bar.write32((addr >> 32) as u32, regs::DMA_TEST_ADDR_HI);
-        bar.write32(LEN as u32, regs::DMA_TEST_LEN);
-        bar.write32(regs::DMA_TEST_START, regs::DMA_TEST_CTRL);
+        bar.write_reg(regs::DMA_TEST_ADDR_LO::from_raw(addr as u32));
+        bar.write_reg(regs::DMA_TEST_ADDR_HI::from_raw((addr >> 32) as u32));
+        bar.write_reg(regs::DMA_TEST_LEN::from_raw(LEN as u32));
+        bar.write_reg(regs::DMA_TEST_CTRL::from_raw(regs::DMA_TEST_START));
         // The buffer may be freed only once the device is done with it (or has given up).
         let status = read_poll_timeout(
-            || Ok(bar.read32(regs::DMA_TEST_CTRL)),
+            || Ok(bar.read(regs::DMA_TEST_CTRL).into_raw()),
             |s| *s != regs::DMA_TEST_IDLE,
             Delta::from_millis(1),
             RESET_TIMEOUT,
@@ -727,7 +727,7 @@ impl GaudiIb<'_> {
             shared
                 .bar
                 .access(pdev.as_ref())?
-                .write32(vector as u32, regs::IRQ_TEST);
+                .write_reg(regs::IRQ_TEST::from_raw(vector as u32));
             let seen = read_poll_timeout(
                 || Ok(handler.irqs.load(Relaxed)),
                 |n| *n != before,
@@ -792,9 +792,9 @@ impl pci::Driver for GaudiIbDriver {
         let hbm = GaudiIb::devmem(pdev, &bar)?;
         GaudiIb::test_dma(pdev, &bar)?;
         let tables = mmu::PageTables::new(pdev.as_ref())?;
-        bar.write32(tables.root() as u32, regs::MMU_ROOT_LO);
-        bar.write32((tables.root() >> 32) as u32, regs::MMU_ROOT_HI);
-        bar.write32(regs::MMU_CTRL_ENABLE, regs::MMU_CTRL);
+        bar.write_reg(regs::MMU_ROOT_LO::from_raw(tables.root() as u32));
+        bar.write_reg(regs::MMU_ROOT_HI::from_raw((tables.root() >> 32) as u32));
+        bar.write_reg(regs::MMU_CTRL::zeroed().with_enable(true));
         let shared = Arc::pin_init(
             try_pin_init!(Shared {
                 eq: EventQueue::new(pdev.as_ref())?,
@@ -898,7 +898,6 @@ impl Drop for GaudiIb<'_> {
 kernel::module_pci_driver! {
     type: GaudiIbDriver,
     name: "gaudi_ib",
-    authors: ["gaudi-rdma developers"],
     description: "Habana Labs Gaudi2 NIC RDMA driver",
     license: "GPL v2",
     // Device memory is exported as dma-bufs.

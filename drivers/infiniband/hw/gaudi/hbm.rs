@@ -41,6 +41,7 @@ use kernel::{
         Arc,
         Mutex, //
     },
+    uapi,
 };
 
 use crate::ib::GaudiRdma;
@@ -188,56 +189,28 @@ impl Object for HbmObject {
     }
 }
 
-const NS: u16 = uverbs::NS_DRIVER;
-pub(crate) const GAUDI_IB_OBJECT_HBM: u16 = NS + 2;
-const GAUDI_IB_METHOD_HBM_ALLOC: u16 = NS;
-const GAUDI_IB_METHOD_HBM_DESTROY: u16 = NS + 1;
-const GAUDI_IB_METHOD_HBM_EXPORT: u16 = NS + 2;
-const ATTR_ALLOC_HANDLE: u16 = NS;
-const ATTR_ALLOC_REQ: u16 = NS + 1;
-const ATTR_ALLOC_RESP: u16 = NS + 2;
-const ATTR_DESTROY_HANDLE: u16 = NS;
-const ATTR_EXPORT_HANDLE: u16 = NS;
-const ATTR_EXPORT_REQ: u16 = NS + 1;
-const ATTR_EXPORT_RESP: u16 = NS + 2;
+pub(crate) const GAUDI_IB_OBJECT_HBM: u16 = uverbs::id(uapi::gaudi_ib_objects_GAUDI_IB_OBJECT_HBM);
+const GAUDI_IB_METHOD_HBM_ALLOC: u16 =
+    uverbs::id(uapi::gaudi_ib_hbm_methods_GAUDI_IB_METHOD_HBM_ALLOC);
+const GAUDI_IB_METHOD_HBM_DESTROY: u16 =
+    uverbs::id(uapi::gaudi_ib_hbm_methods_GAUDI_IB_METHOD_HBM_DESTROY);
+const GAUDI_IB_METHOD_HBM_EXPORT: u16 =
+    uverbs::id(uapi::gaudi_ib_hbm_methods_GAUDI_IB_METHOD_HBM_EXPORT);
+const ATTR_ALLOC_HANDLE: u16 =
+    uverbs::id(uapi::gaudi_ib_hbm_alloc_attrs_GAUDI_IB_ATTR_HBM_ALLOC_HANDLE);
+const ATTR_ALLOC_REQ: u16 = uverbs::id(uapi::gaudi_ib_hbm_alloc_attrs_GAUDI_IB_ATTR_HBM_ALLOC_REQ);
+const ATTR_ALLOC_RESP: u16 =
+    uverbs::id(uapi::gaudi_ib_hbm_alloc_attrs_GAUDI_IB_ATTR_HBM_ALLOC_RESP);
+const ATTR_DESTROY_HANDLE: u16 =
+    uverbs::id(uapi::gaudi_ib_hbm_destroy_attrs_GAUDI_IB_ATTR_HBM_DESTROY_HANDLE);
+const ATTR_EXPORT_HANDLE: u16 =
+    uverbs::id(uapi::gaudi_ib_hbm_export_attrs_GAUDI_IB_ATTR_HBM_EXPORT_HANDLE);
+const ATTR_EXPORT_REQ: u16 =
+    uverbs::id(uapi::gaudi_ib_hbm_export_attrs_GAUDI_IB_ATTR_HBM_EXPORT_REQ);
+const ATTR_EXPORT_RESP: u16 =
+    uverbs::id(uapi::gaudi_ib_hbm_export_attrs_GAUDI_IB_ATTR_HBM_EXPORT_RESP);
 
-/// `GAUDI_IB_HBM_EXPORT_CLOEXEC`.
-const EXPORT_CLOEXEC: u32 = 1 << 0;
-
-kernel::rdma::uapi_struct! {
-    /// `struct gaudi_ib_hbm_alloc`.
-    struct AllocReq {
-        comp_mask: u32,
-        reserved: u32,
-        length: u64,
-    }
-}
-
-kernel::rdma::uapi_struct! {
-    /// `struct gaudi_ib_hbm_alloc_resp`.
-    struct AllocResp {
-        comp_mask: u32,
-        reserved: u32,
-        offset: u64,
-        length: u64,
-    }
-}
-
-kernel::rdma::uapi_struct! {
-    /// `struct gaudi_ib_hbm_export`.
-    struct ExportReq {
-        comp_mask: u32,
-        flags: u32,
-    }
-}
-
-kernel::rdma::uapi_struct! {
-    /// `struct gaudi_ib_hbm_export_resp`.
-    struct ExportResp {
-        comp_mask: u32,
-        fd: u32,
-    }
-}
+const EXPORT_CLOEXEC: u32 = uapi::gaudi_ib_hbm_export_flags_GAUDI_IB_HBM_EXPORT_CLOEXEC;
 
 /// `GAUDI_IB_METHOD_HBM_ALLOC`.
 struct Alloc;
@@ -252,15 +225,15 @@ impl Method for Alloc {
             uverbs::Access::New,
             Presence::Mandatory,
         ),
-        &AttrDef::ptr_in::<AllocReq>(ATTR_ALLOC_REQ, Presence::Mandatory),
-        &AttrDef::ptr_out::<AllocResp>(ATTR_ALLOC_RESP, Presence::Mandatory),
+        &AttrDef::ptr_in::<uapi::gaudi_ib_hbm_alloc>(ATTR_ALLOC_REQ, Presence::Mandatory),
+        &AttrDef::ptr_out::<uapi::gaudi_ib_hbm_alloc_resp>(ATTR_ALLOC_RESP, Presence::Mandatory),
     ];
 
     fn handle(call: &mut Call<'_, GaudiRdma>) -> Result {
         let ctx = call.ucontext()?;
         let dev = ctx.device();
         let hbm = dev.data().hbm();
-        let req: AllocReq = call.read(ATTR_ALLOC_REQ)?;
+        let req: uapi::gaudi_ib_hbm_alloc = call.read(ATTR_ALLOC_REQ)?;
         if req.comp_mask != 0 || req.reserved != 0 {
             return Err(EINVAL);
         }
@@ -270,16 +243,16 @@ impl Method for Alloc {
         dev.data().claim(dev, ctx.data())?;
         let block = hbm.alloc(req.length).inspect_err(|e| {
             if *e == ENOSPC {
-                pr_debug!(
-                    "{}: no room for {:#x} bytes of device memory\n",
-                    dev.name(),
+                kernel::ibdev_dbg!(
+                    dev,
+                    "no room for {:#x} bytes of device memory\n",
                     req.length
                 );
             }
         })?;
         // Whatever an earlier owner left there is not the new owner's to read.
         dev.data().shared().clear_devmem(block.offset, block.len)?;
-        let resp = AllocResp {
+        let resp = uapi::gaudi_ib_hbm_alloc_resp {
             offset: block.offset,
             length: block.len,
             ..Default::default()
@@ -306,13 +279,13 @@ impl Method for Export {
             uverbs::Access::Read,
             Presence::Mandatory,
         ),
-        &AttrDef::ptr_in::<ExportReq>(ATTR_EXPORT_REQ, Presence::Mandatory),
-        &AttrDef::ptr_out::<ExportResp>(ATTR_EXPORT_RESP, Presence::Mandatory),
+        &AttrDef::ptr_in::<uapi::gaudi_ib_hbm_export>(ATTR_EXPORT_REQ, Presence::Mandatory),
+        &AttrDef::ptr_out::<uapi::gaudi_ib_hbm_export_resp>(ATTR_EXPORT_RESP, Presence::Mandatory),
     ];
 
     fn handle(call: &mut Call<'_, GaudiRdma>) -> Result {
         let obj: &HbmObject = call.object(ATTR_EXPORT_HANDLE)?;
-        let req: ExportReq = call.read(ATTR_EXPORT_REQ)?;
+        let req: uapi::gaudi_ib_hbm_export = call.read(ATTR_EXPORT_REQ)?;
         if req.comp_mask != 0 || req.flags & !EXPORT_CLOEXEC != 0 {
             return Err(EINVAL);
         }
@@ -333,7 +306,7 @@ impl Method for Export {
         let fd = FileDescriptorReservation::get_unused_fd_flags(flags)?;
         call.write(
             ATTR_EXPORT_RESP,
-            &ExportResp {
+            &uapi::gaudi_ib_hbm_export_resp {
                 fd: fd.reserved_fd(),
                 ..Default::default()
             },

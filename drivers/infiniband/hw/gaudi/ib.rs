@@ -6,6 +6,7 @@
 //! hardware has one translation domain; see Documentation/infiniband/gaudi/design.rst.
 
 use kernel::{
+    io::register::Array,
     io::Io,
     prelude::*,
     rdma::{
@@ -28,6 +29,7 @@ use kernel::{
             UmemDmabuf, //
         },
         uverbs::{
+            self,
             AttrDef,
             Call,
             Method,
@@ -63,6 +65,7 @@ use kernel::{
         Mutex,
         MutexGuard, //
     },
+    uapi,
     xarray::{
         AllocKind,
         XArray, //
@@ -95,7 +98,7 @@ use crate::{
 };
 
 /// ABI version of the structures of include/uapi/rdma/gaudi-abi.h.
-const ABI_VERSION: u32 = 1;
+const ABI_VERSION: u32 = uapi::GAUDI_IB_UVERBS_ABI_VERSION;
 
 /// What the device can do, read from its capability registers at probe.
 #[derive(Clone, Copy, Debug)]
@@ -241,10 +244,10 @@ impl IbDev {
             Ok(_) => Ok(()),
             Err(cur) if cur == ctx.id => Ok(()),
             Err(_) => {
-                kernel::ratelimited!(pr_info!(
-                    "{}: data path refused: the NIC is owned by another user context\n",
-                    dev.name()
-                ));
+                kernel::ibdev_info_ratelimited!(
+                    dev,
+                    "data path refused: the NIC is owned by another user context\n"
+                );
                 Err(EBUSY)
             }
         }
@@ -277,38 +280,49 @@ impl IbDev {
         }
     }
 
-    /// The registers of `port` (numbered from 1), or `ENODEV` once the device is gone.
-    fn port_reg(&self, port: u32, reg: usize) -> Result<u32> {
+    /// The index (from 0) of `port` (numbered from 1), if the device has it.
+    fn port_index(&self, port: u32) -> Result<usize> {
         if port == 0 || port > self.caps.ports {
             return Err(EINVAL);
         }
-        let bar = self.shared.bar.try_access().ok_or(ENODEV)?;
-        bar.try_read32(regs::port(port - 1) + reg)
+        Ok((port - 1) as usize)
     }
 
     fn port_ipv4(&self, port: u32) -> Result<[u8; 4]> {
-        Ok(self.port_reg(port, regs::PORT_IPV4)?.to_be_bytes())
+        let at = regs::PORT_IPV4::try_at(self.port_index(port)?).ok_or(EINVAL)?;
+        let bar = self.shared.bar.try_access().ok_or(ENODEV)?;
+        Ok(bar.try_read(at)?.into_raw().to_be_bytes())
     }
 
     fn port_mac(&self, port: u32) -> Result<[u8; 6]> {
-        if port == 0 || port > self.caps.ports {
-            return Err(EINVAL);
-        }
-        port_mac(&*self.shared.bar.try_access().ok_or(ENODEV)?, port - 1)
+        port_mac(
+            &*self.shared.bar.try_access().ok_or(ENODEV)?,
+            self.port_index(port)?,
+        )
     }
 
     fn port_up(&self, port: u32) -> Result<bool> {
-        Ok(self.port_reg(port, regs::PORT_STATE)? & regs::PORT_STATE_UP != 0)
+        let at = regs::PORT_STATE::try_at(self.port_index(port)?).ok_or(EINVAL)?;
+        let bar = self.shared.bar.try_access().ok_or(ENODEV)?;
+        Ok(bar.try_read(at)?.up())
+    }
+
+    fn port_speed(&self, port: u32) -> Result<u32> {
+        let at = regs::PORT_SPEED::try_at(self.port_index(port)?).ok_or(EINVAL)?;
+        let bar = self.shared.bar.try_access().ok_or(ENODEV)?;
+        Ok(bar.try_read(at)?.into_raw())
     }
 }
 
 /// The MAC address of port index `index` (from 0).
-pub(crate) fn port_mac(bar: &Bar<'_>, index: u32) -> Result<[u8; 6]> {
+pub(crate) fn port_mac(bar: &Bar<'_>, index: usize) -> Result<[u8; 6]> {
     let lo = bar
-        .try_read32(regs::port(index) + regs::PORT_MAC_LO)?
+        .try_read(regs::PORT_MAC_LO::try_at(index).ok_or(EINVAL)?)?
+        .into_raw()
         .to_le_bytes();
     let hi = bar
-        .try_read32(regs::port(index) + regs::PORT_MAC_HI)?
+        .try_read(regs::PORT_MAC_HI::try_at(index).ok_or(EINVAL)?)?
+        .into_raw()
         .to_le_bytes();
     Ok([lo[0], lo[1], lo[2], lo[3], hi[0], hi[1]])
 }
@@ -452,80 +466,16 @@ pub(crate) struct MrData {
     key: u32,
 }
 
-kernel::rdma::uapi_struct! {
-    /// `struct gaudi_ib_alloc_ucontext_resp`.
-    struct AllocUcontextResp {
-        comp_mask: u32,
-        abi_version: u32,
-        ports_mask: u64,
-        num_ports: u32,
-        max_qps: u32,
-        max_cqs: u32,
-        max_cqe: u32,
-        max_sqe: u32,
-        max_mtu: u32,
-        max_msg: u64,
-        page_size_cap: u64,
-    }
-}
-
-kernel::rdma::uapi_struct! {
-    /// `struct gaudi_ib_reg_mr_resp`.
-    struct RegMrResp {
-        comp_mask: u32,
-        page_shift: u32,
-        mmu_va: u64,
-    }
-}
-
-kernel::rdma::uapi_struct! {
-    /// `struct gaudi_ib_modify_qp`.
-    struct ModifyQpReq {
-        comp_mask: u32,
-        flags: u32,
-        remote_rkey: u32,
-        local_rkey: u32,
-        dmac: [u8; 6],
-        reserved0: [u8; 2],
-        dest_ipv4: [u8; 4],
-        udp_sport: u16,
-        reserved1: u16,
-    }
-}
-
 // `enum gaudi_ib_modify_qp_flags`.
-const MODIFY_QP_DEST: u32 = 1 << 0;
-const MODIFY_QP_REMOTE_RKEY: u32 = 1 << 1;
-const MODIFY_QP_LOCAL_RKEY: u32 = 1 << 2;
+const MODIFY_QP_DEST: u32 = uapi::gaudi_ib_modify_qp_flags_GAUDI_IB_MODIFY_QP_DEST;
+const MODIFY_QP_REMOTE_RKEY: u32 = uapi::gaudi_ib_modify_qp_flags_GAUDI_IB_MODIFY_QP_REMOTE_RKEY;
+const MODIFY_QP_LOCAL_RKEY: u32 = uapi::gaudi_ib_modify_qp_flags_GAUDI_IB_MODIFY_QP_LOCAL_RKEY;
 const MODIFY_QP_FLAGS: u32 = MODIFY_QP_DEST | MODIFY_QP_REMOTE_RKEY | MODIFY_QP_LOCAL_RKEY;
-
-kernel::rdma::uapi_struct! {
-    /// `struct gaudi_ib_alloc_pd_resp`.
-    struct AllocPdResp {
-        comp_mask: u32,
-        pdn: u32,
-    }
-}
-
-kernel::rdma::uapi_struct! {
-    /// `struct gaudi_ib_port_info`.
-    struct PortInfo {
-        comp_mask: u32,
-        port_num: u32,
-        mac: [u8; 6],
-        reserved0: [u8; 2],
-        ipv4: [u8; 4],
-        flags: u32,
-        speed_mbps: u32,
-        reserved1: u32,
-    }
-}
 
 /// The protection domain number user space sees (one PD per context).
 const PDN: u32 = 1;
 
-/// `GAUDI_IB_PORT_LINK_UP` of `enum gaudi_ib_port_flags`.
-const PORT_FLAG_LINK_UP: u32 = 1 << 0;
+const PORT_FLAG_LINK_UP: u32 = uapi::gaudi_ib_port_flags_GAUDI_IB_PORT_LINK_UP;
 
 /// The RDMA driver of the Gaudi2 NIC.
 pub(crate) struct GaudiRdma;
@@ -541,7 +491,7 @@ impl rdma::Driver for GaudiRdma {
     type MmapEntry = dv::Map;
 
     const NAME: &'static CStr = c"gaudi_%d";
-    const DRIVER_ID: u32 = rdma::driver_id::GAUDI;
+    const DRIVER_ID: u32 = uapi::rdma_driver_id_RDMA_DRIVER_GAUDI;
     const UVERBS_ABI_VERSION: u32 = ABI_VERSION;
     const UAPI: Option<&'static [UapiDef<Self>]> = Some(&UAPI);
 
@@ -633,7 +583,7 @@ impl rdma::Driver for GaudiRdma {
             return Err(EIO);
         }
         let c = &d.caps;
-        let resp = AllocUcontextResp {
+        let resp = uapi::gaudi_ib_alloc_ucontext_resp {
             abi_version: ABI_VERSION,
             ports_mask: if c.ports >= 64 {
                 u64::MAX
@@ -677,7 +627,7 @@ impl rdma::Driver for GaudiRdma {
         if ctx.has_pd.xchg(true, Full) {
             return Err(ENOSPC);
         }
-        if let Err(e) = user.udata.write(&AllocPdResp {
+        if let Err(e) = user.udata.write(&uapi::gaudi_ib_alloc_pd_resp {
             pdn: PDN,
             ..Default::default()
         }) {
@@ -757,12 +707,12 @@ impl rdma::Driver for GaudiRdma {
             // Reliable connected only, with a send queue alone: the NIC executes RDMA WRITE and
             // has no receive queues, shared or not, and no inline data.
             if init.qp_type() != QpType::Rc || init.has_srq() {
-                kernel::ratelimited!(pr_info!(
-                    "{}: QP of type {:?} refused: RC only{}\n",
-                    dev.name(),
+                kernel::ibdev_info_ratelimited!(
+                    dev,
+                    "QP of type {:?} refused: RC only{}\n",
                     init.qp_type(),
                     if init.has_srq() { ", no SRQ" } else { "" }
-                ));
+                );
                 return Err(EOPNOTSUPP);
             }
             let cap = init.cap();
@@ -773,12 +723,11 @@ impl rdma::Driver for GaudiRdma {
                 || cap.max_recv_sge != 0
                 || cap.max_inline_data != 0
             {
-                kernel::ratelimited!(pr_info!(
-                    "{}: QP capabilities refused: {:?} (send WRs 1 to {}, one SGE, no receive queue, no inline data)\n",
-                    dev.name(),
+                kernel::ibdev_info_ratelimited!(
+                    dev,
+                    "QP capabilities refused: {:?} (send WRs 1 to {}, one SGE, no receive queue, no inline data)\n",
                     cap,
-                    d.caps.max_sqe
-                ));
+                    d.caps.max_sqe                );
                 return Err(EINVAL);
             }
             if init.create_flags() != 0 {
@@ -818,12 +767,7 @@ impl rdma::Driver for GaudiRdma {
         let dev = qp.device();
         let res = modify_qp(dev, qp, attr, udata.map(|u| &*u));
         if let Err(e) = res {
-            pr_debug!(
-                "{}: QP {}: modify refused: {:?}\n",
-                dev.name(),
-                qp.qp_num(),
-                e
-            );
+            kernel::ibdev_dbg!(dev, "QP {}: modify refused: {:?}\n", qp.qp_num(), e);
         }
         res
     }
@@ -873,9 +817,9 @@ impl rdma::Driver for GaudiRdma {
             d.mr(key).map(|m| m.view)
         });
         if let Err(e) = res {
-            pr_debug!(
-                "{}: QP {}: post_send refused: {:?}\n",
-                qp.device().name(),
+            kernel::ibdev_dbg!(
+                qp.device(),
+                "QP {}: post_send refused: {:?}\n",
                 qp.qp_num(),
                 e
             );
@@ -946,10 +890,10 @@ impl rdma::Driver for GaudiRdma {
         }
         let devmem = own != 0;
         if straddles || (devmem && own != blocks) {
-            kernel::ratelimited!(pr_info!(
-                "{}: dma-buf region refused: it mixes device memory and peer memory\n",
-                dev.name()
-            ));
+            kernel::ibdev_info_ratelimited!(
+                dev,
+                "dma-buf region refused: it mixes device memory and peer memory\n"
+            );
             return Err(EINVAL);
         }
         let region = MrRegion {
@@ -997,11 +941,11 @@ fn check_mr(dev: &rdma::Device<GaudiRdma>, length: u64, access: Access) -> Resul
     // behalf of a peer, and it has no memory windows or on-demand paging.
     let unsupported = Access::REMOTE_READ | Access::REMOTE_ATOMIC | Access::MW_BIND;
     if access.bits() & unsupported.bits() != 0 || access.contains(Access::ON_DEMAND) {
-        kernel::ratelimited!(pr_info!(
-            "{}: memory registration with access {:#x} refused: the NIC does RDMA WRITE only\n",
-            dev.name(),
+        kernel::ibdev_info_ratelimited!(
+            dev,
+            "memory registration with access {:#x} refused: the NIC does RDMA WRITE only\n",
             access.bits()
-        ));
+        );
         return Err(EOPNOTSUPP);
     }
     if length == 0 || length > mmu::MR_VA_END - mmu::MR_VA_START {
@@ -1106,7 +1050,7 @@ fn register(
             return Err(e);
         }
     };
-    if let Err(e) = user.udata.write(&RegMrResp {
+    if let Err(e) = user.udata.write(&uapi::gaudi_ib_reg_mr_resp {
         page_shift: shift,
         mmu_va,
         ..Default::default()
@@ -1206,11 +1150,11 @@ fn modify_qp(
     }
     if let Some(access) = attr.access_flags() {
         if access & !QP_ACCESS != 0 {
-            kernel::ratelimited!(pr_info!(
-                "{}: QP access {:#x} refused: the NIC serves RDMA WRITE only\n",
-                dev.name(),
+            kernel::ibdev_info_ratelimited!(
+                dev,
+                "QP access {:#x} refused: the NIC serves RDMA WRITE only\n",
                 access
-            ));
+            );
             return Err(EOPNOTSUPP);
         }
         a.access = access;
@@ -1263,7 +1207,7 @@ fn modify_qp(
         }
     }
     if let Some(u) = udata.filter(|u| u.in_len() > 0) {
-        let req = u.read::<ModifyQpReq>()?;
+        let req = u.read::<uapi::gaudi_ib_modify_qp>()?;
         if req.comp_mask != 0 || req.flags & !MODIFY_QP_FLAGS != 0 {
             return Err(EINVAL);
         }
@@ -1299,11 +1243,11 @@ fn modify_qp(
         }
     }
     if next == QpState::Rtr && cur == QpState::Init && !dest {
-        kernel::ratelimited!(pr_info!(
-            "{}: QP {}: RTR needs the destination (driver data, see uapi.rst)\n",
-            dev.name(),
+        kernel::ibdev_info_ratelimited!(
+            dev,
+            "QP {}: RTR needs the destination (driver data, see uapi.rst)\n",
             qp.qp_num()
-        ));
+        );
         return Err(EINVAL);
     }
     if a.path.udp_sport == 0 {
@@ -1322,17 +1266,23 @@ fn modify_qp(
     Ok(())
 }
 
-// The driver's uverbs namespace, include/uapi/rdma/gaudi_user_ioctl_cmds.h.
-const NS: u16 = rdma::uverbs::NS_DRIVER;
-const GAUDI_IB_OBJECT_DEVICE: u16 = NS;
-const GAUDI_IB_METHOD_QUERY_PORT: u16 = NS;
-const GAUDI_IB_ATTR_QUERY_PORT_NUM: u16 = NS;
-const GAUDI_IB_ATTR_QUERY_PORT_RESP: u16 = NS + 1;
-const GAUDI_IB_METHOD_QUERY_MR: u16 = NS + 1;
-const GAUDI_IB_ATTR_QUERY_MR_HANDLE: u16 = NS;
-const GAUDI_IB_ATTR_QUERY_MR_RESP: u16 = NS + 1;
-const GAUDI_IB_METHOD_QUERY_DEVICE: u16 = NS + 2;
-const GAUDI_IB_ATTR_QUERY_DEVICE_RESP: u16 = NS;
+const GAUDI_IB_OBJECT_DEVICE: u16 = uverbs::id(uapi::gaudi_ib_objects_GAUDI_IB_OBJECT_DEVICE);
+const GAUDI_IB_METHOD_QUERY_PORT: u16 =
+    uverbs::id(uapi::gaudi_ib_device_methods_GAUDI_IB_METHOD_QUERY_PORT);
+const GAUDI_IB_ATTR_QUERY_PORT_NUM: u16 =
+    uverbs::id(uapi::gaudi_ib_query_port_attrs_GAUDI_IB_ATTR_QUERY_PORT_NUM);
+const GAUDI_IB_ATTR_QUERY_PORT_RESP: u16 =
+    uverbs::id(uapi::gaudi_ib_query_port_attrs_GAUDI_IB_ATTR_QUERY_PORT_RESP);
+const GAUDI_IB_METHOD_QUERY_MR: u16 =
+    uverbs::id(uapi::gaudi_ib_device_methods_GAUDI_IB_METHOD_QUERY_MR);
+const GAUDI_IB_ATTR_QUERY_MR_HANDLE: u16 =
+    uverbs::id(uapi::gaudi_ib_query_mr_attrs_GAUDI_IB_ATTR_QUERY_MR_HANDLE);
+const GAUDI_IB_ATTR_QUERY_MR_RESP: u16 =
+    uverbs::id(uapi::gaudi_ib_query_mr_attrs_GAUDI_IB_ATTR_QUERY_MR_RESP);
+const GAUDI_IB_METHOD_QUERY_DEVICE: u16 =
+    uverbs::id(uapi::gaudi_ib_device_methods_GAUDI_IB_METHOD_QUERY_DEVICE);
+const GAUDI_IB_ATTR_QUERY_DEVICE_RESP: u16 =
+    uverbs::id(uapi::gaudi_ib_query_device_attrs_GAUDI_IB_ATTR_QUERY_DEVICE_RESP);
 
 /// `GAUDI_IB_METHOD_QUERY_PORT`: addresses and state of one port.
 struct QueryPort;
@@ -1342,7 +1292,10 @@ impl Method for QueryPort {
     const ID: u16 = GAUDI_IB_METHOD_QUERY_PORT;
     const ATTRS: &'static [&'static AttrDef] = &[
         &AttrDef::const_in(GAUDI_IB_ATTR_QUERY_PORT_NUM, Presence::Mandatory),
-        &AttrDef::ptr_out::<PortInfo>(GAUDI_IB_ATTR_QUERY_PORT_RESP, Presence::Mandatory),
+        &AttrDef::ptr_out::<uapi::gaudi_ib_port_info>(
+            GAUDI_IB_ATTR_QUERY_PORT_RESP,
+            Presence::Mandatory,
+        ),
     ];
 
     fn handle(call: &mut Call<'_, GaudiRdma>) -> Result {
@@ -1350,7 +1303,7 @@ impl Method for QueryPort {
         let port =
             call.const_in(GAUDI_IB_ATTR_QUERY_PORT_NUM, 1, u64::from(dev.port_count()))? as u32;
         let d = dev.data();
-        let info = PortInfo {
+        let info = uapi::gaudi_ib_port_info {
             port_num: port,
             mac: d.port_mac(port)?,
             ipv4: d.port_ipv4(port)?,
@@ -1359,23 +1312,10 @@ impl Method for QueryPort {
             } else {
                 0
             },
-            speed_mbps: d.port_reg(port, regs::PORT_SPEED)?,
+            speed_mbps: d.port_speed(port)?,
             ..Default::default()
         };
         call.write(GAUDI_IB_ATTR_QUERY_PORT_RESP, &info)
-    }
-}
-
-kernel::rdma::uapi_struct! {
-    /// `struct gaudi_ib_mr_info`.
-    struct MrInfoResp {
-        comp_mask: u32,
-        page_shift: u32,
-        mmu_va: u64,
-        iova: u64,
-        length: u64,
-        key: u32,
-        access: u32,
     }
 }
 
@@ -1392,7 +1332,10 @@ impl Method for QueryMr {
             rdma::uverbs::Access::Read,
             Presence::Mandatory,
         ),
-        &AttrDef::ptr_out::<MrInfoResp>(GAUDI_IB_ATTR_QUERY_MR_RESP, Presence::Mandatory),
+        &AttrDef::ptr_out::<uapi::gaudi_ib_mr_info>(
+            GAUDI_IB_ATTR_QUERY_MR_RESP,
+            Presence::Mandatory,
+        ),
     ];
 
     fn handle(call: &mut Call<'_, GaudiRdma>) -> Result {
@@ -1401,7 +1344,7 @@ impl Method for QueryMr {
         let info = mr.device().data().mr(m.key).ok_or(EINVAL)?;
         call.write(
             GAUDI_IB_ATTR_QUERY_MR_RESP,
-            &MrInfoResp {
+            &uapi::gaudi_ib_mr_info {
                 page_shift: m.shift,
                 mmu_va: info.view.mmu_va,
                 iova: info.view.iova,
@@ -1414,30 +1357,20 @@ impl Method for QueryMr {
     }
 }
 
-kernel::rdma::uapi_struct! {
-    /// `struct gaudi_ib_device_info`.
-    struct DeviceInfo {
-        comp_mask: u32,
-        model_version: u32,
-        devmem_size: u64,
-        devmem_free: u64,
-    }
-}
-
 /// `GAUDI_IB_METHOD_QUERY_DEVICE`.
 struct QueryDevice;
 
 impl Method for QueryDevice {
     type Driver = GaudiRdma;
     const ID: u16 = GAUDI_IB_METHOD_QUERY_DEVICE;
-    const ATTRS: &'static [&'static AttrDef] = &[&AttrDef::ptr_out::<DeviceInfo>(
+    const ATTRS: &'static [&'static AttrDef] = &[&AttrDef::ptr_out::<uapi::gaudi_ib_device_info>(
         GAUDI_IB_ATTR_QUERY_DEVICE_RESP,
         Presence::Mandatory,
     )];
 
     fn handle(call: &mut Call<'_, GaudiRdma>) -> Result {
         let d = call.ucontext()?.device().data();
-        let info = DeviceInfo {
+        let info = uapi::gaudi_ib_device_info {
             model_version: d.caps.model,
             devmem_size: d.hbm.size(),
             devmem_free: d.hbm.free_bytes(),

@@ -20,21 +20,10 @@ use kernel::{
     prelude::*,
 };
 
+use crate::hw::Pte;
+
 /// Entries per table.
 const ENTRIES: usize = 512;
-
-/// The entry maps something; the page is readable.
-const PTE_VALID: u64 = 1 << 0;
-/// The device may write the page.
-const PTE_WRITE: u64 = 1 << 1;
-/// At level 0 or 1: the entry maps a 1 GiB or 2 MiB page.
-const PTE_LEAF: u64 = 1 << 2;
-/// The address is an offset into device memory rather than a bus address.
-const PTE_DEVMEM: u64 = 1 << 3;
-/// The page holds queues (model 1.1): only WQE fetches and CQE writes may use it.
-const PTE_RING: u64 = 1 << 4;
-/// Bits 51:12.
-const PTE_ADDR_MASK: u64 = ((1 << 52) - 1) & !0xfff;
 
 /// Device VAs are 39 bits wide.
 pub(crate) const VA_BITS: u32 = 39;
@@ -92,13 +81,13 @@ impl Table {
         })
     }
 
-    fn set(&self, index: usize, pte: u64) -> Result {
-        io_write!(&self.mem, [try: index], pte);
+    fn set(&self, index: usize, pte: Pte) -> Result {
+        io_write!(&self.mem, [try: index], pte.into_raw());
         Ok(())
     }
 
-    fn get(&self, index: usize) -> Result<u64> {
-        Ok(io_read!(&self.mem, [try: index]))
+    fn get(&self, index: usize) -> Result<Pte> {
+        Ok(Pte::from_raw(io_read!(&self.mem, [try: index])))
     }
 }
 
@@ -142,41 +131,33 @@ impl PageTables {
         if va >> VA_BITS != 0 || va & (size - 1) != 0 || page.addr & (size - 1) != 0 {
             return Err(EINVAL);
         }
-        if page.addr & !PTE_ADDR_MASK != 0 {
+        if page.addr & !Pte::ADDRESS_MASK != 0 {
             return Err(ERANGE);
         }
         let mut table = &mut self.root;
         for l in 0..level {
             let i = index(va, l);
             if table.next[i].is_none() {
-                if table.get(i)? & PTE_VALID != 0 {
+                if table.get(i)?.valid() {
                     // A larger page is entered here.
                     return Err(EEXIST);
                 }
                 let t = KBox::new(Table::new(dev, l + 1)?, GFP_KERNEL)?;
-                table.set(i, (t.mem.dma_address() & PTE_ADDR_MASK) | PTE_VALID)?;
+                table.set(i, Pte::to(t.mem.dma_address()))?;
                 table.next[i] = Some(t);
                 table.used += 1;
             }
             table = table.next[i].as_deref_mut().ok_or(EINVAL)?;
         }
         let i = index(va, level);
-        if table.get(i)? & PTE_VALID != 0 {
+        if table.get(i)?.valid() {
             return Err(EEXIST);
         }
-        let mut pte = (page.addr & PTE_ADDR_MASK) | PTE_VALID;
-        if page.flags.writable {
-            pte |= PTE_WRITE;
-        }
-        if page.flags.devmem {
-            pte |= PTE_DEVMEM;
-        }
-        if page.flags.ring {
-            pte |= PTE_RING;
-        }
-        if level < 2 {
-            pte |= PTE_LEAF;
-        }
+        let pte = Pte::to(page.addr)
+            .with_write(page.flags.writable)
+            .with_devmem(page.flags.devmem)
+            .with_ring(page.flags.ring)
+            .with_leaf(level < 2);
         table.set(i, pte)?;
         table.used += 1;
         Ok(())
@@ -207,8 +188,8 @@ fn unmap_in(
             // A table, not a page of this size: nothing to remove.
             return Ok(false);
         }
-        if table.get(i)? & PTE_VALID != 0 {
-            table.set(i, 0)?;
+        if table.get(i)?.valid() {
+            table.set(i, Pte::zeroed())?;
             table.used -= 1;
         }
     } else {
@@ -218,7 +199,7 @@ fn unmap_in(
         if unmap_in(next, va, level + 1, leaf, freed)? {
             // Reserve first: the table must not be dropped before the invalidation.
             freed.reserve(1, GFP_KERNEL)?;
-            table.set(i, 0)?;
+            table.set(i, Pte::zeroed())?;
             table.used -= 1;
             if let Some(t) = table.next[i].take() {
                 freed.push_within_capacity(t).map_err(|_| ENOMEM)?;

@@ -12,9 +12,10 @@ use kernel::{
         Device, //
     },
     dma::Coherent,
+    io::register::Array,
     io::{
+        io_project,
         io_read,
-        io_write,
         Io, //
     },
     prelude::*,
@@ -45,7 +46,16 @@ use kernel::{
     },
 };
 
+use zerocopy::Immutable;
+
 use crate::{
+    hw::{
+        self,
+        CqContext,
+        Cqe,
+        QpContext,
+        Wqe, //
+    },
     mmu::{
         self,
         VaRange, //
@@ -59,8 +69,8 @@ const PAGE_SHIFT: u32 = 12;
 const PAGE_SIZE: usize = 1 << PAGE_SHIFT;
 
 /// Bytes of a send WQE and of a CQE.
-pub(crate) const WQE_SIZE: usize = 32;
-pub(crate) const CQE_SIZE: usize = 32;
+pub(crate) const WQE_SIZE: usize = size_of::<Wqe>();
+pub(crate) const CQE_SIZE: usize = size_of::<Cqe>();
 const WQE_WORDS: usize = WQE_SIZE / 4;
 const CQE_WORDS: usize = CQE_SIZE / 4;
 
@@ -74,31 +84,6 @@ pub(crate) const CMD_QP_DESTROY: u32 = 0x05;
 pub(crate) const CMD_RKEY_REVOKE: u32 = 0x06;
 /// (1.2) Fill a range of device memory with a 32-bit pattern.
 pub(crate) const CMD_DEVMEM_FILL: u32 = 0x07;
-
-// Device QP states (QP context byte 0).
-pub(crate) const DEV_RESET: u32 = 0;
-pub(crate) const DEV_INIT: u32 = 1;
-pub(crate) const DEV_RTR: u32 = 2;
-pub(crate) const DEV_RTS: u32 = 3;
-pub(crate) const DEV_ERR: u32 = 4;
-
-/// QP context flag: incoming RDMA WRITEs allowed.
-const QPF_REMOTE_WRITE: u32 = 1 << 0;
-/// QP context flag (1.2): incoming WRITEs address the context's region by its iova and must
-/// stay inside it.
-const QPF_REGION: u32 = 1 << 1;
-
-/// Words of a QP context (96 bytes, model 1.2).
-pub(crate) const QP_CONTEXT_WORDS: usize = 24;
-
-// WQE opcodes and flags.
-const WQE_RDMA_WRITE: u32 = 0x01;
-const WQE_RDMA_WRITE_IMM: u32 = 0x02;
-const WQE_SIGNALED: u32 = 1 << 8;
-
-// CQE opcodes.
-const CQE_SEND: u8 = 0x01;
-const CQE_RECV_WRITE_IMM: u8 = 0x02;
 
 /// The work completion status of a CQE status code; `None` for codes the model does not
 /// define.
@@ -118,31 +103,55 @@ fn wc_status(code: u8) -> Option<WcStatus> {
     })
 }
 
+/// A doorbell write: the queue and its new index (16 bits, wrapping).
+enum Doorbell {
+    /// A send queue's producer index.
+    Sq { qpn: u32, pi: u16 },
+    /// A CQ's consumer index, and whether to arm the CQ for one completion event.
+    Cq { cqn: u32, ci: u16, arm: bool },
+}
+
 impl Shared {
     /// Run device command `op` on object `index` of port index `port` with the argument
-    /// `args` (32-bit words of `CMD_DATA`); the result is left in `out`. Commands are
-    /// serialised; the device reports errors as positive errno values.
-    pub(crate) fn command(
+    /// `arg` (written to `CMD_DATA`, `()` for none); the result is read into `out`. Commands
+    /// are serialised; the device reports errors as positive errno values.
+    pub(crate) fn command<A, R>(
         &self,
         op: u32,
         port: u32,
         index: u32,
-        args: &[u32],
-        out: &mut [u32],
-    ) -> Result {
+        arg: &A,
+        out: &mut R,
+    ) -> Result
+    where
+        A: IntoBytes + Immutable,
+        R: FromBytes + IntoBytes,
+    {
         if self.is_fatal() {
             return Err(EIO);
         }
-        if args.len() > regs::CMD_DATA_WORDS || out.len() > regs::CMD_DATA_WORDS {
+        let words = |bytes: usize| bytes.div_ceil(4);
+        if words(size_of::<A>()) > regs::CMD_DATA_WORDS
+            || words(size_of::<R>()) > regs::CMD_DATA_WORDS
+        {
             return Err(EINVAL);
         }
+        let cmd = regs::CMD::zeroed()
+            .try_with_opcode(op)?
+            .try_with_port(port)?
+            .try_with_index(index)?;
         let _guard = self.cmd.lock();
         let bar = self.bar.try_access().ok_or(ENODEV)?;
-        for (i, w) in args.iter().enumerate() {
-            bar.try_write32(*w, regs::CMD_DATA + 4 * i)?;
+        for (i, chunk) in arg.as_bytes().chunks(4).enumerate() {
+            let mut w = [0u8; 4];
+            w[..chunk.len()].copy_from_slice(chunk);
+            bar.try_write(
+                regs::CMD_DATA::try_at(i).ok_or(EINVAL)?,
+                regs::CMD_DATA::from_raw(u32::from_le_bytes(w)),
+            )?;
         }
-        bar.write32(op << 24 | port << 16 | (index & 0xffff), regs::CMD);
-        let status = bar.read32(regs::CMD_STATUS);
+        bar.write_reg(cmd);
+        let status = bar.read(regs::CMD_STATUS).into_raw();
         if status != 0 {
             // Only the codes of the device model are passed on; anything else is the device
             // misbehaving.
@@ -165,8 +174,12 @@ impl Shared {
                 }
             });
         }
-        for (i, w) in out.iter_mut().enumerate() {
-            *w = bar.try_read32(regs::CMD_DATA + 4 * i)?;
+        for (i, chunk) in out.as_mut_bytes().chunks_mut(4).enumerate() {
+            let w = bar
+                .try_read(regs::CMD_DATA::try_at(i).ok_or(EINVAL)?)?
+                .into_raw()
+                .to_le_bytes();
+            chunk.copy_from_slice(&w[..chunk.len()]);
         }
         Ok(())
     }
@@ -175,7 +188,7 @@ impl Shared {
     /// dead (`EIO`: it executes nothing) or gone (`ENODEV`) holds the object no more: that
     /// counts as done.
     pub(crate) fn destroy_command(&self, op: u32, port: u32, index: u32) -> Result {
-        match self.command(op, port, index, &[], &mut []) {
+        match self.command(op, port, index, &(), &mut ()) {
             Ok(()) | Err(EIO) | Err(ENODEV) => Ok(()),
             Err(e) => Err(e),
         }
@@ -184,7 +197,8 @@ impl Shared {
     /// Make every QP context bound to key `key` lose it and its region (`RKEY_REVOKE`). A
     /// dead or gone device holds no context any more.
     pub(crate) fn revoke_key(&self, key: u32) -> Result {
-        match self.command(CMD_RKEY_REVOKE, 0, 0, &[key], &mut []) {
+        let arg = hw::RkeyRevoke { key, changed: 0 };
+        match self.command(CMD_RKEY_REVOKE, 0, 0, &arg, &mut ()) {
             Ok(()) | Err(EIO) | Err(ENODEV) => Ok(()),
             Err(e) => Err(e),
         }
@@ -193,22 +207,40 @@ impl Shared {
     /// Fill `len` bytes of device memory at `offset` (both multiples of 4 KiB) with zeros
     /// (`DEVMEM_FILL`).
     pub(crate) fn clear_devmem(&self, offset: u64, len: u64) -> Result {
-        let args = [
-            offset as u32,
-            (offset >> 32) as u32,
-            len as u32,
-            (len >> 32) as u32,
-            0,
-        ];
-        self.command(CMD_DEVMEM_FILL, 0, 0, &args, &mut [])
+        let arg = hw::DevmemFill {
+            offset,
+            length: len,
+            pattern: 0,
+            reserved: 0,
+        };
+        self.command(CMD_DEVMEM_FILL, 0, 0, &arg, &mut ())
     }
 
-    /// Write a doorbell of port index `port`.
-    fn doorbell(&self, port: u32, reg: usize, value: u32) {
-        if let Some(bar) = self.bar.try_access() {
-            // Port indexes come from the driver's own state, below `MAX_PORTS`.
-            let _ = bar.try_write32(value, regs::doorbell(port) + reg);
-        }
+    /// Write a doorbell of port index `port`. Port indexes and queue numbers come from the
+    /// driver's own state (below `MAX_PORTS` and the 16-bit limits): a value out of range is
+    /// not written.
+    fn doorbell(&self, port: u32, doorbell: Doorbell) {
+        let Some(bar) = self.bar.try_access() else {
+            return;
+        };
+        let port = port as usize;
+        let _ = match doorbell {
+            Doorbell::Sq { qpn, pi } => regs::DB_SQ::zeroed().try_with_qpn(qpn).and_then(|v| {
+                bar.try_write(regs::DB_SQ::try_at(port).ok_or(EINVAL)?, v.with_pi(pi))
+            }),
+            Doorbell::Cq {
+                cqn,
+                ci,
+                arm: false,
+            } => regs::DB_CQ::zeroed().try_with_cqn(cqn).and_then(|v| {
+                bar.try_write(regs::DB_CQ::try_at(port).ok_or(EINVAL)?, v.with_ci(ci))
+            }),
+            Doorbell::Cq { cqn, ci, arm: true } => {
+                regs::DB_CQ_ARM::zeroed().try_with_cqn(cqn).and_then(|v| {
+                    bar.try_write(regs::DB_CQ_ARM::try_at(port).ok_or(EINVAL)?, v.with_ci(ci))
+                })
+            }
+        };
     }
 }
 
@@ -347,13 +379,13 @@ impl Cq {
         }
         let ring = Ring::new(&self.shared, dev, CQE_SIZE << self.log_size, true)?;
         let va = ring.va();
-        self.shared.command(
-            CMD_CQ_CREATE,
-            port,
-            self.id,
-            &[va as u32, (va >> 32) as u32, self.log_size, 0],
-            &mut [],
-        )?;
+        let ctx = CqContext {
+            ring_va: va,
+            log_size: self.log_size,
+            vector: 0,
+        };
+        self.shared
+            .command(CMD_CQ_CREATE, port, self.id, &ctx, &mut ())?;
         let mut r = self.rings.lock();
         if r.rings
             .push_within_capacity(CqRing { port, ring, ci: 0 })
@@ -362,7 +394,7 @@ impl Cq {
             drop(r);
             let _ = self
                 .shared
-                .command(CMD_CQ_DESTROY, port, self.id, &[], &mut []);
+                .command(CMD_CQ_DESTROY, port, self.id, &(), &mut ());
             return Err(ENOSPC);
         }
         Ok(())
@@ -385,38 +417,19 @@ impl Cq {
     }
 }
 
-/// A CQE as the device writes it.
-#[derive(Clone, Copy, Debug)]
-struct Cqe {
-    qpn: u32,
-    wqe_index: u16,
-    opcode: u8,
-    status: u8,
-    byte_len: u32,
-    imm: u32,
-}
-
 impl CqRing {
     /// The CQE at the consumer index, if the device has written it.
     fn peek(&self, log_size: u32) -> Result<Option<Cqe>> {
-        let mem = &self.ring.mem;
         let base = (self.ci & ((1 << log_size) - 1)) as usize * CQE_WORDS;
-        let owner = (self.ci >> log_size) & 1 == 0;
-        let last: u32 = io_read!(mem, [try: base + CQE_WORDS - 1]);
-        if (last >> 24 & 1 != 0) != owner {
+        let cqe = io_project!(&self.ring.mem, [try: base..base + CQE_WORDS]).try_cast::<Cqe>()?;
+        let owner = u8::from((self.ci >> log_size) & 1 == 0);
+        let seen: u8 = io_read!(cqe, .owner);
+        if seen & 1 != owner {
             return Ok(None);
         }
         // The rest of the entry was written before its owner bit.
         dma_mb(Read);
-        let w1: u32 = io_read!(mem, [try: base + 1]);
-        Ok(Some(Cqe {
-            qpn: io_read!(mem, [try: base]),
-            wqe_index: w1 as u16,
-            opcode: (w1 >> 16) as u8,
-            status: (w1 >> 24) as u8,
-            byte_len: io_read!(mem, [try: base + 2]),
-            imm: io_read!(mem, [try: base + 3]),
-        }))
+        Ok(Some(cqe.copy_read()))
     }
 }
 
@@ -578,7 +591,7 @@ impl QpData {
     }
 
     /// The device QP context of `state` with attributes `a`.
-    fn context(&self, state: u32, a: &QpAttrs) -> [u32; QP_CONTEXT_WORDS] {
+    fn context(&self, state: u8, a: &QpAttrs) -> QpContext {
         qp_context(state, self.cq.id, self.ring.va(), self.log_sq, a)
     }
 
@@ -601,7 +614,7 @@ impl QpData {
                 if on_device {
                     match self
                         .shared
-                        .command(CMD_QP_DESTROY, old_port, self.qpn, &[], &mut [])
+                        .command(CMD_QP_DESTROY, old_port, self.qpn, &(), &mut ())
                     {
                         Ok(()) | Err(ENOENT) | Err(EIO) | Err(ENODEV) => {}
                         Err(e) => return Err(e),
@@ -621,10 +634,10 @@ impl QpData {
                 self.sq.lock().state = QpState::Err;
                 return Ok(());
             }
-            QpState::Init => DEV_INIT,
-            QpState::Rtr => DEV_RTR,
-            QpState::Rts => DEV_RTS,
-            QpState::Err => DEV_ERR,
+            QpState::Init => hw::QPS_INIT,
+            QpState::Rtr => hw::QPS_RTR,
+            QpState::Rts => hw::QPS_RTS,
+            QpState::Err => hw::QPS_ERR,
             _ => return Err(EOPNOTSUPP),
         };
         let port = a.port.checked_sub(1).ok_or(EINVAL)?;
@@ -641,7 +654,7 @@ impl QpData {
             port,
             self.qpn,
             &self.context(state, a),
-            &mut [],
+            &mut (),
         )?;
         let mut sq = self.sq.lock();
         sq.state = next;
@@ -660,10 +673,10 @@ impl QpData {
 
     /// The PSNs the device is at: (next to send, next expected).
     pub(crate) fn psns(&self, port: u32) -> Result<(u32, u32)> {
-        let mut ctx = [0u32; 8];
+        let mut ctx = QpContext::default();
         self.shared
-            .command(CMD_QP_READ, port - 1, self.qpn, &[], &mut ctx)?;
-        Ok((ctx[6] & 0xff_ffff, ctx[7] & 0xff_ffff))
+            .command(CMD_QP_READ, port - 1, self.qpn, &(), &mut ctx)?;
+        Ok((ctx.sq_psn & 0xff_ffff, ctx.rq_psn & 0xff_ffff))
     }
 
     /// Take the QP off the device.
@@ -676,7 +689,7 @@ impl QpData {
         }
         match self
             .shared
-            .command(CMD_QP_DESTROY, port, self.qpn, &[], &mut [])
+            .command(CMD_QP_DESTROY, port, self.qpn, &(), &mut ())
         {
             Ok(()) | Err(ENOENT) | Err(EIO) | Err(ENODEV) => Ok(()),
             Err(e) => Err(e),
@@ -701,44 +714,38 @@ impl QpData {
 ///
 /// Incoming WRITEs are allowed only with the access flag, a non-zero local rkey and its
 /// region: a QP without a region accepts none, whatever the key a WRITE carries.
-pub(crate) fn qp_context(
-    state: u32,
-    cqn: u32,
-    sq_va: u64,
-    log_sq: u32,
-    a: &QpAttrs,
-) -> [u32; QP_CONTEXT_WORDS] {
-    let mtu_log = 7 + a.mtu as u32;
+pub(crate) fn qp_context(state: u8, cqn: u32, sq_va: u64, log_sq: u32, a: &QpAttrs) -> QpContext {
     let p = &a.path;
     let r = &p.region;
     let remote_write = a.access & kernel::rdma::umem::Access::REMOTE_WRITE.bits() != 0
         && p.local_rkey != 0
         && r.length != 0;
-    let mut c = [0u32; QP_CONTEXT_WORDS];
-    c[0] = state | mtu_log << 8 | u32::from(a.retry_cnt) << 16 | u32::from(a.timeout) << 24;
-    c[1] = cqn;
-    c[2] = sq_va as u32;
-    c[3] = (sq_va >> 32) as u32;
-    c[4] = log_sq;
-    c[5] = a.dest_qpn;
-    c[6] = a.sq_psn;
-    c[7] = a.rq_psn;
-    c[8] = p.remote_rkey;
-    c[9] = if remote_write { p.local_rkey } else { 0 };
-    c[10] = u32::from_le_bytes([p.dmac[0], p.dmac[1], p.dmac[2], p.dmac[3]]);
-    c[11] = u32::from_le_bytes([p.dmac[4], p.dmac[5], 0, 0]);
-    c[12] = u32::from_le_bytes(p.dest_ipv4);
-    c[13] = u32::from(p.udp_sport);
+    let mut c = QpContext {
+        state,
+        log_mtu: 7 + a.mtu as u8,
+        retry_cnt: a.retry_cnt,
+        timeout: a.timeout,
+        cqn,
+        sq_va,
+        log_sq_size: log_sq,
+        dest_qpn: a.dest_qpn,
+        sq_psn: a.sq_psn,
+        rq_psn: a.rq_psn,
+        remote_rkey: p.remote_rkey,
+        dmac: p.dmac,
+        dest_ipv4: p.dest_ipv4,
+        udp_sport: p.udp_sport,
+        rnr_retry: a.rnr_retry.min(7),
+        min_rnr_timer: a.min_rnr_timer & 0x1f,
+        ..Default::default()
+    };
     if remote_write {
-        c[14] = QPF_REMOTE_WRITE | QPF_REGION;
-        c[16] = r.iova as u32;
-        c[17] = (r.iova >> 32) as u32;
-        c[18] = r.length as u32;
-        c[19] = (r.length >> 32) as u32;
-        c[20] = r.va as u32;
-        c[21] = (r.va >> 32) as u32;
+        c.local_rkey = p.local_rkey;
+        c.flags = hw::QPF_REMOTE_WRITE | hw::QPF_REGION;
+        c.region_iova = r.iova;
+        c.region_length = r.length;
+        c.region_va = r.va;
     }
-    c[22] = u32::from(a.rnr_retry.min(7)) | u32::from(a.min_rnr_timer & 0x1f) << 8;
     c
 }
 
@@ -781,8 +788,8 @@ pub(crate) fn post_send(
     let res = (|| -> Result {
         for wr in wrs.by_ref() {
             let opcode = match wr.opcode() {
-                Opcode::RdmaWrite => WQE_RDMA_WRITE,
-                Opcode::RdmaWriteWithImm => WQE_RDMA_WRITE_IMM,
+                Opcode::RdmaWrite => hw::WQE_RDMA_WRITE,
+                Opcode::RdmaWriteWithImm => hw::WQE_RDMA_WRITE_IMM,
                 // The NIC executes RDMA WRITE (with or without immediate) only.
                 _ => return Err(EOPNOTSUPP),
             };
@@ -819,20 +826,19 @@ pub(crate) fn post_send(
             }
             let signaled = qp.signal_all || wr.signaled();
             let slot = usize::from(sq.pi & mask);
-            let w = [
-                opcode | if signaled { WQE_SIGNALED } else { 0 },
-                len,
-                local as u32,
-                (local >> 32) as u32,
-                raddr as u32,
-                (raddr >> 32) as u32,
-                u32::from_be(wr.imm_data()),
-                0,
-            ];
+            let wqe = Wqe {
+                opcode,
+                flags: if signaled { hw::WQE_SIGNALED } else { 0 },
+                length: len,
+                local_va: local,
+                remote_va: raddr,
+                imm: u32::from_be(wr.imm_data()),
+                ..Default::default()
+            };
             let base = slot * WQE_WORDS;
-            for (i, v) in w.iter().enumerate() {
-                io_write!(&qp.ring.mem, [try: base + i], *v);
-            }
+            io_project!(&qp.ring.mem, [try: base..base + WQE_WORDS])
+                .try_cast::<Wqe>()?
+                .copy_write(wqe);
             sq.wr_ids[slot] = wr.wr_id();
             sq.pi = sq.pi.wrapping_add(1);
             posted += 1;
@@ -841,8 +847,13 @@ pub(crate) fn post_send(
     })();
     if posted > 0 {
         // The doorbell write is ordered after the WQE writes to coherent memory.
-        qp.shared
-            .doorbell(sq.port, regs::DB_SQ, qp.qpn << 16 | u32::from(sq.pi));
+        qp.shared.doorbell(
+            sq.port,
+            Doorbell::Sq {
+                qpn: qp.qpn,
+                pi: sq.pi,
+            },
+        );
     }
     res
 }
@@ -873,13 +884,15 @@ pub(crate) fn poll<T: kernel::rdma::Driver<Qp = QpData>>(
                 Some(Ok(())) => {}
                 Some(Err(e)) if e == ENOSPC => break,
                 // Left over from a QP destroyed or reset since.
-                None | Some(Err(ESTALE)) => pr_debug!(
+                None | Some(Err(ESTALE)) => kernel::ibdev_dbg!(
+                    dev,
                     "CQ {}: stale CQE of QP {} (index {}) dropped\n",
                     cq.id,
                     cqe.qpn,
                     cqe.wqe_index
                 ),
-                Some(Err(_)) => kernel::ratelimited!(pr_warn!(
+                Some(Err(_)) => kernel::ibdev_warn_ratelimited!(
+                    dev,
                     "CQ {} port {}: invalid CQE dropped: QP {}, index {}, opcode {:#x}, status {}\n",
                     cq.id,
                     port + 1,
@@ -887,13 +900,19 @@ pub(crate) fn poll<T: kernel::rdma::Driver<Qp = QpData>>(
                     cqe.wqe_index,
                     cqe.opcode,
                     cqe.status
-                )),
+                ),
             }
         }
         let ring = &r.rings[i];
         if moved {
-            cq.shared
-                .doorbell(ring.port, regs::DB_CQ, cq.id << 16 | (ring.ci & 0xffff));
+            cq.shared.doorbell(
+                ring.port,
+                Doorbell::Cq {
+                    cqn: cq.id,
+                    ci: ring.ci as u16,
+                    arm: false,
+                },
+            );
         }
         if out.is_full() {
             r.next = (i + 1) % n.max(1);
@@ -933,7 +952,7 @@ fn complete<T: kernel::rdma::Driver<Qp = QpData>>(
         port: port + 1,
     };
     match cqe.opcode {
-        CQE_SEND => {
+        hw::CQE_SEND => {
             let mut sq = q.sq.lock();
             // The CQE completes its WQE and every unsignalled one before it.
             let outstanding = sq.pi.wrapping_sub(sq.ci);
@@ -947,7 +966,7 @@ fn complete<T: kernel::rdma::Driver<Qp = QpData>>(
             wc.wr_id = sq.wr_ids[usize::from(cqe.wqe_index & mask)];
             sq.ci = cqe.wqe_index.wrapping_add(1);
         }
-        CQE_RECV_WRITE_IMM => {
+        hw::CQE_RECV_WRITE_IMM => {
             // The responder reports only WRITEs it took: successful, on the QP's port, into
             // the region it is bound to.
             let sq = q.sq.lock();
@@ -971,8 +990,14 @@ pub(crate) fn arm(cq: &Cq) -> Result<bool> {
     let mut pending = false;
     for ring in r.rings.iter() {
         pending |= ring.peek(cq.log_size)?.is_some();
-        cq.shared
-            .doorbell(ring.port, regs::DB_CQ_ARM, cq.id << 16 | (ring.ci & 0xffff));
+        cq.shared.doorbell(
+            ring.port,
+            Doorbell::Cq {
+                cqn: cq.id,
+                ci: ring.ci as u16,
+                arm: true,
+            },
+        );
     }
     Ok(pending)
 }
