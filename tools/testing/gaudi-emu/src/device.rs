@@ -473,14 +473,14 @@ impl Device {
             NUM_VECTORS => MSIX_VECTORS,
             MMU_ROOT_LO => self.mmu.root as u32,
             MMU_ROOT_HI => (self.mmu.root >> 32) as u32,
-            MMU_CTRL => u32::from(self.mmu.enabled),
+            MMU_CTRL => u32::from(self.mmu.enabled) * MMU_CTRL_ENABLE,
             MMU_FAULT_COUNT => self.mmu.faults,
             MMU_FAULT_VA_LO => self.mmu.last_fault_va as u32,
             MMU_FAULT_VA_HI => (self.mmu.last_fault_va >> 32) as u32,
             EQ_BASE_LO => self.eq_base as u32,
             EQ_BASE_HI => (self.eq_base >> 32) as u32,
             EQ_LOG_SIZE => self.eq_log_size,
-            EQ_CTRL => u32::from(self.eq_enabled),
+            EQ_CTRL => u32::from(self.eq_enabled) * EQ_CTRL_ENABLE,
             EQ_CI => self.eq_ci,
             EQ_PI => self.eq_pi,
             EQ_OVERFLOWS => self.eq_overflows,
@@ -509,7 +509,7 @@ impl Device {
             PORT_MAC_LO => u32::from_le_bytes(port.ep.mac[0..4].try_into().unwrap()),
             PORT_MAC_HI => u32::from(u16::from_le_bytes([port.ep.mac[4], port.ep.mac[5]])),
             PORT_IPV4 => u32::from_be_bytes(port.ep.ip),
-            PORT_STATE => u32::from(port.link_up),
+            PORT_STATE => u32::from(port.link_up) * PORT_STATE_UP,
             PORT_SPEED => 100_000,
             PORT_TX_PKTS => c.tx,
             PORT_RX_PKTS => c.rx,
@@ -567,7 +567,7 @@ impl Device {
             MMU_ROOT_LO => set_lo(&mut self.mmu.root, val & !0xfff),
             MMU_ROOT_HI => set_hi(&mut self.mmu.root, val),
             MMU_CTRL => {
-                self.mmu.enabled = val & 1 != 0;
+                self.mmu.enabled = val & MMU_CTRL_ENABLE != 0;
                 self.mmu.invalidate();
             }
             // Strict mode: cached translations stay usable until the
@@ -656,7 +656,7 @@ impl Device {
     // ---- Event queue ---------------------------------------------------
 
     fn eq_ctrl(&mut self, val: u32) {
-        let enable = val & 1 != 0;
+        let enable = val & EQ_CTRL_ENABLE != 0;
         if enable && !(4..=12).contains(&self.eq_log_size) {
             log::warn!("EQ enable with log size {} refused", self.eq_log_size);
             return;
@@ -762,9 +762,9 @@ impl Device {
     // ---- Commands ------------------------------------------------------
 
     fn command(&mut self, cmd: u32, now: Instant) -> u32 {
-        let opcode = cmd >> 24;
-        let port = ((cmd >> 16) & 0x1f) as usize;
-        let index = cmd & 0xffff;
+        let opcode = CMD_OPCODE.get(cmd);
+        let port = CMD_PORT.get(cmd) as usize;
+        let index = CMD_INDEX.get(cmd);
         if self.fatal {
             return EIO;
         }
@@ -1006,8 +1006,9 @@ impl Device {
         if self.fatal {
             return;
         }
-        let index = val >> 16;
-        let v = (val & 0xffff) as u16;
+        // QPN and PI, or CQN and CI: the same bits.
+        let index = DB_QPN.get(val);
+        let v = DB_PI.get(val) as u16;
         match reg {
             DB_SQ => {
                 let Some(q) = self.ports[port].qps.get_mut(&index) else {

@@ -8,6 +8,7 @@ use gaudi_emu::device::{Device, Options};
 use gaudi_emu::engine::{Engine, Link};
 use gaudi_emu::hotplug::Qmp;
 use gaudi_emu::irq::Vectors;
+use gaudi_emu::regs::MAX_PORTS;
 use gaudi_emu::roce::Endpoint;
 use gaudi_emu::server::Backend;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -91,7 +92,7 @@ fn main() {
                 opts.ports = v()
                     .parse()
                     .ok()
-                    .filter(|n| (1..=32).contains(n))
+                    .filter(|n| (1..=MAX_PORTS).contains(n))
                     .unwrap_or_else(|| usage("--ports takes 1 to 32"))
             }
             "--devmem" => {

@@ -2,13 +2,21 @@
 //! The programming model's numbers: BAR0 register map, command interface,
 //! context, WQE, CQE and EQE layouts. Documentation/infiniband/gaudi/
 //! device-model.rst is the reference; the driver mirrors what it uses.
+//!
+//! [`REGISTER_MAP`] is the register map as data, built from the constants
+//! the device model uses; the `register_map_matches_doc` test compares it,
+//! and the driver's `register!` definitions, with the document's tables.
 
 // ---- Global registers -------------------------------------------------
 
 /// Identification: reads [`ID_MAGIC`].
 pub const ID: u64 = 0x0000;
-/// Programming-model version, major << 16 | minor.
+/// Programming-model version: [`VERSION_MAJOR`], [`VERSION_MINOR`].
 pub const VERSION: u64 = 0x0004;
+/// [`VERSION`]: incompatible changes.
+pub const VERSION_MAJOR: Field = Field::new("major", 31, 16);
+/// [`VERSION`]: compatible additions.
+pub const VERSION_MINOR: Field = Field::new("minor", 15, 0);
 /// Read/write scratch register with no side effects.
 pub const SCRATCH: u64 = 0x0008;
 /// Device status: [`STATUS_READY`], [`STATUS_FATAL`].
@@ -63,8 +71,9 @@ pub const FW_VERSION_LEN: usize = 32;
 /// Bus address of the level-0 page table (4 KiB aligned), low and high.
 pub const MMU_ROOT_LO: u64 = 0x0200;
 pub const MMU_ROOT_HI: u64 = 0x0204;
-/// Bit 0: translation enabled.
+/// [`MMU_CTRL_ENABLE`]: translation enabled.
 pub const MMU_CTRL: u64 = 0x0208;
+pub const MMU_CTRL_ENABLE: u32 = 1 << 0;
 /// Write 1: forget every cached translation.
 pub const MMU_INVALIDATE: u64 = 0x020c;
 /// Translation faults since reset, and the last faulting device VA.
@@ -79,8 +88,9 @@ pub const EQ_BASE_LO: u64 = 0x0300;
 pub const EQ_BASE_HI: u64 = 0x0304;
 /// log2 of the number of entries, 4 to 12.
 pub const EQ_LOG_SIZE: u64 = 0x0308;
-/// Bit 0: enabled.
+/// [`EQ_CTRL_ENABLE`]: enabled.
 pub const EQ_CTRL: u64 = 0x030c;
+pub const EQ_CTRL_ENABLE: u32 = 1 << 0;
 /// Consumer index (free running), written by the driver.
 pub const EQ_CI: u64 = 0x0310;
 /// Producer index (free running, read-only).
@@ -93,8 +103,14 @@ pub const EQ_OVERFLOWS: u64 = 0x0318;
 /// 32 data registers (128 bytes) carrying a command's argument or result.
 pub const CMD_DATA: u64 = 0x0400;
 pub const CMD_DATA_LEN: usize = 128;
-/// Write to execute: opcode 31:24, port 20:16, index 15:0.
+/// Write to execute: [`CMD_OPCODE`], [`CMD_PORT`], [`CMD_INDEX`].
 pub const CMD: u64 = 0x0480;
+/// [`CMD`]: one of the `CMD_*` opcodes below.
+pub const CMD_OPCODE: Field = Field::new("opcode", 31, 24);
+/// [`CMD`]: the port.
+pub const CMD_PORT: Field = Field::new("port", 20, 16);
+/// [`CMD`]: the object on the port (QPN, CQN).
+pub const CMD_INDEX: Field = Field::new("index", 15, 0);
 /// Result of the last command: 0 or a positive errno value.
 pub const CMD_STATUS: u64 = 0x0484;
 
@@ -115,6 +131,8 @@ pub const DEVMEM_FILL_ALIGN: u64 = 4096;
 
 // ---- Ports -------------------------------------------------------------
 
+/// Ports the register map has room for (per-port blocks, doorbell pages).
+pub const MAX_PORTS: usize = 32;
 /// Per-port register blocks: `PORT_BASE + port * PORT_STRIDE + reg`.
 pub const PORT_BASE: u64 = 0x2000;
 pub const PORT_STRIDE: u64 = 0x40;
@@ -122,8 +140,9 @@ pub const PORT_MAC_LO: u64 = 0x00;
 pub const PORT_MAC_HI: u64 = 0x04;
 /// IPv4 address, first octet in bits 31:24.
 pub const PORT_IPV4: u64 = 0x08;
-/// Bit 0: link up.
+/// [`PORT_STATE_UP`]: link up.
 pub const PORT_STATE: u64 = 0x0c;
+pub const PORT_STATE_UP: u32 = 1 << 0;
 /// Mb/s.
 pub const PORT_SPEED: u64 = 0x10;
 pub const PORT_TX_PKTS: u64 = 0x14;
@@ -141,12 +160,18 @@ pub const PORT_RNR_NAKS_SENT: u64 = 0x2c;
 /// One 4 KiB doorbell page per port: `DB_BASE + port * DB_STRIDE`.
 pub const DB_BASE: u64 = 0x1_0000;
 pub const DB_STRIDE: u64 = 0x1000;
-/// QPN 31:16, SQ producer index 15:0.
+/// [`DB_QPN`], [`DB_PI`]: the SQ producer index of a QP.
 pub const DB_SQ: u64 = 0x00;
-/// CQN 31:16, CQ consumer index 15:0.
+/// [`DB_CQN`], [`DB_CI`]: the consumer index of a CQ.
 pub const DB_CQ: u64 = 0x08;
 /// As [`DB_CQ`], and arm the CQ for one completion event.
 pub const DB_CQ_ARM: u64 = 0x0c;
+pub const DB_QPN: Field = Field::new("qpn", 31, 16);
+pub const DB_PI: Field = Field::new("pi", 15, 0);
+pub const DB_CQN: Field = Field::new("cqn", 31, 16);
+pub const DB_CI: Field = Field::new("ci", 15, 0);
+// The device decodes a doorbell before it knows which one it is.
+const _: () = assert!(DB_QPN.mask() == DB_CQN.mask() && DB_PI.mask() == DB_CI.mask());
 
 // ---- Values ------------------------------------------------------------
 
@@ -154,7 +179,7 @@ pub const DB_CQ_ARM: u64 = 0x0c;
 pub const ID_MAGIC: u32 = 0x4741_5532;
 /// Programming model 1.2 (1.1 added the RING page-table bit; 1.2 the
 /// QP's local region, RNR NAKs, RKEY_REVOKE and DEVMEM_FILL).
-pub const MODEL_VERSION: u32 = 0x0001_0002;
+pub const MODEL_VERSION: u32 = VERSION_MAJOR.put(1) | VERSION_MINOR.put(2);
 pub const STATUS_READY: u32 = 1 << 0;
 pub const STATUS_FATAL: u32 = 1 << 1;
 pub const RESET_MAGIC: u32 = 0x5245_5345;
@@ -171,6 +196,187 @@ pub const DMA_TEST_MAX_LEN: u32 = 4096;
 
 /// Size of BAR0.
 pub const BAR0_SIZE: u64 = 0x10_0000;
+
+// ---- The register map as data ------------------------------------------
+
+/// A field of a register: bits `hi` down to `lo`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Field {
+    pub name: &'static str,
+    pub hi: u32,
+    pub lo: u32,
+}
+
+impl Field {
+    pub const fn new(name: &'static str, hi: u32, lo: u32) -> Self {
+        assert!(lo <= hi && hi < 32);
+        Self { name, hi, lo }
+    }
+
+    /// The one-bit field of `mask`, which has one bit set.
+    pub const fn bit(name: &'static str, mask: u32) -> Self {
+        assert!(mask.is_power_of_two());
+        Self::new(name, mask.trailing_zeros(), mask.trailing_zeros())
+    }
+
+    /// The field's bits, in place.
+    pub const fn mask(self) -> u32 {
+        (u32::MAX >> (31 - (self.hi - self.lo))) << self.lo
+    }
+
+    /// The field's value in register value `reg`.
+    pub const fn get(self, reg: u32) -> u32 {
+        (reg & self.mask()) >> self.lo
+    }
+
+    /// `v` moved into the field's bits (bits of `v` that do not fit are
+    /// dropped).
+    pub const fn put(self, v: u32) -> u32 {
+        (v << self.lo) & self.mask()
+    }
+}
+
+/// A register of BAR0, or an array of `count` registers `stride` bytes
+/// apart (a single register is an array of one, stride 4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RegDef {
+    pub name: &'static str,
+    /// Offset in BAR0 of the register, or of the first of the array.
+    pub offset: u64,
+    pub count: u32,
+    pub stride: u64,
+    /// Empty for a register that holds one value in its 32 bits.
+    pub fields: &'static [Field],
+}
+
+/// A register named as its offset constant: `reg!(NAME, [fields])`, or an
+/// array of 4-byte registers, `reg!(NAME[count])`.
+macro_rules! reg {
+    ($name:ident $(, [$($f:expr),* $(,)?])?) => {
+        RegDef {
+            name: stringify!($name),
+            offset: $name,
+            count: 1,
+            stride: 4,
+            fields: &[$($($f),*)?],
+        }
+    };
+    ($name:ident[$count:expr]) => {
+        RegDef {
+            name: stringify!($name),
+            offset: $name,
+            count: $count as u32,
+            stride: 4,
+            fields: &[],
+        }
+    };
+}
+
+/// A per-port register (its constant is the offset in the port's block).
+macro_rules! port_reg {
+    ($name:ident $(, [$($f:expr),* $(,)?])?) => {
+        RegDef {
+            name: stringify!($name),
+            offset: PORT_BASE + $name,
+            count: MAX_PORTS as u32,
+            stride: PORT_STRIDE,
+            fields: &[$($($f),*)?],
+        }
+    };
+}
+
+/// A doorbell (its constant is the offset in the port's doorbell page).
+macro_rules! doorbell {
+    ($name:ident, [$($f:expr),* $(,)?]) => {
+        RegDef {
+            name: stringify!($name),
+            offset: DB_BASE + $name,
+            count: MAX_PORTS as u32,
+            stride: DB_STRIDE,
+            fields: &[$($f),*],
+        }
+    };
+}
+
+/// Every register of BAR0, in the order of the document's tables.
+pub const REGISTER_MAP: &[RegDef] = &[
+    // Global registers.
+    reg!(ID),
+    reg!(VERSION, [VERSION_MAJOR, VERSION_MINOR]),
+    reg!(SCRATCH),
+    reg!(
+        STATUS,
+        [
+            Field::bit("ready", STATUS_READY),
+            Field::bit("fatal", STATUS_FATAL)
+        ]
+    ),
+    reg!(IRQ_TEST),
+    reg!(
+        IRQ_CAUSE,
+        [Field::bit("test", CAUSE_TEST), Field::bit("event_queue", CAUSE_EQ)]
+    ),
+    reg!(IRQ_TEST_COUNT),
+    reg!(RESET),
+    reg!(DMA_TEST_ADDR_LO),
+    reg!(DMA_TEST_ADDR_HI),
+    reg!(DMA_TEST_LEN),
+    reg!(DMA_TEST_CTRL),
+    reg!(DMA_FAULT_COUNT),
+    // Capabilities.
+    reg!(NUM_PORTS),
+    reg!(MAX_QPS),
+    reg!(MAX_CQS),
+    reg!(MAX_CQE),
+    reg!(MAX_SQE),
+    reg!(MAX_MTU),
+    reg!(MMU_PAGE_SIZES),
+    reg!(MAX_MSG),
+    reg!(DEVMEM_SIZE_LO),
+    reg!(DEVMEM_SIZE_HI),
+    reg!(NUM_VECTORS),
+    reg!(FW_VERSION[FW_VERSION_LEN / 4]),
+    // Device MMU.
+    reg!(MMU_ROOT_LO),
+    reg!(MMU_ROOT_HI),
+    reg!(MMU_CTRL, [Field::bit("enable", MMU_CTRL_ENABLE)]),
+    reg!(MMU_INVALIDATE),
+    reg!(MMU_FAULT_COUNT),
+    reg!(MMU_FAULT_VA_LO),
+    reg!(MMU_FAULT_VA_HI),
+    // Event queue.
+    reg!(EQ_BASE_LO),
+    reg!(EQ_BASE_HI),
+    reg!(EQ_LOG_SIZE),
+    reg!(EQ_CTRL, [Field::bit("enable", EQ_CTRL_ENABLE)]),
+    reg!(EQ_CI),
+    reg!(EQ_PI),
+    reg!(EQ_OVERFLOWS),
+    // Command interface.
+    reg!(CMD_DATA[CMD_DATA_LEN / 4]),
+    reg!(CMD, [CMD_OPCODE, CMD_PORT, CMD_INDEX]),
+    reg!(CMD_STATUS),
+    // Ports.
+    port_reg!(PORT_MAC_LO),
+    port_reg!(PORT_MAC_HI),
+    port_reg!(PORT_IPV4),
+    port_reg!(PORT_STATE, [Field::bit("up", PORT_STATE_UP)]),
+    port_reg!(PORT_SPEED),
+    port_reg!(PORT_TX_PKTS),
+    port_reg!(PORT_RX_PKTS),
+    port_reg!(PORT_RX_DROPS),
+    port_reg!(PORT_RETRANSMITS),
+    port_reg!(PORT_NAKS_SENT),
+    port_reg!(PORT_ICRC_ERRORS),
+    port_reg!(PORT_RNR_NAKS_SENT),
+    // Doorbells.
+    doorbell!(DB_SQ, [DB_QPN, DB_PI]),
+    doorbell!(DB_CQ, [DB_CQN, DB_CI]),
+    doorbell!(DB_CQ_ARM, [DB_CQN, DB_CI]),
+];
+
+// The command's port field names every port the map has room for.
+const _: () = assert!(1 << (CMD_PORT.hi - CMD_PORT.lo + 1) == MAX_PORTS);
 
 // ---- Layouts -----------------------------------------------------------
 
@@ -235,3 +441,18 @@ pub const PTE_DEVMEM: u64 = 1 << 3;
 /// The page holds queues (model 1.1): only WQE fetches and CQE writes may use it.
 pub const PTE_RING: u64 = 1 << 4;
 pub const PTE_ADDR_MASK: u64 = 0x000f_ffff_ffff_f000;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields() {
+        assert_eq!(MODEL_VERSION, 0x0001_0002);
+        assert_eq!(CMD_OPCODE.mask(), 0xff00_0000);
+        assert_eq!(CMD_PORT.get(0xffff_ffff), 0x1f);
+        assert_eq!(CMD_INDEX.put(0x1_2345), 0x2345);
+        assert_eq!(Field::bit("fatal", STATUS_FATAL), Field::new("fatal", 1, 1));
+        assert_eq!(Field::new("all", 31, 0).mask(), u32::MAX);
+    }
+}
