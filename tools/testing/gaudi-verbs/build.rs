@@ -65,12 +65,18 @@
 //!   the fuzzer's values.
 //!
 //! The table is written to `$OUT_DIR/uapi_table.rs` and included by `src/table.rs`.
+//!
+//! The same parser, run on the core's `rdma_user_ioctl_cmds.h` too, lays out the structures for
+//! the uAPI bindings of `src/uapi.rs`, which `build/bindings.rs` generates with bindgen.
 
 use std::collections::{BTreeSet, HashMap};
 use std::env;
 use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
+
+#[path = "build/bindings.rs"]
+mod bindings;
 
 /// The driver's namespace prefix, lower case (enum and structure names).
 const DRIVER_PREFIX: &str = "gaudi_ib_";
@@ -348,12 +354,23 @@ struct Enum {
     header: usize,
 }
 
+/// One step of the path from a structure to a field of it (bindings::layout).
+#[derive(Clone, Debug)]
+enum Step {
+    /// A member, by its name in the bindings (`__bindgen_anon_N` for an anonymous aggregate).
+    Member(String),
+    /// Element `k` of an array (`flexible`: a flexible array member).
+    Index { k: u64, flexible: bool },
+}
+
 #[derive(Clone, Debug)]
 struct Field {
     name: String,
     offset: u64,
     size: u64,
     count: u64,
+    /// How to reach the field, for the layout check (the C path is `name`).
+    path: Vec<Step>,
 }
 
 #[derive(Clone, Debug)]
@@ -364,15 +381,25 @@ struct Struct {
     /// Where a flexible array member begins (the size without one).
     data_end: u64,
     fields: Vec<Field>,
+    /// A `union`, not a `struct`.
+    union: bool,
+    /// Index of the header it comes from.
+    header: usize,
+    /// Plain bytes: no padding, and the members of its unions (and of theirs) each as large
+    /// as the union, so that every byte of a value is initialized (bindings::emit_plain).
+    plain: bool,
 }
+
+/// A structure not laid out yet: name, members, whether a union, its header.
+type Pending = (String, Vec<Token>, bool, usize);
 
 #[derive(Default)]
 struct Parsed {
     syms: Symbols,
     enums: Vec<Enum>,
     structs: Vec<Struct>,
-    /// Structures not laid out yet: name, members, whether a union.
-    pending: Vec<(String, Vec<Token>, bool)>,
+    /// Structures not laid out yet.
+    pending: Vec<Pending>,
 }
 
 impl Parsed {
@@ -409,10 +436,11 @@ impl Parsed {
                             match self.layout(&body, union) {
                                 Some(mut s) => {
                                     s.name = name;
+                                    s.header = header;
                                     self.structs.push(s);
                                 }
                                 // Perhaps of a structure of a header read later.
-                                None => self.pending.push((name, body, union)),
+                                None => self.pending.push((name, body, union, header)),
                             }
                             i = end + 1;
                         }
@@ -429,13 +457,14 @@ impl Parsed {
     fn resolve_pending(&mut self) {
         loop {
             let before = self.pending.len();
-            for (name, body, union) in std::mem::take(&mut self.pending) {
+            for (name, body, union, header) in std::mem::take(&mut self.pending) {
                 match self.layout(&body, union) {
                     Some(mut s) => {
                         s.name = name;
+                        s.header = header;
                         self.structs.push(s);
                     }
-                    None => self.pending.push((name, body, union)),
+                    None => self.pending.push((name, body, union, header)),
                 }
             }
             if self.pending.len() == before {
@@ -535,7 +564,14 @@ impl Parsed {
             align: 1,
             data_end: u64::MAX,
             fields: Vec::new(),
+            union,
+            header: 0,
+            plain: true,
         };
+        // The size of each member, for `plain`.
+        let mut members = Vec::new();
+        // Anonymous aggregates are members `__bindgen_anon_1`, `_2`... in the bindings.
+        let mut anon = 0;
         let mut i = 0;
         while i < toks.len() {
             if matches!(toks[i].tok, Tok::Comment(_)) {
@@ -560,12 +596,12 @@ impl Parsed {
             }
             let (inner, rest) = self.member_type(&member, toks, start)?;
             // The declarator: NAME, NAME[N], NAME[], or nothing (an anonymous aggregate).
-            let (name, count) = match rest.as_slice() {
-                [] => (String::new(), 1),
-                [Tok::Ident(n)] => (n.clone(), 1),
-                [Tok::Ident(n), Tok::Punct("["), Tok::Punct("]")] => (n.clone(), 0),
+            let (name, count, array) = match rest.as_slice() {
+                [] => (String::new(), 1, false),
+                [Tok::Ident(n)] => (n.clone(), 1, false),
+                [Tok::Ident(n), Tok::Punct("["), Tok::Punct("]")] => (n.clone(), 0, true),
                 [Tok::Ident(n), Tok::Punct("["), len @ .., Tok::Punct("]")] => {
-                    (n.clone(), u64::try_from(self.syms.eval(len)?).ok()?)
+                    (n.clone(), u64::try_from(self.syms.eval(len)?).ok()?, true)
                 }
                 _ => return None,
             };
@@ -574,6 +610,10 @@ impl Parsed {
             } else {
                 s.size.next_multiple_of(inner.align)
             };
+            if (!union && offset != s.size) || (!inner.plain && count != 0) {
+                s.plain = false;
+            }
+            members.push(inner.size * count);
             if count == 0 && s.data_end == u64::MAX {
                 s.data_end = offset;
             }
@@ -584,24 +624,40 @@ impl Parsed {
             } else {
                 offset + bytes
             };
+            let member = if name.is_empty() {
+                anon += 1;
+                Step::Member(format!("__bindgen_anon_{anon}"))
+            } else {
+                Step::Member(rust_ident(&name))
+            };
             if inner.fields.is_empty() {
                 s.fields.push(Field {
                     name,
                     offset,
                     size: inner.size,
                     count,
+                    path: vec![member],
                 });
             } else {
                 for k in 0..count.clamp(1, 16) {
                     for f in &inner.fields {
-                        let n = match (name.is_empty(), count) {
+                        let n = match (name.is_empty(), array) {
                             (true, _) => f.name.clone(),
-                            (false, 1) => format!("{name}.{}", f.name),
-                            (false, _) => format!("{name}[{k}].{}", f.name),
+                            (false, false) => format!("{name}.{}", f.name),
+                            (false, true) => format!("{name}[{k}].{}", f.name),
                         };
+                        let mut path = vec![member.clone()];
+                        if array {
+                            path.push(Step::Index {
+                                k,
+                                flexible: count == 0,
+                            });
+                        }
+                        path.extend(f.path.iter().cloned());
                         s.fields.push(Field {
                             name: n,
                             offset: offset + k * inner.size + f.offset,
+                            path,
                             ..f.clone()
                         });
                     }
@@ -611,7 +667,11 @@ impl Parsed {
                 }
             }
         }
+        let end = s.size;
         s.size = s.size.next_multiple_of(s.align);
+        if s.size != end || (union && members.iter().any(|m| *m != s.size)) {
+            s.plain = false;
+        }
         if s.data_end == u64::MAX {
             s.data_end = s.size;
         }
@@ -632,6 +692,9 @@ impl Parsed {
             align: size,
             data_end: size,
             fields: Vec::new(),
+            union: false,
+            header: 0,
+            plain: true,
         };
         let first = match &toks[0] {
             Tok::Ident(t) => t.as_str(),
@@ -670,6 +733,22 @@ impl Parsed {
             _ => return None,
         };
         Some((prim(size), toks[1..].to_vec()))
+    }
+}
+
+/// The name bindgen gives a member named `name`: Rust keywords get a `_` appended.
+fn rust_ident(name: &str) -> String {
+    const KEYWORDS: [&str; 52] = [
+        "abstract", "as", "async", "await", "become", "box", "break", "const", "continue", "crate",
+        "do", "dyn", "else", "enum", "extern", "false", "final", "fn", "for", "gen", "if", "impl",
+        "in", "let", "loop", "macro", "match", "mod", "move", "mut", "override", "priv", "pub",
+        "ref", "return", "self", "Self", "static", "struct", "super", "trait", "true", "try",
+        "type", "typeof", "unsafe", "unsized", "use", "virtual", "where", "while", "yield",
+    ];
+    if KEYWORDS.contains(&name) {
+        format!("{name}_")
+    } else {
+        name.to_string()
     }
 }
 
@@ -792,11 +871,15 @@ struct Headers {
     driver: Vec<bool>,
     /// Which hold objects, methods and attributes (the others: structures and values).
     cmds: Vec<bool>,
+    /// The directory of the core's headers, and of the driver's.
+    core: PathBuf,
+    ours: PathBuf,
 }
 
 fn headers() -> Headers {
     let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
     let ours = manifest.join("../../../include/uapi/rdma");
+    let ours = ours.canonicalize().unwrap_or(ours);
     println!("cargo:rerun-if-env-changed=GAUDI_UAPI_CORE_INCLUDE");
     let core = env::var_os("GAUDI_UAPI_CORE_INCLUDE")
         .map(PathBuf::from)
@@ -813,6 +896,8 @@ fn headers() -> Headers {
         paths: list.iter().map(|l| l.0.clone()).collect(),
         driver: list.iter().map(|l| l.1).collect(),
         cmds: list.iter().map(|l| l.2).collect(),
+        core,
+        ours,
     }
 }
 
@@ -1264,8 +1349,10 @@ fn emit(t: &Table, out: &Path) {
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo:rerun-if-changed=build/bindings.rs");
     let h = headers();
     let t = build(&h);
-    let out = PathBuf::from(env::var("OUT_DIR").expect("OUT_DIR")).join("uapi_table.rs");
-    emit(&t, &out);
+    let out = PathBuf::from(env::var("OUT_DIR").expect("OUT_DIR"));
+    emit(&t, &out.join("uapi_table.rs"));
+    bindings::generate(&h, &out);
 }

@@ -309,15 +309,15 @@ impl Object for QpSet {
     }
 }
 
-pub(crate) const GAUDI_IB_OBJECT_QP_SET: u16 =
+pub(crate) const OBJECT_QP_SET: u16 =
     uverbs::id(uapi::gaudi_ib_objects_GAUDI_IB_OBJECT_QP_SET);
-const GAUDI_IB_METHOD_QP_SET_CREATE: u16 =
+const METHOD_QP_SET_CREATE: u16 =
     uverbs::id(uapi::gaudi_ib_qp_set_methods_GAUDI_IB_METHOD_QP_SET_CREATE);
-const GAUDI_IB_METHOD_QP_SET_DESTROY: u16 =
+const METHOD_QP_SET_DESTROY: u16 =
     uverbs::id(uapi::gaudi_ib_qp_set_methods_GAUDI_IB_METHOD_QP_SET_DESTROY);
-const GAUDI_IB_METHOD_QP_SET_MODIFY: u16 =
+const METHOD_QP_SET_MODIFY: u16 =
     uverbs::id(uapi::gaudi_ib_qp_set_methods_GAUDI_IB_METHOD_QP_SET_MODIFY);
-const GAUDI_IB_METHOD_QP_SET_QUERY: u16 =
+const METHOD_QP_SET_QUERY: u16 =
     uverbs::id(uapi::gaudi_ib_qp_set_methods_GAUDI_IB_METHOD_QP_SET_QUERY);
 const ATTR_CREATE_HANDLE: u16 =
     uverbs::id(uapi::gaudi_ib_qp_set_create_attrs_GAUDI_IB_ATTR_QP_SET_CREATE_HANDLE);
@@ -406,11 +406,11 @@ fn withdraw(ctx: &rdma::Ucontext<GaudiRdma>, offsets: &[u64]) {
 
 impl Method for Create {
     type Driver = GaudiRdma;
-    const ID: u16 = GAUDI_IB_METHOD_QP_SET_CREATE;
+    const ID: u16 = METHOD_QP_SET_CREATE;
     const ATTRS: &'static [&'static AttrDef] = &[
         &AttrDef::idr(
             ATTR_CREATE_HANDLE,
-            GAUDI_IB_OBJECT_QP_SET,
+            OBJECT_QP_SET,
             uverbs::Access::New,
             Presence::Mandatory,
         ),
@@ -580,11 +580,11 @@ impl Modify {
 
 impl Method for Modify {
     type Driver = GaudiRdma;
-    const ID: u16 = GAUDI_IB_METHOD_QP_SET_MODIFY;
+    const ID: u16 = METHOD_QP_SET_MODIFY;
     const ATTRS: &'static [&'static AttrDef] = &[
         &AttrDef::idr(
             ATTR_MODIFY_HANDLE,
-            GAUDI_IB_OBJECT_QP_SET,
+            OBJECT_QP_SET,
             uverbs::Access::Write,
             Presence::Mandatory,
         ),
@@ -632,11 +632,11 @@ struct Query;
 
 impl Method for Query {
     type Driver = GaudiRdma;
-    const ID: u16 = GAUDI_IB_METHOD_QP_SET_QUERY;
+    const ID: u16 = METHOD_QP_SET_QUERY;
     const ATTRS: &'static [&'static AttrDef] = &[
         &AttrDef::idr(
             ATTR_QUERY_HANDLE,
-            GAUDI_IB_OBJECT_QP_SET,
+            OBJECT_QP_SET,
             uverbs::Access::Read,
             Presence::Mandatory,
         ),
@@ -684,15 +684,15 @@ impl Method for Query {
 static CREATE: MethodDef<GaudiRdma> = MethodDef::new::<Create>();
 static DESTROY_HANDLE: [&AttrDef; 1] = [&AttrDef::idr(
     ATTR_DESTROY_HANDLE,
-    GAUDI_IB_OBJECT_QP_SET,
+    OBJECT_QP_SET,
     uverbs::Access::Destroy,
     Presence::Mandatory,
 )];
 static DESTROY: MethodDef<GaudiRdma> =
-    MethodDef::destroy(GAUDI_IB_METHOD_QP_SET_DESTROY, &DESTROY_HANDLE);
+    MethodDef::destroy(METHOD_QP_SET_DESTROY, &DESTROY_HANDLE);
 static MODIFY: MethodDef<GaudiRdma> = MethodDef::new::<Modify>();
 static QUERY: MethodDef<GaudiRdma> = MethodDef::new::<Query>();
 pub(crate) static QP_SET_OBJECT: ObjectDef<GaudiRdma> = ObjectDef::with_handles(
-    GAUDI_IB_OBJECT_QP_SET,
+    OBJECT_QP_SET,
     &[&CREATE, &DESTROY, &MODIFY, &QUERY],
 );

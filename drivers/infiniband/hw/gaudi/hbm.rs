@@ -189,12 +189,12 @@ impl Object for HbmObject {
     }
 }
 
-pub(crate) const GAUDI_IB_OBJECT_HBM: u16 = uverbs::id(uapi::gaudi_ib_objects_GAUDI_IB_OBJECT_HBM);
-const GAUDI_IB_METHOD_HBM_ALLOC: u16 =
+pub(crate) const OBJECT_HBM: u16 = uverbs::id(uapi::gaudi_ib_objects_GAUDI_IB_OBJECT_HBM);
+const METHOD_HBM_ALLOC: u16 =
     uverbs::id(uapi::gaudi_ib_hbm_methods_GAUDI_IB_METHOD_HBM_ALLOC);
-const GAUDI_IB_METHOD_HBM_DESTROY: u16 =
+const METHOD_HBM_DESTROY: u16 =
     uverbs::id(uapi::gaudi_ib_hbm_methods_GAUDI_IB_METHOD_HBM_DESTROY);
-const GAUDI_IB_METHOD_HBM_EXPORT: u16 =
+const METHOD_HBM_EXPORT: u16 =
     uverbs::id(uapi::gaudi_ib_hbm_methods_GAUDI_IB_METHOD_HBM_EXPORT);
 const ATTR_ALLOC_HANDLE: u16 =
     uverbs::id(uapi::gaudi_ib_hbm_alloc_attrs_GAUDI_IB_ATTR_HBM_ALLOC_HANDLE);
@@ -217,11 +217,11 @@ struct Alloc;
 
 impl Method for Alloc {
     type Driver = GaudiRdma;
-    const ID: u16 = GAUDI_IB_METHOD_HBM_ALLOC;
+    const ID: u16 = METHOD_HBM_ALLOC;
     const ATTRS: &'static [&'static AttrDef] = &[
         &AttrDef::idr(
             ATTR_ALLOC_HANDLE,
-            GAUDI_IB_OBJECT_HBM,
+            OBJECT_HBM,
             uverbs::Access::New,
             Presence::Mandatory,
         ),
@@ -271,11 +271,11 @@ struct Export;
 
 impl Method for Export {
     type Driver = GaudiRdma;
-    const ID: u16 = GAUDI_IB_METHOD_HBM_EXPORT;
+    const ID: u16 = METHOD_HBM_EXPORT;
     const ATTRS: &'static [&'static AttrDef] = &[
         &AttrDef::idr(
             ATTR_EXPORT_HANDLE,
-            GAUDI_IB_OBJECT_HBM,
+            OBJECT_HBM,
             uverbs::Access::Read,
             Presence::Mandatory,
         ),
@@ -319,12 +319,12 @@ impl Method for Export {
 static ALLOC: MethodDef<GaudiRdma> = MethodDef::new::<Alloc>();
 static DESTROY_HANDLE: [&AttrDef; 1] = [&AttrDef::idr(
     ATTR_DESTROY_HANDLE,
-    GAUDI_IB_OBJECT_HBM,
+    OBJECT_HBM,
     uverbs::Access::Destroy,
     Presence::Mandatory,
 )];
 static DESTROY: MethodDef<GaudiRdma> =
-    MethodDef::destroy(GAUDI_IB_METHOD_HBM_DESTROY, &DESTROY_HANDLE);
+    MethodDef::destroy(METHOD_HBM_DESTROY, &DESTROY_HANDLE);
 static EXPORT: MethodDef<GaudiRdma> = MethodDef::new::<Export>();
 pub(crate) static HBM_OBJECT: ObjectDef<GaudiRdma> =
-    ObjectDef::with_handles(GAUDI_IB_OBJECT_HBM, &[&ALLOC, &DESTROY, &EXPORT]);
+    ObjectDef::with_handles(OBJECT_HBM, &[&ALLOC, &DESTROY, &EXPORT]);

@@ -1266,22 +1266,22 @@ fn modify_qp(
     Ok(())
 }
 
-const GAUDI_IB_OBJECT_DEVICE: u16 = uverbs::id(uapi::gaudi_ib_objects_GAUDI_IB_OBJECT_DEVICE);
-const GAUDI_IB_METHOD_QUERY_PORT: u16 =
+const OBJECT_DEVICE: u16 = uverbs::id(uapi::gaudi_ib_objects_GAUDI_IB_OBJECT_DEVICE);
+const METHOD_QUERY_PORT: u16 =
     uverbs::id(uapi::gaudi_ib_device_methods_GAUDI_IB_METHOD_QUERY_PORT);
-const GAUDI_IB_ATTR_QUERY_PORT_NUM: u16 =
+const ATTR_QUERY_PORT_NUM: u16 =
     uverbs::id(uapi::gaudi_ib_query_port_attrs_GAUDI_IB_ATTR_QUERY_PORT_NUM);
-const GAUDI_IB_ATTR_QUERY_PORT_RESP: u16 =
+const ATTR_QUERY_PORT_RESP: u16 =
     uverbs::id(uapi::gaudi_ib_query_port_attrs_GAUDI_IB_ATTR_QUERY_PORT_RESP);
-const GAUDI_IB_METHOD_QUERY_MR: u16 =
+const METHOD_QUERY_MR: u16 =
     uverbs::id(uapi::gaudi_ib_device_methods_GAUDI_IB_METHOD_QUERY_MR);
-const GAUDI_IB_ATTR_QUERY_MR_HANDLE: u16 =
+const ATTR_QUERY_MR_HANDLE: u16 =
     uverbs::id(uapi::gaudi_ib_query_mr_attrs_GAUDI_IB_ATTR_QUERY_MR_HANDLE);
-const GAUDI_IB_ATTR_QUERY_MR_RESP: u16 =
+const ATTR_QUERY_MR_RESP: u16 =
     uverbs::id(uapi::gaudi_ib_query_mr_attrs_GAUDI_IB_ATTR_QUERY_MR_RESP);
-const GAUDI_IB_METHOD_QUERY_DEVICE: u16 =
+const METHOD_QUERY_DEVICE: u16 =
     uverbs::id(uapi::gaudi_ib_device_methods_GAUDI_IB_METHOD_QUERY_DEVICE);
-const GAUDI_IB_ATTR_QUERY_DEVICE_RESP: u16 =
+const ATTR_QUERY_DEVICE_RESP: u16 =
     uverbs::id(uapi::gaudi_ib_query_device_attrs_GAUDI_IB_ATTR_QUERY_DEVICE_RESP);
 
 /// `GAUDI_IB_METHOD_QUERY_PORT`: addresses and state of one port.
@@ -1289,11 +1289,11 @@ struct QueryPort;
 
 impl Method for QueryPort {
     type Driver = GaudiRdma;
-    const ID: u16 = GAUDI_IB_METHOD_QUERY_PORT;
+    const ID: u16 = METHOD_QUERY_PORT;
     const ATTRS: &'static [&'static AttrDef] = &[
-        &AttrDef::const_in(GAUDI_IB_ATTR_QUERY_PORT_NUM, Presence::Mandatory),
+        &AttrDef::const_in(ATTR_QUERY_PORT_NUM, Presence::Mandatory),
         &AttrDef::ptr_out::<uapi::gaudi_ib_port_info>(
-            GAUDI_IB_ATTR_QUERY_PORT_RESP,
+            ATTR_QUERY_PORT_RESP,
             Presence::Mandatory,
         ),
     ];
@@ -1301,7 +1301,7 @@ impl Method for QueryPort {
     fn handle(call: &mut Call<'_, GaudiRdma>) -> Result {
         let dev = call.device()?;
         let port =
-            call.const_in(GAUDI_IB_ATTR_QUERY_PORT_NUM, 1, u64::from(dev.port_count()))? as u32;
+            call.const_in(ATTR_QUERY_PORT_NUM, 1, u64::from(dev.port_count()))? as u32;
         let d = dev.data();
         let info = uapi::gaudi_ib_port_info {
             port_num: port,
@@ -1315,7 +1315,7 @@ impl Method for QueryPort {
             speed_mbps: d.port_speed(port)?,
             ..Default::default()
         };
-        call.write(GAUDI_IB_ATTR_QUERY_PORT_RESP, &info)
+        call.write(ATTR_QUERY_PORT_RESP, &info)
     }
 }
 
@@ -1324,26 +1324,26 @@ struct QueryMr;
 
 impl Method for QueryMr {
     type Driver = GaudiRdma;
-    const ID: u16 = GAUDI_IB_METHOD_QUERY_MR;
+    const ID: u16 = METHOD_QUERY_MR;
     const ATTRS: &'static [&'static AttrDef] = &[
         &AttrDef::idr(
-            GAUDI_IB_ATTR_QUERY_MR_HANDLE,
+            ATTR_QUERY_MR_HANDLE,
             rdma::uverbs::OBJECT_MR,
             rdma::uverbs::Access::Read,
             Presence::Mandatory,
         ),
         &AttrDef::ptr_out::<uapi::gaudi_ib_mr_info>(
-            GAUDI_IB_ATTR_QUERY_MR_RESP,
+            ATTR_QUERY_MR_RESP,
             Presence::Mandatory,
         ),
     ];
 
     fn handle(call: &mut Call<'_, GaudiRdma>) -> Result {
-        let mr = call.mr(GAUDI_IB_ATTR_QUERY_MR_HANDLE)?;
+        let mr = call.mr(ATTR_QUERY_MR_HANDLE)?;
         let m = mr.data();
         let info = mr.device().data().mr(m.key).ok_or(EINVAL)?;
         call.write(
-            GAUDI_IB_ATTR_QUERY_MR_RESP,
+            ATTR_QUERY_MR_RESP,
             &uapi::gaudi_ib_mr_info {
                 page_shift: m.shift,
                 mmu_va: info.view.mmu_va,
@@ -1362,9 +1362,9 @@ struct QueryDevice;
 
 impl Method for QueryDevice {
     type Driver = GaudiRdma;
-    const ID: u16 = GAUDI_IB_METHOD_QUERY_DEVICE;
+    const ID: u16 = METHOD_QUERY_DEVICE;
     const ATTRS: &'static [&'static AttrDef] = &[&AttrDef::ptr_out::<uapi::gaudi_ib_device_info>(
-        GAUDI_IB_ATTR_QUERY_DEVICE_RESP,
+        ATTR_QUERY_DEVICE_RESP,
         Presence::Mandatory,
     )];
 
@@ -1376,7 +1376,7 @@ impl Method for QueryDevice {
             devmem_free: d.hbm.free_bytes(),
             ..Default::default()
         };
-        call.write(GAUDI_IB_ATTR_QUERY_DEVICE_RESP, &info)
+        call.write(ATTR_QUERY_DEVICE_RESP, &info)
     }
 }
 
@@ -1384,7 +1384,7 @@ static QUERY_PORT: MethodDef<GaudiRdma> = MethodDef::new::<QueryPort>();
 static QUERY_MR: MethodDef<GaudiRdma> = MethodDef::new::<QueryMr>();
 static QUERY_DEVICE: MethodDef<GaudiRdma> = MethodDef::new::<QueryDevice>();
 static DEVICE_OBJECT: ObjectDef<GaudiRdma> = ObjectDef::global(
-    GAUDI_IB_OBJECT_DEVICE,
+    OBJECT_DEVICE,
     &[&QUERY_PORT, &QUERY_MR, &QUERY_DEVICE],
 );
 static UAPI: [UapiDef<GaudiRdma>; 4] = [

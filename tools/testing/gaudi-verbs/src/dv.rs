@@ -13,122 +13,17 @@
 //! as in the standard verbs: the responder checks it against the region its
 //! QP is bound to (its local rkey) and translates it itself.
 
-use crate::{ioctl, Attr, Context, Mr, NS_DRIVER};
+use crate::uapi::*;
+use crate::{ioctl, Attr, Context, Mr};
 use std::io;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{fence, Ordering};
 
-// gaudi_user_ioctl_cmds.h
-pub const GAUDI_IB_OBJECT_DEVICE: u16 = NS_DRIVER;
-pub const GAUDI_IB_OBJECT_QP_SET: u16 = NS_DRIVER + 1;
-pub const GAUDI_IB_METHOD_QUERY_MR: u16 = NS_DRIVER + 1;
-pub const ATTR_QUERY_MR_HANDLE: u16 = NS_DRIVER;
-pub const ATTR_QUERY_MR_RESP: u16 = NS_DRIVER + 1;
-pub const METHOD_QP_SET_CREATE: u16 = NS_DRIVER;
-pub const METHOD_QP_SET_DESTROY: u16 = NS_DRIVER + 1;
-pub const METHOD_QP_SET_MODIFY: u16 = NS_DRIVER + 2;
-pub const METHOD_QP_SET_QUERY: u16 = NS_DRIVER + 3;
-pub const ATTR_CREATE_HANDLE: u16 = NS_DRIVER;
-pub const ATTR_CREATE_REQ: u16 = NS_DRIVER + 1;
-pub const ATTR_CREATE_RESP: u16 = NS_DRIVER + 2;
-pub const ATTR_CREATE_PORTS: u16 = NS_DRIVER + 3;
-pub const ATTR_DESTROY_HANDLE: u16 = NS_DRIVER;
-pub const ATTR_MODIFY_HANDLE: u16 = NS_DRIVER;
-pub const ATTR_MODIFY_PORT: u16 = NS_DRIVER + 1;
-pub const ATTR_MODIFY_REQ: u16 = NS_DRIVER + 2;
-pub const ATTR_QUERY_HANDLE: u16 = NS_DRIVER;
-pub const ATTR_QUERY_PORT: u16 = NS_DRIVER + 1;
-pub const ATTR_QUERY_RESP: u16 = NS_DRIVER + 2;
-
-/// `GAUDI_IB_QP_SET_CREATE_INDEX`.
-pub const CREATE_INDEX: u32 = 1;
-
-/// `struct gaudi_ib_mr_info`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct MrInfo {
-    pub comp_mask: u32,
-    pub page_shift: u32,
-    pub mmu_va: u64,
-    pub iova: u64,
-    pub length: u64,
-    pub key: u32,
-    pub access: u32,
-}
-
-impl MrInfo {
+impl gaudi_ib_mr_info {
     /// The device VA of `addr`, an address (IOVA) of the region.
     pub fn device_va(&self, addr: u64) -> u64 {
         addr - self.iova + self.mmu_va
     }
-}
-
-/// `struct gaudi_ib_qp_set_create`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct SetCreate {
-    pub comp_mask: u32,
-    pub flags: u32,
-    pub ports: u64,
-    pub log_sq_entries: u32,
-    pub log_cq_entries: u32,
-    pub index: u32,
-    pub reserved: u32,
-}
-
-/// `struct gaudi_ib_qp_set_create_resp`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct SetCreateResp {
-    pub comp_mask: u32,
-    pub index: u32,
-    pub ports: u64,
-    pub sq_bytes: u32,
-    pub cq_bytes: u32,
-}
-
-/// `struct gaudi_ib_qp_set_port`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct SetPort {
-    pub port_num: u32,
-    pub cqn: u32,
-    pub sq_offset: u64,
-    pub cq_offset: u64,
-    pub db_offset: u64,
-    pub sq_va: u64,
-    pub cq_va: u64,
-}
-
-/// `struct gaudi_ib_qp_set_modify`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct SetModify {
-    pub comp_mask: u32,
-    pub state: u32,
-    pub dest_qpn: u32,
-    pub rq_psn: u32,
-    pub sq_psn: u32,
-    pub remote_rkey: u32,
-    pub local_rkey: u32,
-    pub path_mtu: u8,
-    pub timeout: u8,
-    pub retry_cnt: u8,
-    pub reserved0: u8,
-    pub dmac: [u8; 6],
-    pub udp_sport: u16,
-    pub dest_ipv4: [u8; 4],
-    pub reserved1: u32,
-}
-
-/// `struct gaudi_ib_qp_set_qp_info`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct SetQpInfo {
-    pub comp_mask: u32,
-    pub state: u32,
-    pub sq_psn: u32,
-    pub rq_psn: u32,
 }
 
 // Queue formats (Documentation/infiniband/gaudi/device-model.rst).
@@ -208,7 +103,7 @@ impl Drop for Map {
 /// One QP of a set, with its mapped queues.
 pub struct DvQp {
     pub port: u32,
-    pub info: SetPort,
+    pub info: gaudi_ib_qp_set_port,
     sq: Map,
     cq: Map,
     db: Map,
@@ -354,7 +249,7 @@ impl DvQp {
 /// A QP set: one QP per port, one index.
 pub struct QpSet {
     pub handle: u32,
-    pub resp: SetCreateResp,
+    pub resp: gaudi_ib_qp_set_create_resp,
     pub qps: Vec<DvQp>,
 }
 
@@ -371,14 +266,14 @@ impl QpSet {
 impl Context {
     /// `GAUDI_IB_METHOD_QUERY_MR`: where `mr` sits in the device's
     /// translation domain.
-    pub fn query_mr(&self, mr: &Mr) -> io::Result<MrInfo> {
-        let mut info = MrInfo::default();
+    pub fn query_mr(&self, mr: &Mr) -> io::Result<gaudi_ib_mr_info> {
+        let mut info = gaudi_ib_mr_info::default();
         self.dv_raw(
             GAUDI_IB_OBJECT_DEVICE,
             GAUDI_IB_METHOD_QUERY_MR,
             [
-                Attr::handle(ATTR_QUERY_MR_HANDLE, mr.handle),
-                Attr::output(ATTR_QUERY_MR_RESP, &mut info),
+                Attr::handle(GAUDI_IB_ATTR_QUERY_MR_HANDLE, mr.handle),
+                Attr::output(GAUDI_IB_ATTR_QUERY_MR_RESP, &mut info),
             ],
         )?;
         Ok(info)
@@ -399,26 +294,26 @@ impl Context {
     /// and the replies.
     pub fn create_qp_set_raw(
         &self,
-        req: &SetCreate,
-    ) -> io::Result<(u32, SetCreateResp, Vec<SetPort>)> {
-        let mut resp = SetCreateResp::default();
+        req: &gaudi_ib_qp_set_create,
+    ) -> io::Result<(u32, gaudi_ib_qp_set_create_resp, Vec<gaudi_ib_qp_set_port>)> {
+        let mut resp = gaudi_ib_qp_set_create_resp::default();
         let n = req.ports.count_ones().max(1) as usize;
-        let mut ports = vec![SetPort::default(); n];
+        let mut ports = vec![gaudi_ib_qp_set_port::default(); n];
         let attrs = self.dv_raw(
             GAUDI_IB_OBJECT_QP_SET,
-            METHOD_QP_SET_CREATE,
+            GAUDI_IB_METHOD_QP_SET_CREATE,
             [
-                Attr::handle(ATTR_CREATE_HANDLE, 0),
-                Attr::input(ATTR_CREATE_REQ, req),
-                Attr::output(ATTR_CREATE_RESP, &mut resp),
+                Attr::handle(GAUDI_IB_ATTR_QP_SET_CREATE_HANDLE, 0),
+                Attr::input(GAUDI_IB_ATTR_QP_SET_CREATE_REQ, req),
+                Attr::output(GAUDI_IB_ATTR_QP_SET_CREATE_RESP, &mut resp),
                 Attr::buf(
-                    ATTR_CREATE_PORTS,
+                    GAUDI_IB_ATTR_QP_SET_CREATE_PORTS,
                     ports.as_mut_ptr().cast(),
-                    n * std::mem::size_of::<SetPort>(),
+                    n * std::mem::size_of::<gaudi_ib_qp_set_port>(),
                 ),
             ],
         )?;
-        Ok((attrs[0].data as u32, resp, ports))
+        Ok((attrs[0].data() as u32, resp, ports))
     }
 
     /// `GAUDI_IB_METHOD_QP_SET_CREATE`: a QP on each port of `ports` (bit n:
@@ -431,8 +326,12 @@ impl Context {
         log_sq: u32,
         log_cq: u32,
     ) -> io::Result<QpSet> {
-        let req = SetCreate {
-            flags: if index.is_some() { CREATE_INDEX } else { 0 },
+        let req = gaudi_ib_qp_set_create {
+            flags: if index.is_some() {
+                GAUDI_IB_QP_SET_CREATE_INDEX
+            } else {
+                0
+            },
             ports,
             log_sq_entries: log_sq,
             log_cq_entries: log_cq,
@@ -476,8 +375,8 @@ impl Context {
     pub fn destroy_qp_set_handle(&self, handle: u32) -> io::Result<()> {
         self.dv_raw(
             GAUDI_IB_OBJECT_QP_SET,
-            METHOD_QP_SET_DESTROY,
-            [Attr::handle(ATTR_DESTROY_HANDLE, handle)],
+            GAUDI_IB_METHOD_QP_SET_DESTROY,
+            [Attr::handle(GAUDI_IB_ATTR_QP_SET_DESTROY_HANDLE, handle)],
         )
         .map(|_| ())
     }
@@ -488,29 +387,34 @@ impl Context {
     }
 
     /// `GAUDI_IB_METHOD_QP_SET_MODIFY` of the QP on `port`.
-    pub fn modify_qp_set(&self, handle: u32, port: u32, m: &SetModify) -> io::Result<()> {
+    pub fn modify_qp_set(
+        &self,
+        handle: u32,
+        port: u32,
+        m: &gaudi_ib_qp_set_modify,
+    ) -> io::Result<()> {
         self.dv_raw(
             GAUDI_IB_OBJECT_QP_SET,
-            METHOD_QP_SET_MODIFY,
+            GAUDI_IB_METHOD_QP_SET_MODIFY,
             [
-                Attr::handle(ATTR_MODIFY_HANDLE, handle),
-                Attr::value(ATTR_MODIFY_PORT, port.into()),
-                Attr::input(ATTR_MODIFY_REQ, m),
+                Attr::handle(GAUDI_IB_ATTR_QP_SET_MODIFY_HANDLE, handle),
+                Attr::value(GAUDI_IB_ATTR_QP_SET_MODIFY_PORT, port.into()),
+                Attr::input(GAUDI_IB_ATTR_QP_SET_MODIFY_REQ, m),
             ],
         )
         .map(|_| ())
     }
 
     /// `GAUDI_IB_METHOD_QP_SET_QUERY` of the QP on `port`.
-    pub fn query_qp_set(&self, handle: u32, port: u32) -> io::Result<SetQpInfo> {
-        let mut info = SetQpInfo::default();
+    pub fn query_qp_set(&self, handle: u32, port: u32) -> io::Result<gaudi_ib_qp_set_qp_info> {
+        let mut info = gaudi_ib_qp_set_qp_info::default();
         self.dv_raw(
             GAUDI_IB_OBJECT_QP_SET,
-            METHOD_QP_SET_QUERY,
+            GAUDI_IB_METHOD_QP_SET_QUERY,
             [
-                Attr::handle(ATTR_QUERY_HANDLE, handle),
-                Attr::value(ATTR_QUERY_PORT, port.into()),
-                Attr::output(ATTR_QUERY_RESP, &mut info),
+                Attr::handle(GAUDI_IB_ATTR_QP_SET_QUERY_HANDLE, handle),
+                Attr::value(GAUDI_IB_ATTR_QP_SET_QUERY_PORT, port.into()),
+                Attr::output(GAUDI_IB_ATTR_QP_SET_QUERY_RESP, &mut info),
             ],
         )?;
         Ok(info)
@@ -534,7 +438,7 @@ impl Context {
         mtu: u8,
         timeout: u8,
     ) -> io::Result<()> {
-        let mut m = SetModify {
+        let mut m = gaudi_ib_qp_set_modify {
             state: u32::from(crate::QPS_RESET),
             ..Default::default()
         };
@@ -543,7 +447,7 @@ impl Context {
         qp.pi = 0;
         m.state = u32::from(crate::QPS_INIT);
         self.modify_qp_set(handle, qp.port, &m)?;
-        m = SetModify {
+        m = gaudi_ib_qp_set_modify {
             state: u32::from(crate::QPS_RTR),
             dest_qpn,
             rq_psn: 0x100,
@@ -555,7 +459,7 @@ impl Context {
             ..Default::default()
         };
         self.modify_qp_set(handle, qp.port, &m)?;
-        m = SetModify {
+        m = gaudi_ib_qp_set_modify {
             state: u32::from(crate::QPS_RTS),
             sq_psn: 0x100,
             timeout,
@@ -572,13 +476,13 @@ mod tests {
 
     #[test]
     fn layouts_match_the_uapi() {
-        assert_eq!(std::mem::size_of::<MrInfo>(), 40);
-        assert_eq!(std::mem::size_of::<SetCreate>(), 32);
-        assert_eq!(std::mem::size_of::<SetCreateResp>(), 24);
-        assert_eq!(std::mem::size_of::<SetPort>(), 48);
-        assert_eq!(std::mem::size_of::<SetModify>(), 48);
-        assert_eq!(std::mem::size_of::<SetQpInfo>(), 16);
-        assert_eq!(std::mem::offset_of!(SetModify, dmac), 32);
-        assert_eq!(std::mem::offset_of!(SetModify, dest_ipv4), 40);
+        assert_eq!(std::mem::size_of::<gaudi_ib_mr_info>(), 40);
+        assert_eq!(std::mem::size_of::<gaudi_ib_qp_set_create>(), 32);
+        assert_eq!(std::mem::size_of::<gaudi_ib_qp_set_create_resp>(), 24);
+        assert_eq!(std::mem::size_of::<gaudi_ib_qp_set_port>(), 48);
+        assert_eq!(std::mem::size_of::<gaudi_ib_qp_set_modify>(), 48);
+        assert_eq!(std::mem::size_of::<gaudi_ib_qp_set_qp_info>(), 16);
+        assert_eq!(std::mem::offset_of!(gaudi_ib_qp_set_modify, dmac), 32);
+        assert_eq!(std::mem::offset_of!(gaudi_ib_qp_set_modify, dest_ipv4), 40);
     }
 }

@@ -4,87 +4,10 @@
 //! dma-bufs (`GAUDI_IB_OBJECT_HBM`), and memory regions of dma-bufs
 //! (`UVERBS_METHOD_REG_DMABUF_MR`), so that remote WRITEs land in HBM.
 
-use crate::dv::GAUDI_IB_OBJECT_DEVICE;
-use crate::{ioctl, Attr, Context, Mr, Pd, RegMrResp, NS_DRIVER};
+use crate::uapi::*;
+use crate::{ioctl, Attr, Context, Mr, Pd};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-
-// gaudi_user_ioctl_cmds.h
-pub const GAUDI_IB_OBJECT_HBM: u16 = NS_DRIVER + 2;
-pub const METHOD_HBM_ALLOC: u16 = NS_DRIVER;
-pub const METHOD_HBM_DESTROY: u16 = NS_DRIVER + 1;
-pub const METHOD_HBM_EXPORT: u16 = NS_DRIVER + 2;
-pub const ATTR_HBM_ALLOC_HANDLE: u16 = NS_DRIVER;
-pub const ATTR_HBM_ALLOC_REQ: u16 = NS_DRIVER + 1;
-pub const ATTR_HBM_ALLOC_RESP: u16 = NS_DRIVER + 2;
-pub const ATTR_HBM_DESTROY_HANDLE: u16 = NS_DRIVER;
-pub const ATTR_HBM_EXPORT_HANDLE: u16 = NS_DRIVER;
-pub const ATTR_HBM_EXPORT_REQ: u16 = NS_DRIVER + 1;
-pub const ATTR_HBM_EXPORT_RESP: u16 = NS_DRIVER + 2;
-/// `GAUDI_IB_HBM_EXPORT_CLOEXEC`.
-pub const HBM_EXPORT_CLOEXEC: u32 = 1;
-
-// ib_user_ioctl_cmds.h
-const UVERBS_OBJECT_MR: u16 = 7;
-const UVERBS_METHOD_REG_DMABUF_MR: u16 = 4;
-const ATTR_REG_DMABUF_MR_HANDLE: u16 = 0;
-const ATTR_REG_DMABUF_MR_PD_HANDLE: u16 = 1;
-const ATTR_REG_DMABUF_MR_OFFSET: u16 = 2;
-const ATTR_REG_DMABUF_MR_LENGTH: u16 = 3;
-const ATTR_REG_DMABUF_MR_IOVA: u16 = 4;
-const ATTR_REG_DMABUF_MR_FD: u16 = 5;
-const ATTR_REG_DMABUF_MR_ACCESS_FLAGS: u16 = 6;
-const ATTR_REG_DMABUF_MR_RESP_LKEY: u16 = 7;
-const ATTR_REG_DMABUF_MR_RESP_RKEY: u16 = 8;
-
-/// `struct gaudi_ib_hbm_alloc`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct HbmAlloc {
-    pub comp_mask: u32,
-    pub reserved: u32,
-    pub length: u64,
-}
-
-/// `struct gaudi_ib_hbm_alloc_resp`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct HbmAllocResp {
-    pub comp_mask: u32,
-    pub reserved: u32,
-    pub offset: u64,
-    pub length: u64,
-}
-
-/// `struct gaudi_ib_hbm_export`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct HbmExport {
-    pub comp_mask: u32,
-    pub flags: u32,
-}
-
-/// `struct gaudi_ib_hbm_export_resp`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct HbmExportResp {
-    pub comp_mask: u32,
-    pub fd: u32,
-}
-
-/// The device object's QUERY_DEVICE (gaudi_user_ioctl_cmds.h).
-pub const METHOD_QUERY_DEVICE: u16 = NS_DRIVER + 2;
-pub const ATTR_QUERY_DEVICE_RESP: u16 = NS_DRIVER;
-
-/// `struct gaudi_ib_device_info`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct DeviceInfo {
-    pub comp_mask: u32,
-    pub model_version: u32,
-    pub devmem_size: u64,
-    pub devmem_free: u64,
-}
 
 /// A block of device memory.
 #[derive(Debug)]
@@ -98,56 +21,57 @@ pub struct Hbm {
 impl Context {
     /// `GAUDI_IB_METHOD_QUERY_DEVICE`: the programming model and the
     /// device memory.
-    pub fn query_device_info(&self) -> io::Result<DeviceInfo> {
-        let mut info = DeviceInfo::default();
+    pub fn query_device_info(&self) -> io::Result<gaudi_ib_device_info> {
+        let mut info = gaudi_ib_device_info::default();
         ioctl(
             self.file(),
             GAUDI_IB_OBJECT_DEVICE,
-            METHOD_QUERY_DEVICE,
-            [Attr::output(ATTR_QUERY_DEVICE_RESP, &mut info)],
+            GAUDI_IB_METHOD_QUERY_DEVICE,
+            [Attr::output(GAUDI_IB_ATTR_QUERY_DEVICE_RESP, &mut info)],
         )?;
         Ok(info)
     }
 
     /// `GAUDI_IB_METHOD_HBM_ALLOC`: `length` bytes of device memory.
     pub fn hbm_alloc(&self, length: u64) -> io::Result<Hbm> {
-        let req = HbmAlloc {
+        let req = gaudi_ib_hbm_alloc {
             length,
             ..Default::default()
         };
-        let mut resp = HbmAllocResp::default();
+        let mut resp = gaudi_ib_hbm_alloc_resp::default();
         let attrs = ioctl(
             self.file(),
             GAUDI_IB_OBJECT_HBM,
-            METHOD_HBM_ALLOC,
+            GAUDI_IB_METHOD_HBM_ALLOC,
             [
-                Attr::handle(ATTR_HBM_ALLOC_HANDLE, 0),
-                Attr::input(ATTR_HBM_ALLOC_REQ, &req),
-                Attr::output(ATTR_HBM_ALLOC_RESP, &mut resp),
+                Attr::handle(GAUDI_IB_ATTR_HBM_ALLOC_HANDLE, 0),
+                Attr::input(GAUDI_IB_ATTR_HBM_ALLOC_REQ, &req),
+                Attr::output(GAUDI_IB_ATTR_HBM_ALLOC_RESP, &mut resp),
             ],
         )?;
         Ok(Hbm {
-            handle: attrs[0].data as u32,
+            handle: attrs[0].data() as u32,
             offset: resp.offset,
             length: resp.length,
         })
     }
 
-    /// `GAUDI_IB_METHOD_HBM_EXPORT`: the block as a dma-buf.
+    /// `GAUDI_IB_METHOD_HBM_EXPORT`: the block as a dma-buf; `flags` of `enum
+    /// gaudi_ib_hbm_export_flags`.
     pub fn hbm_export(&self, hbm: &Hbm, flags: u32) -> io::Result<OwnedFd> {
-        let req = HbmExport {
+        let req = gaudi_ib_hbm_export {
             flags,
             ..Default::default()
         };
-        let mut resp = HbmExportResp::default();
+        let mut resp = gaudi_ib_hbm_export_resp::default();
         ioctl(
             self.file(),
             GAUDI_IB_OBJECT_HBM,
-            METHOD_HBM_EXPORT,
+            GAUDI_IB_METHOD_HBM_EXPORT,
             [
-                Attr::handle(ATTR_HBM_EXPORT_HANDLE, hbm.handle),
-                Attr::input(ATTR_HBM_EXPORT_REQ, &req),
-                Attr::output(ATTR_HBM_EXPORT_RESP, &mut resp),
+                Attr::handle(GAUDI_IB_ATTR_HBM_EXPORT_HANDLE, hbm.handle),
+                Attr::input(GAUDI_IB_ATTR_HBM_EXPORT_REQ, &req),
+                Attr::output(GAUDI_IB_ATTR_HBM_EXPORT_RESP, &mut resp),
             ],
         )?;
         // SAFETY: the kernel installed a new descriptor for this process.
@@ -160,8 +84,8 @@ impl Context {
         ioctl(
             self.file(),
             GAUDI_IB_OBJECT_HBM,
-            METHOD_HBM_DESTROY,
-            [Attr::handle(ATTR_HBM_DESTROY_HANDLE, hbm.handle)],
+            GAUDI_IB_METHOD_HBM_DESTROY,
+            [Attr::handle(GAUDI_IB_ATTR_HBM_DESTROY_HANDLE, hbm.handle)],
         )
         .map(|_| ())
     }
@@ -187,22 +111,22 @@ impl Context {
             UVERBS_OBJECT_MR,
             UVERBS_METHOD_REG_DMABUF_MR,
             [
-                Attr::handle(ATTR_REG_DMABUF_MR_HANDLE, 0),
-                Attr::handle(ATTR_REG_DMABUF_MR_PD_HANDLE, pd.handle),
-                Attr::value(ATTR_REG_DMABUF_MR_OFFSET, offset),
-                Attr::value(ATTR_REG_DMABUF_MR_LENGTH, len),
-                Attr::value(ATTR_REG_DMABUF_MR_IOVA, iova),
-                Attr::input(ATTR_REG_DMABUF_MR_FD, &fd),
-                Attr::value(ATTR_REG_DMABUF_MR_ACCESS_FLAGS, access.into()),
-                Attr::output(ATTR_REG_DMABUF_MR_RESP_LKEY, &mut lkey),
-                Attr::output(ATTR_REG_DMABUF_MR_RESP_RKEY, &mut rkey),
+                Attr::handle(UVERBS_ATTR_REG_DMABUF_MR_HANDLE, 0),
+                Attr::handle(UVERBS_ATTR_REG_DMABUF_MR_PD_HANDLE, pd.handle),
+                Attr::value(UVERBS_ATTR_REG_DMABUF_MR_OFFSET, offset),
+                Attr::value(UVERBS_ATTR_REG_DMABUF_MR_LENGTH, len),
+                Attr::value(UVERBS_ATTR_REG_DMABUF_MR_IOVA, iova),
+                Attr::input(UVERBS_ATTR_REG_DMABUF_MR_FD, &fd),
+                Attr::value(UVERBS_ATTR_REG_DMABUF_MR_ACCESS_FLAGS, access.into()),
+                Attr::output(UVERBS_ATTR_REG_DMABUF_MR_RESP_LKEY, &mut lkey),
+                Attr::output(UVERBS_ATTR_REG_DMABUF_MR_RESP_RKEY, &mut rkey),
             ],
         )?;
         let mut mr = Mr {
-            handle: attrs[0].data as u32,
+            handle: attrs[0].data() as u32,
             lkey,
             rkey,
-            resp: RegMrResp::default(),
+            resp: gaudi_ib_reg_mr_resp::default(),
         };
         // The method has no driver reply: the device VA comes from QUERY_MR.
         let info = self.query_mr(&mr)?;

@@ -5,215 +5,92 @@
 //! libibverbs: the standard objects (context, PD) and the driver's own
 //! namespace (include/uapi/rdma/gaudi_user_ioctl_cmds.h).
 //!
-//! The structures mirror include/uapi/rdma/rdma_user_ioctl_cmds.h,
-//! ib_user_ioctl_cmds.h, ib_user_verbs.h and the gaudi headers.
+//! The structures, ids and values of the uAPI headers (the gaudi headers and the core's
+//! rdma_user_ioctl_cmds.h, ib_user_ioctl_cmds.h, ib_user_verbs.h and ib_user_ioctl_verbs.h)
+//! are generated from them at build time: [`uapi`]. The values here that are not theirs are
+//! the kernel's internal enums (include/rdma/ib_verbs.h), which the uAPI carries as plain
+//! integers.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read};
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::path::Path;
+use uapi::*;
 
 pub mod dv;
 pub mod hbm;
 pub mod table;
+pub mod uapi;
 
-/// `UVERBS_ID_NS_SHIFT`: driver ids start at `1 << 12`.
-pub const NS_DRIVER: u16 = 1 << 12;
+pub use uapi::RDMA_DRIVER_GAUDI;
 
-/// `RDMA_DRIVER_GAUDI` of `enum rdma_driver_id`.
-pub const RDMA_DRIVER_GAUDI: u32 = 22;
+/// `UVERBS_ATTR_F_MANDATORY`, as the `u16` of `struct ib_uverbs_attr`'s `flags`.
+pub const ATTR_F_MANDATORY: u16 = fit_u16(UVERBS_ATTR_F_MANDATORY as u64);
 
-// enum uverbs_default_objects
-const UVERBS_OBJECT_DEVICE: u16 = 0;
-// enum uverbs_methods_device
-const UVERBS_METHOD_INVOKE_WRITE: u16 = 0;
-const UVERBS_METHOD_QUERY_PORT: u16 = 2;
-const UVERBS_METHOD_GET_CONTEXT: u16 = 3;
-const UVERBS_METHOD_QUERY_GID_TABLE: u16 = 5;
-// enum uverbs_attrs_query_port_cmd_attr_ids
-const UVERBS_ATTR_QUERY_PORT_PORT_NUM: u16 = 0;
-const UVERBS_ATTR_QUERY_PORT_RESP: u16 = 1;
-// enum uverbs_attrs_query_gid_table_cmd_attr_ids
-const UVERBS_ATTR_QUERY_GID_TABLE_ENTRY_SIZE: u16 = 0;
-const UVERBS_ATTR_QUERY_GID_TABLE_RESP_ENTRIES: u16 = 2;
-const UVERBS_ATTR_QUERY_GID_TABLE_RESP_NUM_ENTRIES: u16 = 3;
-// enum uverbs_attrs_get_context_attr_ids
-const UVERBS_ATTR_GET_CONTEXT_NUM_COMP_VECTORS: u16 = 0;
-const UVERBS_ATTR_GET_CONTEXT_CORE_SUPPORT: u16 = 1;
-// enum uverbs_attrs_invoke_write_cmd_attr_ids
-const UVERBS_ATTR_CORE_IN: u16 = 0;
-const UVERBS_ATTR_CORE_OUT: u16 = 1;
-const UVERBS_ATTR_WRITE_CMD: u16 = 2;
-// enum uverbs_attrs_uhw
-const UVERBS_ATTR_UHW_IN: u16 = NS_DRIVER;
-const UVERBS_ATTR_UHW_OUT: u16 = NS_DRIVER + 1;
-// enum ib_uverbs_write_cmds
-const IB_USER_VERBS_CMD_QUERY_DEVICE: u64 = 1;
-const IB_USER_VERBS_CMD_ALLOC_PD: u64 = 3;
-const IB_USER_VERBS_CMD_REG_MR: u64 = 9;
-const IB_USER_VERBS_CMD_CREATE_CQ: u64 = 18;
-const IB_USER_VERBS_CMD_CREATE_COMP_CHANNEL: u64 = 17;
-const IB_USER_VERBS_CMD_POLL_CQ: u64 = 21;
-const IB_USER_VERBS_CMD_REQ_NOTIFY_CQ: u64 = 23;
-const IB_USER_VERBS_CMD_CREATE_QP: u64 = 24;
-const IB_USER_VERBS_CMD_QUERY_QP: u64 = 25;
-const IB_USER_VERBS_CMD_MODIFY_QP: u64 = 26;
-const IB_USER_VERBS_CMD_POST_SEND: u64 = 28;
-const IB_USER_VERBS_CMD_POST_RECV: u64 = 29;
-const UVERBS_OBJECT_CQ: u16 = 3;
-const UVERBS_OBJECT_QP: u16 = 4;
-const UVERBS_METHOD_CQ_DESTROY: u16 = 1;
-const UVERBS_METHOD_QP_DESTROY: u16 = 1;
-// UVERBS_ATTR_DESTROY_{CQ,QP}_{HANDLE,RESP}
-const UVERBS_ATTR_DESTROY_HANDLE: u16 = 0;
-const UVERBS_ATTR_DESTROY_RESP: u16 = 1;
-const UVERBS_OBJECT_MR: u16 = 7;
-const UVERBS_METHOD_MR_DESTROY: u16 = 1;
-const UVERBS_ATTR_DESTROY_MR_HANDLE: u16 = 0;
-// enum uverbs_methods_pd, enum uverbs_attrs_destroy_pd
-const UVERBS_OBJECT_PD: u16 = 1;
-const UVERBS_METHOD_PD_DESTROY: u16 = 0;
-const UVERBS_ATTR_DESTROY_PD_HANDLE: u16 = 0;
-const UVERBS_OBJECT_ASYNC_EVENT: u16 = 16;
-const UVERBS_METHOD_ASYNC_EVENT_ALLOC: u16 = 0;
-const UVERBS_ATTR_ASYNC_EVENT_ALLOC_FD_HANDLE: u16 = 0;
-// UVERBS_ATTR_F_MANDATORY
-const ATTR_F_MANDATORY: u16 = 1;
+/// `struct ib_uverbs_attr`, an attribute of an ioctl.
+pub type Attr = ib_uverbs_attr;
 
-// gaudi_user_ioctl_cmds.h
-const GAUDI_IB_OBJECT_DEVICE: u16 = NS_DRIVER;
-const GAUDI_IB_METHOD_QUERY_PORT: u16 = NS_DRIVER;
-const GAUDI_IB_ATTR_QUERY_PORT_NUM: u16 = NS_DRIVER;
-const GAUDI_IB_ATTR_QUERY_PORT_RESP: u16 = NS_DRIVER + 1;
+impl ib_uverbs_attr {
+    /// A mandatory attribute.
+    fn mandatory(id: u16, len: u16, data: u64) -> Self {
+        let mut a = Self {
+            attr_id: id,
+            len,
+            flags: ATTR_F_MANDATORY,
+            ..Default::default()
+        };
+        a.set_data(data);
+        a
+    }
 
-/// `struct ib_uverbs_attr`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Attr {
-    pub attr_id: u16,
-    pub len: u16,
-    pub flags: u16,
-    pub reserved: u16,
-    pub data: u64,
-}
-
-impl Attr {
     /// An inline value (`len` up to 8 bytes).
     pub fn value(id: u16, v: u64) -> Self {
-        Self {
-            attr_id: id,
-            len: 8,
-            flags: ATTR_F_MANDATORY,
-            reserved: 0,
-            data: v,
-        }
+        Self::mandatory(id, 8, v)
     }
 
     /// An object handle (IDR attribute: no length).
     pub fn handle(id: u16, handle: u32) -> Self {
-        Self {
-            attr_id: id,
-            len: 0,
-            flags: ATTR_F_MANDATORY,
-            reserved: 0,
-            data: handle.into(),
-        }
+        Self::mandatory(id, 0, handle.into())
     }
 
     /// A pointer to `len` bytes at `ptr` (input or output).
     pub fn buf(id: u16, ptr: *const u8, len: usize) -> Self {
-        Self {
-            attr_id: id,
-            len: len as u16,
-            flags: ATTR_F_MANDATORY,
-            reserved: 0,
-            data: ptr as u64,
-        }
+        Self::mandatory(id, len as u16, ptr as u64)
     }
 
     /// An input structure. Inputs of up to 8 bytes travel inline in `data`,
     /// as the kernel expects of them.
-    pub fn input<T>(id: u16, v: &T) -> Self {
-        let len = std::mem::size_of::<T>();
+    pub fn input<T: Plain>(id: u16, v: &T) -> Self {
+        let bytes = bytes_of(v);
+        let len = bytes.len();
         if len > 8 {
-            return Self::buf(id, (v as *const T).cast(), len);
+            return Self::buf(id, bytes.as_ptr(), len);
         }
         let mut data = [0u8; 8];
-        // SAFETY: `v` is `len` readable bytes, `len <= 8`.
-        let bytes = unsafe { std::slice::from_raw_parts((v as *const T).cast::<u8>(), len) };
         data[..len].copy_from_slice(bytes);
-        Self {
-            attr_id: id,
-            len: len as u16,
-            flags: ATTR_F_MANDATORY,
-            reserved: 0,
-            data: u64::from_ne_bytes(data),
-        }
+        Self::mandatory(id, len as u16, u64::from_ne_bytes(data))
     }
 
     /// An output structure.
-    pub fn output<T>(id: u16, v: &mut T) -> Self {
-        Self::buf(id, (v as *mut T).cast(), std::mem::size_of::<T>())
+    pub fn output<T: Plain>(id: u16, v: &mut T) -> Self {
+        Self::buf(id, bytes_of_mut(v).as_mut_ptr(), std::mem::size_of::<T>())
     }
 }
 
-/// `struct ib_uverbs_ioctl_hdr` followed by its attributes.
+/// `struct ib_uverbs_ioctl_hdr` followed by its `N` attributes (its flexible array).
 #[repr(C)]
-struct IoctlHdr<const N: usize> {
-    length: u16,
-    object_id: u16,
-    method_id: u16,
-    num_attrs: u16,
-    reserved1: u64,
-    driver_id: u32,
-    reserved2: u32,
+struct IoctlBuf<const N: usize> {
+    hdr: ib_uverbs_ioctl_hdr,
     attrs: [Attr; N],
 }
 
+// The attributes follow the header where its flexible array begins.
+const _: () = assert!(
+    std::mem::offset_of!(IoctlBuf<1>, attrs) == std::mem::offset_of!(ib_uverbs_ioctl_hdr, attrs)
+);
+
 /// `_IOWR(RDMA_IOCTL_MAGIC, 1, struct ib_uverbs_ioctl_hdr)`.
-const RDMA_VERBS_IOCTL: u64 = (3 << 30) | (24 << 16) | (0x1b << 8) | 1;
-
-/// `struct gaudi_ib_alloc_ucontext_resp`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct AllocUcontextResp {
-    pub comp_mask: u32,
-    pub abi_version: u32,
-    pub ports_mask: u64,
-    pub num_ports: u32,
-    pub max_qps: u32,
-    pub max_cqs: u32,
-    pub max_cqe: u32,
-    pub max_sqe: u32,
-    pub max_mtu: u32,
-    pub max_msg: u64,
-    pub page_size_cap: u64,
-}
-
-/// `struct gaudi_ib_alloc_pd_resp`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct AllocPdResp {
-    pub comp_mask: u32,
-    pub pdn: u32,
-}
-
-/// `struct gaudi_ib_port_info`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct PortInfo {
-    pub comp_mask: u32,
-    pub port_num: u32,
-    pub mac: [u8; 6],
-    pub reserved0: [u8; 2],
-    pub ipv4: [u8; 4],
-    pub flags: u32,
-    pub speed_mbps: u32,
-    pub reserved1: u32,
-}
-
-/// `GAUDI_IB_PORT_LINK_UP`.
-pub const PORT_LINK_UP: u32 = 1;
+pub const RDMA_VERBS_IOCTL: libc::Ioctl = libc::_IOWR::<ib_uverbs_ioctl_hdr>(RDMA_IOCTL_MAGIC, 1);
 
 /// What the core's `IB_USER_VERBS_CMD_QUERY_DEVICE` reports (`struct
 /// ib_uverbs_query_device_resp`, the fields this NIC fills).
@@ -235,7 +112,7 @@ pub struct DeviceAttrs {
 }
 
 /// `enum ib_port_state` `IB_PORT_ACTIVE`, `enum ib_port_phys_state`
-/// `LINK_UP`, `IB_LINK_LAYER_ETHERNET`.
+/// `LINK_UP`, `IB_LINK_LAYER_ETHERNET` (the kernel's, not in the uAPI).
 pub const PORT_ACTIVE: u8 = 4;
 pub const PORT_PHYS_LINK_UP: u8 = 5;
 pub const LINK_LAYER_ETHERNET: u8 = 2;
@@ -254,19 +131,8 @@ pub struct PortAttrs {
     pub max_msg_sz: u32,
 }
 
-/// `IB_UVERBS_GID_TYPE_ROCE_V2`.
-pub const GID_TYPE_ROCE_V2: u32 = 2;
-
 /// `struct ib_uverbs_gid_entry`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct GidEntry {
-    pub gid: [u8; 16],
-    pub gid_index: u32,
-    pub port_num: u32,
-    pub gid_type: u32,
-    pub netdev_ifindex: u32,
-}
+pub type GidEntry = ib_uverbs_gid_entry;
 
 /// A raw uverbs ioctl call with `N` attributes.
 pub fn ioctl<const N: usize>(
@@ -275,61 +141,86 @@ pub fn ioctl<const N: usize>(
     method_id: u16,
     attrs: [Attr; N],
 ) -> io::Result<[Attr; N]> {
-    let mut hdr = IoctlHdr {
-        length: std::mem::size_of::<IoctlHdr<N>>() as u16,
-        object_id,
-        method_id,
-        num_attrs: N as u16,
-        reserved1: 0,
-        driver_id: RDMA_DRIVER_GAUDI,
-        reserved2: 0,
+    let mut b = IoctlBuf {
+        hdr: ib_uverbs_ioctl_hdr {
+            length: std::mem::size_of::<IoctlBuf<N>>() as u16,
+            object_id,
+            method_id,
+            num_attrs: N as u16,
+            driver_id: RDMA_DRIVER_GAUDI,
+            ..Default::default()
+        },
         attrs,
     };
-    // SAFETY: `hdr` is a valid ioctl header followed by its N attributes;
+    // SAFETY: `b` is a valid ioctl header followed by its N attributes;
     // the pointers in the attributes point to live buffers of their lengths.
-    let r = unsafe { libc::ioctl(fd.as_raw_fd(), RDMA_VERBS_IOCTL as _, &mut hdr) };
+    let r = unsafe { libc::ioctl(fd.as_raw_fd(), RDMA_VERBS_IOCTL, &mut b) };
     if r < 0 {
         return Err(io::Error::last_os_error());
     }
-    Ok(hdr.attrs)
+    Ok(b.attrs)
+}
+
+/// A uverbs ioctl of any header and attributes (the fuzzer's): `object_id`, `method_id`,
+/// `driver_id` and `reserved1` as given, `length` and `num_attrs` those of `attrs`. The
+/// `data` of every attribute is written back into `attrs` (new handles and file descriptors);
+/// the rest of them is left as given.
+///
+/// # Safety
+///
+/// Every pointer in `attrs` is NULL, an address that faults, or points to a live buffer of
+/// at least the length given (an inline value is not dereferenced).
+pub unsafe fn ioctl_raw(
+    fd: &File,
+    object_id: u16,
+    method_id: u16,
+    driver_id: u32,
+    reserved1: u64,
+    attrs: &mut [Attr],
+) -> io::Result<()> {
+    let head = std::mem::size_of::<ib_uverbs_ioctl_hdr>();
+    let len = head + std::mem::size_of_val(attrs);
+    let hdr = ib_uverbs_ioctl_hdr {
+        length: len as u16,
+        object_id,
+        method_id,
+        num_attrs: attrs.len() as u16,
+        reserved1,
+        driver_id,
+        ..Default::default()
+    };
+    // 8-byte words: the header and the attributes are 8-byte aligned.
+    let mut words = vec![0u64; len.div_ceil(8)];
+    // SAFETY: `words` holds `len` bytes, 8-byte aligned: the header, then the attributes
+    // where its flexible array begins.
+    unsafe {
+        let base = words.as_mut_ptr().cast::<u8>();
+        std::ptr::write(base.cast::<ib_uverbs_ioctl_hdr>(), hdr);
+        std::ptr::copy_nonoverlapping(attrs.as_ptr(), base.add(head).cast::<Attr>(), attrs.len());
+    }
+    // SAFETY: a header and its attributes; the caller vouches for their pointers.
+    let rc = unsafe { libc::ioctl(fd.as_raw_fd(), RDMA_VERBS_IOCTL, words.as_mut_ptr()) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    for (k, a) in attrs.iter_mut().enumerate() {
+        // SAFETY: attribute `k` of those copied in above, inside `words`.
+        let back =
+            unsafe { std::ptr::read(words.as_ptr().cast::<u8>().add(head).cast::<Attr>().add(k)) };
+        a.set_data(back.data());
+    }
+    Ok(())
 }
 
 /// An open uverbs device with its user context.
 pub struct Context {
     fd: File,
-    pub resp: AllocUcontextResp,
+    pub resp: gaudi_ib_alloc_ucontext_resp,
     pub num_comp_vectors: u32,
 }
 
-/// `enum ib_access_flags`.
-pub const ACCESS_LOCAL_WRITE: u32 = 1;
-pub const ACCESS_REMOTE_WRITE: u32 = 2;
-pub const ACCESS_REMOTE_READ: u32 = 4;
-pub const ACCESS_REMOTE_ATOMIC: u32 = 8;
-
-/// `struct gaudi_ib_reg_mr_resp`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct RegMrResp {
-    pub comp_mask: u32,
-    pub page_shift: u32,
-    pub mmu_va: u64,
-}
-
-/// `enum ib_wr_opcode` (`IB_UVERBS_WR_*`).
-pub const WR_RDMA_WRITE: u32 = 0;
-pub const WR_RDMA_WRITE_WITH_IMM: u32 = 1;
-pub const WR_SEND: u32 = 2;
-pub const WR_SEND_WITH_IMM: u32 = 3;
-pub const WR_RDMA_READ: u32 = 4;
-pub const WR_ATOMIC_CMP_AND_SWP: u32 = 5;
-pub const WR_ATOMIC_FETCH_AND_ADD: u32 = 6;
-/// `IB_QPT_RC`, `IB_QPT_UD`.
-/// `enum ib_send_flags`.
+/// `IB_SEND_SIGNALED` of `enum ib_send_flags` (the kernel's, not in the uAPI).
 pub const SEND_SIGNALED: u32 = 1 << 1;
-
-pub const QPT_RC: u8 = 2;
-pub const QPT_UD: u8 = 4;
 
 /// A completion queue.
 #[derive(Debug)]
@@ -361,13 +252,7 @@ pub struct QpCaps {
 }
 
 /// `struct ib_uverbs_sge`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Sge {
-    pub addr: u64,
-    pub length: u32,
-    pub lkey: u32,
-}
+pub type Sge = ib_uverbs_sge;
 
 /// A send work request as `IB_USER_VERBS_CMD_POST_SEND` carries it.
 #[derive(Clone, Debug, Default)]
@@ -381,14 +266,14 @@ pub struct SendWr {
     pub sges: Vec<Sge>,
 }
 
-/// `enum ib_qp_state`.
+/// `enum ib_qp_state` (the kernel's, not in the uAPI).
 pub const QPS_RESET: u8 = 0;
 pub const QPS_INIT: u8 = 1;
 pub const QPS_RTR: u8 = 2;
 pub const QPS_RTS: u8 = 3;
 pub const QPS_ERR: u8 = 6;
 
-/// `enum ib_qp_attr_mask`.
+/// `enum ib_qp_attr_mask` (the kernel's, not in the uAPI).
 pub const QP_STATE: u32 = 1 << 0;
 pub const QP_CUR_STATE: u32 = 1 << 1;
 pub const QP_ACCESS_FLAGS: u32 = 1 << 3;
@@ -405,29 +290,9 @@ pub const QP_SQ_PSN: u32 = 1 << 16;
 pub const QP_MAX_DEST_RD_ATOMIC: u32 = 1 << 17;
 pub const QP_DEST_QPN: u32 = 1 << 20;
 
-/// `enum ib_mtu`.
+/// `enum ib_mtu` (the kernel's, not in the uAPI).
 pub const MTU_1024: u8 = 3;
 pub const MTU_4096: u8 = 5;
-
-/// `enum gaudi_ib_modify_qp_flags`.
-pub const MODIFY_QP_DEST: u32 = 1 << 0;
-pub const MODIFY_QP_REMOTE_RKEY: u32 = 1 << 1;
-pub const MODIFY_QP_LOCAL_RKEY: u32 = 1 << 2;
-
-/// `struct gaudi_ib_modify_qp`: the driver data of a QP modification.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct GaudiModifyQp {
-    pub comp_mask: u32,
-    pub flags: u32,
-    pub remote_rkey: u32,
-    pub local_rkey: u32,
-    pub dmac: [u8; 6],
-    pub reserved0: [u8; 2],
-    pub dest_ipv4: [u8; 4],
-    pub udp_sport: u16,
-    pub reserved1: u16,
-}
 
 /// The attributes of a QP modification (`struct ib_uverbs_modify_qp`,
 /// the fields this NIC uses).
@@ -449,7 +314,7 @@ pub struct ModifyQp {
     pub max_rd_atomic: u8,
     pub max_dest_rd_atomic: u8,
     /// The driver data; `None` sends none.
-    pub driver: Option<GaudiModifyQp>,
+    pub driver: Option<gaudi_ib_modify_qp>,
 }
 
 /// What `IB_USER_VERBS_CMD_QUERY_QP` reports (the fields this NIC uses).
@@ -468,36 +333,19 @@ pub struct QpAttrs {
     pub max_send_sge: u32,
 }
 
-/// `enum ib_wc_status` and `enum ib_wc_opcode` values.
+/// `enum ib_wc_status`, `IB_WC_RECV_RDMA_WITH_IMM` of `enum ib_wc_opcode` and
+/// `IB_WC_WITH_IMM` of `enum ib_wc_flags` (the kernel's, not in the uAPI; the uAPI's
+/// opcodes are `IB_UVERBS_WC_*`).
 pub const WC_SUCCESS: u32 = 0;
 pub const WC_LOC_PROT_ERR: u32 = 4;
 pub const WC_WR_FLUSH_ERR: u32 = 5;
 pub const WC_REM_ACCESS_ERR: u32 = 10;
 pub const WC_RETRY_EXC_ERR: u32 = 12;
-pub const WC_RDMA_WRITE: u32 = 1;
 pub const WC_RECV_RDMA_WITH_IMM: u32 = 129;
 pub const WC_WITH_IMM: u32 = 2;
 
 /// `struct ib_uverbs_wc`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Wc {
-    pub wr_id: u64,
-    pub status: u32,
-    pub opcode: u32,
-    pub vendor_err: u32,
-    pub byte_len: u32,
-    pub imm_data: u32,
-    pub qp_num: u32,
-    pub src_qp: u32,
-    pub wc_flags: u32,
-    pub pkey_index: u16,
-    pub slid: u16,
-    pub sl: u8,
-    pub dlid_path_bits: u8,
-    pub port_num: u8,
-    pub reserved: u8,
-}
+pub type Wc = ib_uverbs_wc;
 
 /// A completion event channel: a CQ created on it reports one event per
 /// arming (`IB_USER_VERBS_CMD_CREATE_COMP_CHANNEL`).
@@ -534,7 +382,7 @@ pub struct Mr {
     pub handle: u32,
     pub lkey: u32,
     pub rkey: u32,
-    pub resp: RegMrResp,
+    pub resp: gaudi_ib_reg_mr_resp,
 }
 
 /// A protection domain.
@@ -570,7 +418,7 @@ impl Context {
     /// Open `path` and allocate a user context (`UVERBS_METHOD_GET_CONTEXT`).
     pub fn open(path: &Path) -> io::Result<Self> {
         let fd = OpenOptions::new().read(true).write(true).open(path)?;
-        let mut resp = AllocUcontextResp::default();
+        let mut resp = gaudi_ib_alloc_ucontext_resp::default();
         let mut ncv = 0u32;
         let mut core_support = 0u64;
         ioctl(
@@ -597,9 +445,9 @@ impl Context {
 
     /// A legacy write() command through the ioctl path
     /// (`UVERBS_METHOD_INVOKE_WRITE`), as rdma-core issues them.
-    fn invoke_write<I, O, U>(
+    fn invoke_write<I: Plain, O: Plain, U: Plain>(
         &self,
-        cmd: u64,
+        cmd: ib_uverbs_write_cmds,
         input: &I,
         out: &mut O,
         uhw: &mut U,
@@ -611,7 +459,7 @@ impl Context {
             [
                 Attr::input(UVERBS_ATTR_CORE_IN, input),
                 Attr::output(UVERBS_ATTR_CORE_OUT, out),
-                Attr::value(UVERBS_ATTR_WRITE_CMD, cmd),
+                Attr::value(UVERBS_ATTR_WRITE_CMD, cmd.into()),
                 Attr::output(UVERBS_ATTR_UHW_OUT, uhw),
             ],
         )
@@ -619,7 +467,12 @@ impl Context {
     }
 
     /// A legacy write() command without response, with driver input data.
-    fn invoke_write_in<I, U>(&self, cmd: u64, input: &I, uhw: Option<&U>) -> io::Result<()> {
+    fn invoke_write_in<I: Plain, U: Plain>(
+        &self,
+        cmd: ib_uverbs_write_cmds,
+        input: &I,
+        uhw: Option<&U>,
+    ) -> io::Result<()> {
         match uhw {
             Some(u) => ioctl(
                 &self.fd,
@@ -627,7 +480,7 @@ impl Context {
                 UVERBS_METHOD_INVOKE_WRITE,
                 [
                     Attr::input(UVERBS_ATTR_CORE_IN, input),
-                    Attr::value(UVERBS_ATTR_WRITE_CMD, cmd),
+                    Attr::value(UVERBS_ATTR_WRITE_CMD, cmd.into()),
                     Attr::input(UVERBS_ATTR_UHW_IN, u),
                 ],
             )
@@ -638,7 +491,7 @@ impl Context {
                 UVERBS_METHOD_INVOKE_WRITE,
                 [
                     Attr::input(UVERBS_ATTR_CORE_IN, input),
-                    Attr::value(UVERBS_ATTR_WRITE_CMD, cmd),
+                    Attr::value(UVERBS_ATTR_WRITE_CMD, cmd.into()),
                 ],
             )
             .map(|_| ()),
@@ -647,61 +500,63 @@ impl Context {
 
     /// Change a queue pair (`IB_USER_VERBS_CMD_MODIFY_QP`).
     pub fn modify_qp(&self, qp: &Qp, m: &ModifyQp) -> io::Result<()> {
-        // struct ib_uverbs_modify_qp: two 32-byte ib_uverbs_qp_dest, then
-        // the attributes; 112 bytes.
-        let mut b = vec![0u8; 112];
-        b[64..68].copy_from_slice(&qp.handle.to_ne_bytes());
-        b[68..72].copy_from_slice(&m.attr_mask.to_ne_bytes());
-        b[76..80].copy_from_slice(&m.rq_psn.to_ne_bytes());
-        b[80..84].copy_from_slice(&m.sq_psn.to_ne_bytes());
-        b[84..88].copy_from_slice(&m.dest_qp_num.to_ne_bytes());
-        b[88..92].copy_from_slice(&m.qp_access_flags.to_ne_bytes());
-        b[92..94].copy_from_slice(&m.pkey_index.to_ne_bytes());
-        b[96] = m.qp_state;
-        b[97] = m.cur_qp_state;
-        b[98] = m.path_mtu;
-        b[101] = m.max_rd_atomic;
-        b[102] = m.max_dest_rd_atomic;
-        b[104] = m.port_num;
-        b[105] = m.timeout;
-        b[106] = m.retry_cnt;
-        b[107] = m.rnr_retry;
-        let cmd: [u8; 112] = b.try_into().unwrap();
+        let cmd = ib_uverbs_modify_qp {
+            qp_handle: qp.handle,
+            attr_mask: m.attr_mask,
+            rq_psn: m.rq_psn,
+            sq_psn: m.sq_psn,
+            dest_qp_num: m.dest_qp_num,
+            qp_access_flags: m.qp_access_flags,
+            pkey_index: m.pkey_index,
+            qp_state: m.qp_state,
+            cur_qp_state: m.cur_qp_state,
+            path_mtu: m.path_mtu,
+            max_rd_atomic: m.max_rd_atomic,
+            max_dest_rd_atomic: m.max_dest_rd_atomic,
+            port_num: m.port_num,
+            timeout: m.timeout,
+            retry_cnt: m.retry_cnt,
+            rnr_retry: m.rnr_retry,
+            ..Default::default()
+        };
         self.invoke_write_in(IB_USER_VERBS_CMD_MODIFY_QP, &cmd, m.driver.as_ref())
     }
 
     /// Query a queue pair (`IB_USER_VERBS_CMD_QUERY_QP`).
     pub fn query_qp(&self, qp: &Qp) -> io::Result<QpAttrs> {
-        // struct ib_uverbs_query_qp { response, qp_handle, attr_mask }
-        let mut cmd = [0u8; 16];
-        cmd[8..12].copy_from_slice(&qp.handle.to_ne_bytes());
-        cmd[12..16].copy_from_slice(&u32::MAX.to_ne_bytes());
-        let mut r = [0u8; 128];
+        let cmd = ib_uverbs_query_qp {
+            qp_handle: qp.handle,
+            attr_mask: u32::MAX,
+            ..Default::default()
+        };
+        let mut r = ib_uverbs_query_qp_resp::default();
         self.invoke_write(IB_USER_VERBS_CMD_QUERY_QP, &cmd, &mut r, &mut [0u64; 0])?;
-        let u32_at = |o: usize| u32::from_ne_bytes(r[o..o + 4].try_into().unwrap());
         Ok(QpAttrs {
-            max_send_wr: u32_at(64),
-            max_send_sge: u32_at(72),
-            rq_psn: u32_at(88),
-            sq_psn: u32_at(92),
-            dest_qp_num: u32_at(96),
-            qp_access_flags: u32_at(100),
-            qp_state: r[108],
-            path_mtu: r[110],
-            port_num: r[116],
-            timeout: r[117],
-            retry_cnt: r[118],
+            max_send_wr: r.max_send_wr,
+            max_send_sge: r.max_send_sge,
+            rq_psn: r.rq_psn,
+            sq_psn: r.sq_psn,
+            dest_qp_num: r.dest_qp_num,
+            qp_access_flags: r.qp_access_flags,
+            qp_state: r.qp_state,
+            path_mtu: r.path_mtu,
+            port_num: r.port_num,
+            timeout: r.timeout,
+            retry_cnt: r.retry_cnt,
         })
     }
 
     /// Take up to `n` completions of `cq` (`IB_USER_VERBS_CMD_POLL_CQ`).
     pub fn poll_cq(&self, cq: &Cq, n: usize) -> io::Result<Vec<Wc>> {
-        // struct ib_uverbs_poll_cq { response, cq_handle, ne }
-        let mut cmd = [0u8; 16];
-        cmd[8..12].copy_from_slice(&cq.handle.to_ne_bytes());
-        cmd[12..16].copy_from_slice(&(n as u32).to_ne_bytes());
-        // struct ib_uverbs_poll_cq_resp { count, reserved, wc[] }
-        let mut resp = vec![0u8; 8 + n * std::mem::size_of::<Wc>()];
+        let cmd = ib_uverbs_poll_cq {
+            cq_handle: cq.handle,
+            ne: n as u32,
+            ..Default::default()
+        };
+        // struct ib_uverbs_poll_cq_resp, then its `n` completions.
+        let head = std::mem::size_of::<ib_uverbs_poll_cq_resp>();
+        let wc = std::mem::size_of::<Wc>();
+        let mut resp = vec![0u8; head + n * wc];
         ioctl(
             &self.fd,
             UVERBS_OBJECT_DEVICE,
@@ -709,16 +564,12 @@ impl Context {
             [
                 Attr::input(UVERBS_ATTR_CORE_IN, &cmd),
                 Attr::buf(UVERBS_ATTR_CORE_OUT, resp.as_mut_ptr(), resp.len()),
-                Attr::value(UVERBS_ATTR_WRITE_CMD, IB_USER_VERBS_CMD_POLL_CQ),
+                Attr::value(UVERBS_ATTR_WRITE_CMD, IB_USER_VERBS_CMD_POLL_CQ.into()),
             ],
         )?;
-        let count = u32::from_ne_bytes(resp[0..4].try_into().unwrap()) as usize;
+        let count = read_from::<ib_uverbs_poll_cq_resp>(&resp).map_or(0, |r| r.count as usize);
         Ok((0..count.min(n))
-            .map(|i| {
-                let o = 8 + i * std::mem::size_of::<Wc>();
-                // SAFETY: `Wc` is plain data of this size at offset `o`.
-                unsafe { std::ptr::read_unaligned(resp[o..].as_ptr().cast::<Wc>()) }
-            })
+            .filter_map(|i| read_from::<Wc>(&resp[head + i * wc..]))
             .collect())
     }
 
@@ -741,38 +592,37 @@ impl Context {
 
     /// Arm `cq` for one completion event (`IB_USER_VERBS_CMD_REQ_NOTIFY_CQ`).
     pub fn req_notify_cq(&self, cq: &Cq) -> io::Result<()> {
-        // struct ib_uverbs_req_notify_cq { cq_handle, solicited_only }
-        let cmd = [cq.handle, 0u32];
+        let cmd = ib_uverbs_req_notify_cq {
+            cq_handle: cq.handle,
+            solicited_only: 0,
+        };
         self.invoke_write_in::<_, u64>(IB_USER_VERBS_CMD_REQ_NOTIFY_CQ, &cmd, None)
     }
 
     /// A completion event channel (`IB_USER_VERBS_CMD_CREATE_COMP_CHANNEL`).
     pub fn create_comp_channel(&self) -> io::Result<CompChannel> {
-        // struct ib_uverbs_create_comp_channel { response }
-        let cmd = 0u64;
-        let mut fd = 0i32;
+        let cmd = ib_uverbs_create_comp_channel::default();
+        let mut out = ib_uverbs_create_comp_channel_resp::default();
         self.invoke_write(
             IB_USER_VERBS_CMD_CREATE_COMP_CHANNEL,
             &cmd,
-            &mut fd,
+            &mut out,
             &mut [0u64; 0],
         )?;
         // SAFETY: the kernel created this file descriptor for us.
         Ok(CompChannel {
-            fd: unsafe { File::from_raw_fd(fd) },
+            fd: unsafe { File::from_raw_fd(out.fd as i32) },
         })
     }
 
     /// Allocate a protection domain (`IB_USER_VERBS_CMD_ALLOC_PD`).
     pub fn alloc_pd(&self) -> io::Result<Pd> {
-        // struct ib_uverbs_alloc_pd { __aligned_u64 response; }
-        let cmd = 0u64;
-        // struct ib_uverbs_alloc_pd_resp { __u32 pd_handle; }
-        let mut out = 0u32;
-        let mut uhw = AllocPdResp::default();
+        let cmd = ib_uverbs_alloc_pd::default();
+        let mut out = ib_uverbs_alloc_pd_resp::default();
+        let mut uhw = gaudi_ib_alloc_pd_resp::default();
         self.invoke_write(IB_USER_VERBS_CMD_ALLOC_PD, &cmd, &mut out, &mut uhw)?;
         Ok(Pd {
-            handle: out,
+            handle: out.pd_handle,
             pdn: uhw.pdn,
         })
     }
@@ -796,225 +646,198 @@ impl Context {
 
     /// As [`Context::create_cq`], reporting events on `channel`.
     pub fn create_cq_on(&self, cqe: u32, channel: Option<&CompChannel>) -> io::Result<Cq> {
-        // struct ib_uverbs_create_cq
-        #[repr(C)]
-        struct Cmd {
-            response: u64,
-            user_handle: u64,
-            cqe: u32,
-            comp_vector: u32,
-            comp_channel: i32,
-            reserved: u32,
-        }
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         let user_handle = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let cmd = Cmd {
-            response: 0,
+        let cmd = ib_uverbs_create_cq {
             user_handle,
             cqe,
             comp_vector: 0,
             comp_channel: channel.map_or(-1, |c| c.fd.as_raw_fd()),
-            reserved: 0,
+            ..Default::default()
         };
-        // struct ib_uverbs_create_cq_resp { cq_handle, cqe }
-        let mut out = [0u32; 2];
+        let mut out = ib_uverbs_create_cq_resp::default();
         self.invoke_write(IB_USER_VERBS_CMD_CREATE_CQ, &cmd, &mut out, &mut [0u64; 0])?;
         Ok(Cq {
-            handle: out[0],
-            cqe: out[1],
+            handle: out.cq_handle,
+            cqe: out.cqe,
             user_handle,
         })
     }
 
     /// Destroy a completion queue (`UVERBS_METHOD_CQ_DESTROY`).
     pub fn destroy_cq(&self, cq: Cq) -> io::Result<()> {
-        let mut resp = [0u32; 2];
+        let mut resp = ib_uverbs_destroy_cq_resp::default();
         ioctl(
             &self.fd,
             UVERBS_OBJECT_CQ,
             UVERBS_METHOD_CQ_DESTROY,
             [
-                Attr::handle(UVERBS_ATTR_DESTROY_HANDLE, cq.handle),
-                Attr::output(UVERBS_ATTR_DESTROY_RESP, &mut resp),
+                Attr::handle(UVERBS_ATTR_DESTROY_CQ_HANDLE, cq.handle),
+                Attr::output(UVERBS_ATTR_DESTROY_CQ_RESP, &mut resp),
             ],
         )
         .map(|_| ())
     }
 
-    /// Create a queue pair of type `qp_type` in `pd`, completing on `cq`
-    /// (`IB_USER_VERBS_CMD_CREATE_QP`).
-    pub fn create_qp(&self, pd: &Pd, cq: &Cq, qp_type: u8, caps: QpCaps) -> io::Result<Qp> {
-        // struct ib_uverbs_create_qp
-        #[repr(C)]
-        struct Cmd {
-            response: u64,
-            user_handle: u64,
-            pd_handle: u32,
-            send_cq_handle: u32,
-            recv_cq_handle: u32,
-            srq_handle: u32,
-            max_send_wr: u32,
-            max_recv_wr: u32,
-            max_send_sge: u32,
-            max_recv_sge: u32,
-            max_inline_data: u32,
-            sq_sig_all: u8,
-            qp_type: u8,
-            is_srq: u8,
-            reserved: u8,
-        }
-        let cmd = Cmd {
-            response: 0,
-            user_handle: 0,
+    /// Create a queue pair of type `qp_type` (`IB_UVERBS_QPT_*`) in `pd`, completing on
+    /// `cq` (`IB_USER_VERBS_CMD_CREATE_QP`).
+    pub fn create_qp(
+        &self,
+        pd: &Pd,
+        cq: &Cq,
+        qp_type: ib_uverbs_qp_type,
+        caps: QpCaps,
+    ) -> io::Result<Qp> {
+        let cmd = ib_uverbs_create_qp {
             pd_handle: pd.handle,
             send_cq_handle: cq.handle,
             recv_cq_handle: cq.handle,
-            srq_handle: 0,
             max_send_wr: caps.max_send_wr,
             max_recv_wr: caps.max_recv_wr,
             max_send_sge: caps.max_send_sge,
             max_recv_sge: caps.max_recv_sge,
             max_inline_data: caps.max_inline_data,
-            sq_sig_all: 0,
-            qp_type,
-            is_srq: 0,
-            reserved: 0,
+            qp_type: u8::try_from(qp_type)
+                .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?,
+            ..Default::default()
         };
-        // struct ib_uverbs_create_qp_resp
-        let mut out = [0u32; 8];
+        let mut out = ib_uverbs_create_qp_resp::default();
         self.invoke_write(IB_USER_VERBS_CMD_CREATE_QP, &cmd, &mut out, &mut [0u64; 0])?;
         Ok(Qp {
-            handle: out[0],
-            qpn: out[1],
-            max_send_wr: out[2],
-            max_send_sge: out[4],
+            handle: out.qp_handle,
+            qpn: out.qpn,
+            max_send_wr: out.max_send_wr,
+            max_send_sge: out.max_send_sge,
         })
     }
 
     /// Destroy a queue pair (`UVERBS_METHOD_QP_DESTROY`).
     pub fn destroy_qp(&self, qp: Qp) -> io::Result<()> {
-        let mut resp = 0u32;
+        let mut resp = ib_uverbs_destroy_qp_resp::default();
         ioctl(
             &self.fd,
             UVERBS_OBJECT_QP,
             UVERBS_METHOD_QP_DESTROY,
             [
-                Attr::handle(UVERBS_ATTR_DESTROY_HANDLE, qp.handle),
-                Attr::output(UVERBS_ATTR_DESTROY_RESP, &mut resp),
+                Attr::handle(UVERBS_ATTR_DESTROY_QP_HANDLE, qp.handle),
+                Attr::output(UVERBS_ATTR_DESTROY_QP_RESP, &mut resp),
             ],
         )
         .map(|_| ())
     }
 
-    /// A posting command: `struct ib_uverbs_post_{send,recv}` (header, then
-    /// `count` requests of `wqe_size` bytes in `wqes`, then the SGEs), sent
-    /// through `UVERBS_METHOD_INVOKE_WRITE`; on an error, also the 1-based
-    /// index of the request the kernel reports as failed.
-    fn post(
+    /// A posting command: `head` (`struct ib_uverbs_post_send` or `_recv`), then the
+    /// requests in `wqes`, then the SGEs, sent through `UVERBS_METHOD_INVOKE_WRITE`, the
+    /// kernel's reply in `resp` (the request it reports as failed, on an error).
+    fn post<H: Plain, R: Plain>(
         &self,
-        cmd: u64,
-        qp: &Qp,
-        count: usize,
-        wqe_size: usize,
+        cmd: ib_uverbs_write_cmds,
+        head: &H,
         wqes: &[u8],
         sges: &[Sge],
-    ) -> Result<(), (io::Error, u32)> {
-        let mut buf = Vec::with_capacity(24 + wqes.len() + sges.len() * 16);
-        buf.extend_from_slice(&0u64.to_ne_bytes());
-        buf.extend_from_slice(&qp.handle.to_ne_bytes());
-        buf.extend_from_slice(&(count as u32).to_ne_bytes());
-        buf.extend_from_slice(&(sges.len() as u32).to_ne_bytes());
-        buf.extend_from_slice(&(wqe_size as u32).to_ne_bytes());
+        resp: &mut R,
+    ) -> io::Result<()> {
+        let mut buf =
+            Vec::with_capacity(std::mem::size_of::<H>() + wqes.len() + std::mem::size_of_val(sges));
+        buf.extend_from_slice(bytes_of(head));
         buf.extend_from_slice(wqes);
         for s in sges {
-            buf.extend_from_slice(&s.addr.to_ne_bytes());
-            buf.extend_from_slice(&s.length.to_ne_bytes());
-            buf.extend_from_slice(&s.lkey.to_ne_bytes());
+            buf.extend_from_slice(bytes_of(s));
         }
-        let mut bad_wr = 0u32;
         ioctl(
             &self.fd,
             UVERBS_OBJECT_DEVICE,
             UVERBS_METHOD_INVOKE_WRITE,
             [
                 Attr::buf(UVERBS_ATTR_CORE_IN, buf.as_ptr(), buf.len()),
-                Attr::output(UVERBS_ATTR_CORE_OUT, &mut bad_wr),
-                Attr::value(UVERBS_ATTR_WRITE_CMD, cmd),
+                Attr::output(UVERBS_ATTR_CORE_OUT, resp),
+                Attr::value(UVERBS_ATTR_WRITE_CMD, cmd.into()),
             ],
         )
         .map(|_| ())
-        .map_err(|e| (e, bad_wr))
     }
 
     /// Post send work requests (`IB_USER_VERBS_CMD_POST_SEND`); on an error,
     /// also the index of the request the kernel reports as failed.
     pub fn post_send(&self, qp: &Qp, wrs: &[SendWr]) -> Result<(), (io::Error, u32)> {
-        // struct ib_uverbs_send_wr: 56 bytes.
-        const WQE_SIZE: usize = 56;
-        let mut wqes = Vec::with_capacity(wrs.len() * WQE_SIZE);
+        let wqe_size = std::mem::size_of::<ib_uverbs_send_wr>();
+        let mut wqes = Vec::with_capacity(wrs.len() * wqe_size);
         let mut sges = Vec::new();
         for w in wrs {
-            let start = wqes.len();
-            wqes.extend_from_slice(&w.wr_id.to_ne_bytes());
-            wqes.extend_from_slice(&(w.sges.len() as u32).to_ne_bytes());
-            wqes.extend_from_slice(&w.opcode.to_ne_bytes());
-            wqes.extend_from_slice(&w.send_flags.to_ne_bytes());
-            wqes.extend_from_slice(&w.imm_data.to_ne_bytes());
-            wqes.extend_from_slice(&w.remote_addr.to_ne_bytes());
-            wqes.extend_from_slice(&w.rkey.to_ne_bytes());
-            wqes.resize(start + WQE_SIZE, 0);
+            // Every byte zero (the union `wr` too), then the fields of an RDMA request.
+            let mut wr = ib_uverbs_send_wr {
+                wr_id: w.wr_id,
+                num_sge: w.sges.len() as u32,
+                opcode: w.opcode,
+                send_flags: w.send_flags,
+                ..Default::default()
+            };
+            wr.ex.imm_data = w.imm_data;
+            wr.wr.rdma.remote_addr = w.remote_addr;
+            wr.wr.rdma.rkey = w.rkey;
+            // SAFETY: `wr` is plain integers without padding, and every byte of it is
+            // initialized: `Default` zeroed all of it (its unions whole), fields were written
+            // since. (Not `Plain`: a value of it made otherwise may leave bytes of a union
+            // uninitialized.)
+            wqes.extend_from_slice(unsafe {
+                std::slice::from_raw_parts((&wr as *const ib_uverbs_send_wr).cast::<u8>(), wqe_size)
+            });
             sges.extend_from_slice(&w.sges);
         }
-        self.post(
-            IB_USER_VERBS_CMD_POST_SEND,
-            qp,
-            wrs.len(),
-            WQE_SIZE,
-            &wqes,
-            &sges,
-        )
+        let head = ib_uverbs_post_send {
+            qp_handle: qp.handle,
+            wr_count: wrs.len() as u32,
+            sge_count: sges.len() as u32,
+            wqe_size: wqe_size as u32,
+            ..Default::default()
+        };
+        let mut resp = ib_uverbs_post_send_resp::default();
+        self.post(IB_USER_VERBS_CMD_POST_SEND, &head, &wqes, &sges, &mut resp)
+            .map_err(|e| (e, resp.bad_wr))
     }
 
     /// Post one receive work request with one SGE
     /// (`IB_USER_VERBS_CMD_POST_RECV`).
     pub fn post_recv(&self, qp: &Qp, wr_id: u64, sge: Sge) -> io::Result<()> {
-        // struct ib_uverbs_recv_wr { wr_id, num_sge, reserved }
-        let mut wqe = Vec::with_capacity(16);
-        wqe.extend_from_slice(&wr_id.to_ne_bytes());
-        wqe.extend_from_slice(&1u32.to_ne_bytes());
-        wqe.extend_from_slice(&0u32.to_ne_bytes());
-        self.post(IB_USER_VERBS_CMD_POST_RECV, qp, 1, 16, &wqe, &[sge])
-            .map_err(|(e, _)| e)
+        let wr = ib_uverbs_recv_wr {
+            wr_id,
+            num_sge: 1,
+            reserved: 0,
+        };
+        let head = ib_uverbs_post_recv {
+            qp_handle: qp.handle,
+            wr_count: 1,
+            sge_count: 1,
+            wqe_size: std::mem::size_of::<ib_uverbs_recv_wr>() as u32,
+            ..Default::default()
+        };
+        let mut resp = ib_uverbs_post_recv_resp::default();
+        self.post(
+            IB_USER_VERBS_CMD_POST_RECV,
+            &head,
+            bytes_of(&wr),
+            &[sge],
+            &mut resp,
+        )
     }
 
     /// Register `len` bytes at `addr` with `iova` (`IB_USER_VERBS_CMD_REG_MR`).
     pub fn reg_mr(&self, pd: &Pd, addr: u64, len: u64, iova: u64, access: u32) -> io::Result<Mr> {
-        // struct ib_uverbs_reg_mr
-        #[repr(C)]
-        struct Cmd {
-            response: u64,
-            start: u64,
-            length: u64,
-            hca_va: u64,
-            pd_handle: u32,
-            access_flags: u32,
-        }
-        let cmd = Cmd {
-            response: 0,
+        let cmd = ib_uverbs_reg_mr {
             start: addr,
             length: len,
             hca_va: iova,
             pd_handle: pd.handle,
             access_flags: access,
+            ..Default::default()
         };
-        // struct ib_uverbs_reg_mr_resp { mr_handle, lkey, rkey }
-        let mut out = [0u32; 3];
-        let mut uhw = RegMrResp::default();
+        let mut out = ib_uverbs_reg_mr_resp::default();
+        let mut uhw = gaudi_ib_reg_mr_resp::default();
         self.invoke_write(IB_USER_VERBS_CMD_REG_MR, &cmd, &mut out, &mut uhw)?;
         Ok(Mr {
-            handle: out[0],
-            lkey: out[1],
-            rkey: out[2],
+            handle: out.mr_handle,
+            lkey: out.lkey,
+            rkey: out.rkey,
             resp: uhw,
         })
     }
@@ -1038,7 +861,7 @@ impl Context {
             UVERBS_METHOD_ASYNC_EVENT_ALLOC,
             [Attr::handle(UVERBS_ATTR_ASYNC_EVENT_ALLOC_FD_HANDLE, 0)],
         )?;
-        let fd = attrs[0].data as i32;
+        let fd = attrs[0].data() as i32;
         // SAFETY: the kernel created this file descriptor for us; nothing
         // else owns it.
         Ok(AsyncEvents {
@@ -1048,34 +871,28 @@ impl Context {
 
     /// The core's `IB_USER_VERBS_CMD_QUERY_DEVICE` (as `ibv_query_device()`).
     pub fn query_device_attrs(&self) -> io::Result<DeviceAttrs> {
-        // struct ib_uverbs_query_device { response }
-        let cmd = 0u64;
-        // struct ib_uverbs_query_device_resp: 176 bytes.
-        let mut r = [0u8; 176];
+        let cmd = ib_uverbs_query_device::default();
+        let mut r = ib_uverbs_query_device_resp::default();
         self.invoke_write(IB_USER_VERBS_CMD_QUERY_DEVICE, &cmd, &mut r, &mut [0u64; 0])?;
-        let u32_at = |o: usize| u32::from_ne_bytes(r[o..o + 4].try_into().unwrap());
-        let u64_at = |o: usize| u64::from_ne_bytes(r[o..o + 8].try_into().unwrap());
         Ok(DeviceAttrs {
-            node_guid: r[8..16].try_into().unwrap(),
-            max_mr_size: u64_at(24),
-            page_size_cap: u64_at(32),
-            vendor_id: u32_at(40),
-            vendor_part_id: u32_at(44),
-            max_qp: u32_at(52),
-            max_qp_wr: u32_at(56),
-            max_sge: u32_at(64),
-            max_cq: u32_at(72),
-            max_cqe: u32_at(76),
-            max_pd: u32_at(84),
-            phys_port_cnt: r[171],
+            node_guid: r.node_guid.to_ne_bytes(),
+            max_mr_size: r.max_mr_size,
+            page_size_cap: r.page_size_cap,
+            vendor_id: r.vendor_id,
+            vendor_part_id: r.vendor_part_id,
+            max_qp: r.max_qp,
+            max_qp_wr: r.max_qp_wr,
+            max_sge: r.max_sge,
+            max_cq: r.max_cq,
+            max_cqe: r.max_cqe,
+            max_pd: r.max_pd,
+            phys_port_cnt: r.phys_port_cnt,
         })
     }
 
     /// The core's `UVERBS_METHOD_QUERY_PORT` (as `ibv_query_port()`).
     pub fn query_port_attrs(&self, port: u8) -> io::Result<PortAttrs> {
-        // struct ib_uverbs_query_port_resp_ex: the legacy reply (40 bytes),
-        // port_cap_flags2, reserved, active_speed_ex.
-        let mut r = [0u8; 48];
+        let mut r = ib_uverbs_query_port_resp_ex::default();
         ioctl(
             &self.fd,
             UVERBS_OBJECT_DEVICE,
@@ -1085,15 +902,16 @@ impl Context {
                 Attr::output(UVERBS_ATTR_QUERY_PORT_RESP, &mut r),
             ],
         )?;
+        let l = &r.legacy_resp;
         Ok(PortAttrs {
-            max_msg_sz: u32::from_ne_bytes(r[4..8].try_into().unwrap()),
-            gid_tbl_len: u32::from_ne_bytes(r[16..20].try_into().unwrap()),
-            pkey_tbl_len: u16::from_ne_bytes(r[20..22].try_into().unwrap()),
-            state: r[26],
-            max_mtu: r[27],
-            active_mtu: r[28],
-            phys_state: r[36],
-            link_layer: r[37],
+            max_msg_sz: l.max_msg_sz,
+            gid_tbl_len: l.gid_tbl_len,
+            pkey_tbl_len: l.pkey_tbl_len,
+            state: l.state,
+            max_mtu: l.max_mtu,
+            active_mtu: l.active_mtu,
+            phys_state: l.phys_state,
+            link_layer: l.link_layer,
         })
     }
 
@@ -1124,8 +942,8 @@ impl Context {
     }
 
     /// `GAUDI_IB_METHOD_QUERY_PORT` of the driver namespace.
-    pub fn query_port(&self, port: u64) -> io::Result<PortInfo> {
-        let mut info = PortInfo::default();
+    pub fn query_port(&self, port: u64) -> io::Result<gaudi_ib_port_info> {
+        let mut info = gaudi_ib_port_info::default();
         self.query_port_raw([
             Attr::value(GAUDI_IB_ATTR_QUERY_PORT_NUM, port),
             Attr::output(GAUDI_IB_ATTR_QUERY_PORT_RESP, &mut info),
@@ -1145,7 +963,7 @@ impl Context {
     }
 }
 
-/// `enum ib_event_type` values a device reports.
+/// `enum ib_event_type` values a device reports (the kernel's, not in the uAPI).
 pub const IB_EVENT_DEVICE_FATAL: u32 = 8;
 pub const IB_EVENT_PORT_ACTIVE: u32 = 9;
 pub const IB_EVENT_PORT_ERR: u32 = 10;
@@ -1162,15 +980,9 @@ pub fn event_name(kind: u32) -> &'static str {
     }
 }
 
-/// `struct ib_uverbs_async_event_desc`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct AsyncEvent {
-    /// Port number, QP or CQ handle, by event type.
-    pub element: u64,
-    pub event_type: u32,
-    pub reserved: u32,
-}
+/// `struct ib_uverbs_async_event_desc`: `element` is the port number, QP or CQ handle, by
+/// event type.
+pub type AsyncEvent = ib_uverbs_async_event_desc;
 
 /// The asynchronous event file of a context (`UVERBS_OBJECT_ASYNC_EVENT`).
 pub struct AsyncEvents {
@@ -1195,18 +1007,8 @@ impl AsyncEvents {
             return Ok(None);
         }
         let mut ev = AsyncEvent::default();
-        // SAFETY: `ev` is a plain structure of the size read.
-        let n = unsafe {
-            libc::read(
-                self.fd.as_raw_fd(),
-                (&mut ev as *mut AsyncEvent).cast(),
-                std::mem::size_of::<AsyncEvent>(),
-            )
-        };
-        if n < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        if n as usize != std::mem::size_of::<AsyncEvent>() {
+        let n = (&self.fd).read(bytes_of_mut(&mut ev))?;
+        if n != std::mem::size_of::<AsyncEvent>() {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 "short event read",
@@ -1358,7 +1160,7 @@ impl EmuCtl {
     }
 }
 
-/// `IB_EVENT_CQ_ERR`, `IB_EVENT_QP_FATAL`.
+/// `IB_EVENT_CQ_ERR`, `IB_EVENT_QP_FATAL` (the kernel's, not in the uAPI).
 pub const IB_EVENT_CQ_ERR: u32 = 0;
 pub const IB_EVENT_QP_FATAL: u32 = 1;
 
@@ -1435,13 +1237,16 @@ mod tests {
     #[test]
     fn layouts_match_the_uapi() {
         assert_eq!(std::mem::size_of::<Attr>(), 16);
-        assert_eq!(std::mem::size_of::<IoctlHdr<0>>(), 24);
-        assert_eq!(std::mem::size_of::<IoctlHdr<2>>(), 56);
-        assert_eq!(std::mem::size_of::<AllocUcontextResp>(), 56);
-        assert_eq!(std::mem::size_of::<AllocPdResp>(), 8);
-        assert_eq!(std::mem::size_of::<PortInfo>(), 32);
+        assert_eq!(std::mem::size_of::<IoctlBuf<0>>(), 24);
+        assert_eq!(std::mem::size_of::<IoctlBuf<2>>(), 56);
+        assert_eq!(std::mem::size_of::<gaudi_ib_alloc_ucontext_resp>(), 56);
+        assert_eq!(std::mem::size_of::<gaudi_ib_alloc_pd_resp>(), 8);
+        assert_eq!(std::mem::size_of::<gaudi_ib_port_info>(), 32);
         assert_eq!(std::mem::size_of::<GidEntry>(), 32);
+        assert_eq!(std::mem::size_of::<ib_uverbs_send_wr>(), 56);
         assert_eq!(RDMA_VERBS_IOCTL, 0xc018_1b01);
+        assert_eq!(RDMA_DRIVER_GAUDI, 22);
+        assert_eq!(ATTR_F_MANDATORY, 1);
     }
 }
 

@@ -125,9 +125,7 @@ pub fn struct_at(i: Option<u16>) -> Option<&'static Struct> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dv;
-    use crate::hbm;
-    use crate::NS_DRIVER;
+    use crate::uapi::*;
 
     fn ids(m: &Method) -> Vec<u16> {
         m.attrs.iter().map(|a| a.id).collect()
@@ -136,18 +134,18 @@ mod tests {
     #[test]
     fn driver_methods_from_the_header() {
         let m = method("GAUDI_IB_METHOD_QP_SET_CREATE").expect("QP set create");
-        assert_eq!(m.object, dv::GAUDI_IB_OBJECT_QP_SET);
+        assert_eq!(m.object, GAUDI_IB_OBJECT_QP_SET);
         assert_eq!(m.object_name, "GAUDI_IB_OBJECT_QP_SET");
-        assert_eq!(m.id, dv::METHOD_QP_SET_CREATE);
+        assert_eq!(m.id, GAUDI_IB_METHOD_QP_SET_CREATE);
         assert!(m.driver && m.creates && !m.destroys);
         assert_eq!(m.rule, Rule::Named);
         assert_eq!(
             ids(m),
             [
-                dv::ATTR_CREATE_HANDLE,
-                dv::ATTR_CREATE_REQ,
-                dv::ATTR_CREATE_RESP,
-                dv::ATTR_CREATE_PORTS
+                GAUDI_IB_ATTR_QP_SET_CREATE_HANDLE,
+                GAUDI_IB_ATTR_QP_SET_CREATE_REQ,
+                GAUDI_IB_ATTR_QP_SET_CREATE_RESP,
+                GAUDI_IB_ATTR_QP_SET_CREATE_PORTS
             ]
         );
         assert_eq!(m.attrs[0].role, Role::New);
@@ -155,51 +153,57 @@ mod tests {
         assert_eq!(m.attrs[2].role, Role::Out);
         let req = struct_at(m.attrs[1].strukt).expect("request structure");
         assert_eq!(req.name, "gaudi_ib_qp_set_create");
-        assert_eq!(req.size as usize, std::mem::size_of::<dv::SetCreate>());
+        assert_eq!(
+            req.size as usize,
+            std::mem::size_of::<gaudi_ib_qp_set_create>()
+        );
         let ports = struct_at(m.attrs[3].strukt).expect("port structure");
-        assert_eq!(ports.size as usize, std::mem::size_of::<dv::SetPort>());
+        assert_eq!(
+            ports.size as usize,
+            std::mem::size_of::<gaudi_ib_qp_set_port>()
+        );
 
         let m = method("GAUDI_IB_METHOD_QP_SET_MODIFY").expect("QP set modify");
         assert_eq!(
             ids(m),
             [
-                dv::ATTR_MODIFY_HANDLE,
-                dv::ATTR_MODIFY_PORT,
-                dv::ATTR_MODIFY_REQ
+                GAUDI_IB_ATTR_QP_SET_MODIFY_HANDLE,
+                GAUDI_IB_ATTR_QP_SET_MODIFY_PORT,
+                GAUDI_IB_ATTR_QP_SET_MODIFY_REQ
             ]
         );
-        assert_eq!(
-            m.attrs[0].role,
-            Role::Handle(Some(dv::GAUDI_IB_OBJECT_QP_SET))
-        );
+        assert_eq!(m.attrs[0].role, Role::Handle(Some(GAUDI_IB_OBJECT_QP_SET)));
         let req = struct_at(m.attrs[2].strukt).expect("modify structure");
-        assert_eq!(req.size as usize, std::mem::size_of::<dv::SetModify>());
+        assert_eq!(
+            req.size as usize,
+            std::mem::size_of::<gaudi_ib_qp_set_modify>()
+        );
         let dmac = req.fields.iter().find(|f| f.name == "dmac").expect("dmac");
         assert_eq!((dmac.offset, dmac.size, dmac.count), (32, 1, 6));
 
         let m = method("GAUDI_IB_METHOD_QUERY_MR").expect("query MR");
         assert_eq!(
             (m.object, m.id),
-            (dv::GAUDI_IB_OBJECT_DEVICE, NS_DRIVER + 1)
+            (GAUDI_IB_OBJECT_DEVICE, GAUDI_IB_METHOD_QUERY_MR)
         );
         // A handle of the core's memory regions.
-        assert_eq!(m.attrs[0].role, Role::Handle(Some(7)));
+        assert_eq!(m.attrs[0].role, Role::Handle(Some(UVERBS_OBJECT_MR)));
         assert_eq!(
             struct_at(m.attrs[1].strukt).map(|s| s.size as usize),
-            Some(std::mem::size_of::<dv::MrInfo>())
+            Some(std::mem::size_of::<gaudi_ib_mr_info>())
         );
 
         let m = method("GAUDI_IB_METHOD_HBM_EXPORT").expect("HBM export");
         assert_eq!(
             (m.object, m.id),
-            (hbm::GAUDI_IB_OBJECT_HBM, hbm::METHOD_HBM_EXPORT)
+            (GAUDI_IB_OBJECT_HBM, GAUDI_IB_METHOD_HBM_EXPORT)
         );
         assert_eq!(
             ids(m),
             [
-                hbm::ATTR_HBM_EXPORT_HANDLE,
-                hbm::ATTR_HBM_EXPORT_REQ,
-                hbm::ATTR_HBM_EXPORT_RESP
+                GAUDI_IB_ATTR_HBM_EXPORT_HANDLE,
+                GAUDI_IB_ATTR_HBM_EXPORT_REQ,
+                GAUDI_IB_ATTR_HBM_EXPORT_RESP
             ]
         );
         // Every method of the driver's namespace has its own attributes.
@@ -253,7 +257,7 @@ mod tests {
         assert_eq!(m.attrs[0].role, Role::NewFd);
         // The driver's data in and out of every core method.
         let common: Vec<u16> = COMMON_ATTRS.iter().map(|a| a.id).collect();
-        assert_eq!(common, [NS_DRIVER, NS_DRIVER + 1]);
+        assert_eq!(common, [UVERBS_ATTR_UHW_IN, UVERBS_ATTR_UHW_OUT]);
         // Every method belongs to an object of the table.
         for m in METHODS {
             assert!(
@@ -279,7 +283,7 @@ mod tests {
         assert_eq!(resp.data_end, 12);
         assert_eq!(
             struct_at(w.uhw_out).map(|s| s.size as usize),
-            Some(std::mem::size_of::<crate::RegMrResp>())
+            Some(std::mem::size_of::<gaudi_ib_reg_mr_resp>())
         );
         let w = WRITE_CMDS
             .iter()
@@ -297,7 +301,7 @@ mod tests {
         assert_eq!(struct_at(w.req).map(|s| s.size), Some(112));
         assert_eq!(
             struct_at(w.uhw_in).map(|s| s.size as usize),
-            Some(std::mem::size_of::<crate::GaudiModifyQp>())
+            Some(std::mem::size_of::<gaudi_ib_modify_qp>())
         );
         let send = strukt("ib_uverbs_send_wr").expect("send WR");
         assert_eq!(send.size, 56);

@@ -112,7 +112,13 @@ fn traffic(ctx: &Context, pd: &Pd, seed: u64, writes: u32) -> String {
     let iova = 0x6100_0000_0000u64 + (seed << 32);
     let diova = 0x6200_0000_0000u64 + (seed << 32);
     let smr = ctx
-        .reg_mr(pd, src.addr(), LEN as u64, iova, ACCESS_LOCAL_WRITE)
+        .reg_mr(
+            pd,
+            src.addr(),
+            LEN as u64,
+            iova,
+            IB_UVERBS_ACCESS_LOCAL_WRITE,
+        )
         .unwrap_or_else(|e| fail(format!("thread {seed}: reg_mr: {e}")));
     let dmr = ctx
         .reg_mr(
@@ -120,7 +126,7 @@ fn traffic(ctx: &Context, pd: &Pd, seed: u64, writes: u32) -> String {
             dst.addr(),
             LEN as u64,
             diova,
-            ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE,
+            IB_UVERBS_ACCESS_LOCAL_WRITE | IB_UVERBS_ACCESS_REMOTE_WRITE,
         )
         .unwrap_or_else(|e| fail(format!("thread {seed}: reg_mr: {e}")));
     let (a, b) = loopback_pair(ctx, pd, 1, 2, dmr.rkey);
@@ -199,7 +205,13 @@ pub(crate) fn concurrency(args: &[String]) {
             let mut n = 0u32;
             while !stop.load(Ordering::Relaxed) {
                 let mr = ctx
-                    .reg_mr(&pd, m.addr(), 64 * 1024, m.addr(), ACCESS_LOCAL_WRITE)
+                    .reg_mr(
+                        &pd,
+                        m.addr(),
+                        64 * 1024,
+                        m.addr(),
+                        IB_UVERBS_ACCESS_LOCAL_WRITE,
+                    )
                     .unwrap_or_else(|e| fail(format!("churn: reg_mr: {e}")));
                 ctx.dereg_mr(mr)
                     .unwrap_or_else(|e| fail(format!("churn: dereg_mr: {e}")));
@@ -244,7 +256,13 @@ pub(crate) fn concurrency(args: &[String]) {
     let dst = Mapping::new(2 << 20);
     fill(src.bytes(), 77);
     let smr = ctx
-        .reg_mr(&pd, src.addr(), 2 << 20, src.addr(), ACCESS_LOCAL_WRITE)
+        .reg_mr(
+            &pd,
+            src.addr(),
+            2 << 20,
+            src.addr(),
+            IB_UVERBS_ACCESS_LOCAL_WRITE,
+        )
         .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
     let dmr = ctx
         .reg_mr(
@@ -252,7 +270,7 @@ pub(crate) fn concurrency(args: &[String]) {
             dst.addr(),
             2 << 20,
             dst.addr(),
-            ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE,
+            IB_UVERBS_ACCESS_LOCAL_WRITE | IB_UVERBS_ACCESS_REMOTE_WRITE,
         )
         .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
     let mut rng = Rng(0x5eed);

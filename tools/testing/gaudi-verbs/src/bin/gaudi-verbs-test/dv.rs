@@ -3,9 +3,7 @@
 //! Tests of the device-specific fast path: QP sets driven from user space.
 
 use super::*;
-use gaudi_verbs::dv::{
-    Cqe, DvQp, MrInfo, QpSet, CQE_LOC_PROT_ERR, CQE_REM_ACCESS_ERR, CQE_SUCCESS,
-};
+use gaudi_verbs::dv::{Cqe, DvQp, QpSet, CQE_LOC_PROT_ERR, CQE_REM_ACCESS_ERR, CQE_SUCCESS};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// System calls trapped on a thread run by [`without_syscalls`].
@@ -101,7 +99,7 @@ fn without_syscalls<R: Send>(f: impl FnOnce() -> R + Send) -> (R, u64) {
 /// no clock is read, as that may be a system call).
 const SPINS: u64 = 20_000_000_000;
 
-pub(crate) fn mr_info(ctx: &Context, mr: &Mr, what: &str) -> MrInfo {
+pub(crate) fn mr_info(ctx: &Context, mr: &Mr, what: &str) -> gaudi_ib_mr_info {
     let info = ctx
         .query_mr(mr)
         .unwrap_or_else(|e| fail(format!("query_mr {what}: {e}")));
@@ -193,7 +191,13 @@ pub(crate) fn dv_write(args: &[String]) {
     fill(src.bytes(), 7);
     let iova = 0x7000_0000_0000u64;
     let smr = ctx
-        .reg_mr(&pd, src.addr(), room as u64, iova, ACCESS_LOCAL_WRITE)
+        .reg_mr(
+            &pd,
+            src.addr(),
+            room as u64,
+            iova,
+            IB_UVERBS_ACCESS_LOCAL_WRITE,
+        )
         .unwrap_or_else(|e| fail(format!("reg_mr source: {e}")));
     let dmr = ctx
         .reg_mr(
@@ -201,7 +205,7 @@ pub(crate) fn dv_write(args: &[String]) {
             dst.addr(),
             room as u64,
             dst.addr(),
-            ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE,
+            IB_UVERBS_ACCESS_LOCAL_WRITE | IB_UVERBS_ACCESS_REMOTE_WRITE,
         )
         .unwrap_or_else(|e| fail(format!("reg_mr destination: {e}")));
     let si = mr_info(&ctx, &smr, "source");
@@ -369,11 +373,17 @@ pub(crate) fn dv_foreign_address(_args: &[String]) {
                 big.addr(),
                 64 * MIB as u64,
                 big.addr(),
-                ACCESS_LOCAL_WRITE,
+                IB_UVERBS_ACCESS_LOCAL_WRITE,
             )
             .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
         let s = ctx
-            .reg_mr(&pd, small.addr(), 4096, small.addr(), ACCESS_LOCAL_WRITE)
+            .reg_mr(
+                &pd,
+                small.addr(),
+                4096,
+                small.addr(),
+                IB_UVERBS_ACCESS_LOCAL_WRITE,
+            )
             .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
         let va = mr_info(&ctx, &s, "of the first context").mmu_va;
         drop(ctx);
@@ -388,7 +398,13 @@ pub(crate) fn dv_foreign_address(_args: &[String]) {
     fill(src.bytes(), 3);
     dst.bytes().fill(0);
     let smr = ctx
-        .reg_mr(&pd, src.addr(), 16 * 4096, src.addr(), ACCESS_LOCAL_WRITE)
+        .reg_mr(
+            &pd,
+            src.addr(),
+            16 * 4096,
+            src.addr(),
+            IB_UVERBS_ACCESS_LOCAL_WRITE,
+        )
         .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
     let dmr = ctx
         .reg_mr(
@@ -396,7 +412,7 @@ pub(crate) fn dv_foreign_address(_args: &[String]) {
             dst.addr(),
             16 * 4096,
             dst.addr(),
-            ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE,
+            IB_UVERBS_ACCESS_LOCAL_WRITE | IB_UVERBS_ACCESS_REMOTE_WRITE,
         )
         .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
     let si = mr_info(&ctx, &smr, "source");
@@ -407,7 +423,13 @@ pub(crate) fn dv_foreign_address(_args: &[String]) {
     let mut gone = Mapping::new(4096);
     gone.bytes()[0] = 1;
     let freed = ctx
-        .reg_mr(&pd, gone.addr(), 4096, gone.addr(), ACCESS_LOCAL_WRITE)
+        .reg_mr(
+            &pd,
+            gone.addr(),
+            4096,
+            gone.addr(),
+            IB_UVERBS_ACCESS_LOCAL_WRITE,
+        )
         .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
     let freed_va = mr_info(&ctx, &freed, "to deregister").mmu_va;
     ctx.dereg_mr(freed)
@@ -648,7 +670,13 @@ pub(crate) fn dv_write_source(args: &[String]) {
     let seed = 0xd5;
     fill(src.bytes(), seed);
     let smr = ctx
-        .reg_mr(&pd, src.addr(), max as u64, src.addr(), ACCESS_LOCAL_WRITE)
+        .reg_mr(
+            &pd,
+            src.addr(),
+            max as u64,
+            src.addr(),
+            IB_UVERBS_ACCESS_LOCAL_WRITE,
+        )
         .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
     let si = mr_info(&ctx, &smr, "source");
     let mut set = ctx
@@ -797,7 +825,13 @@ pub(crate) fn dv_hold(_args: &[String]) {
     fill(src.bytes(), 9);
     dst.bytes().fill(0);
     let smr = ctx
-        .reg_mr(&pd, src.addr(), 4096, src.addr(), ACCESS_LOCAL_WRITE)
+        .reg_mr(
+            &pd,
+            src.addr(),
+            4096,
+            src.addr(),
+            IB_UVERBS_ACCESS_LOCAL_WRITE,
+        )
         .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
     let dmr = ctx
         .reg_mr(
@@ -805,7 +839,7 @@ pub(crate) fn dv_hold(_args: &[String]) {
             dst.addr(),
             4096,
             dst.addr(),
-            ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE,
+            IB_UVERBS_ACCESS_LOCAL_WRITE | IB_UVERBS_ACCESS_REMOTE_WRITE,
         )
         .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
     let (si, di) = (
@@ -824,7 +858,7 @@ pub(crate) fn dv_hold(_args: &[String]) {
         .hbm_alloc(2 << 20)
         .unwrap_or_else(|e| fail(format!("HBM alloc: {e}")));
     let buf = ctx
-        .hbm_export(&hbm, gaudi_verbs::hbm::HBM_EXPORT_CLOEXEC)
+        .hbm_export(&hbm, GAUDI_IB_HBM_EXPORT_CLOEXEC)
         .unwrap_or_else(|e| fail(format!("HBM export: {e}")));
     let _hmr = ctx
         .reg_dmabuf_mr(
@@ -833,7 +867,7 @@ pub(crate) fn dv_hold(_args: &[String]) {
             0,
             2 << 20,
             0,
-            ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE,
+            IB_UVERBS_ACCESS_LOCAL_WRITE | IB_UVERBS_ACCESS_REMOTE_WRITE,
         )
         .unwrap_or_else(|e| fail(format!("dma-buf MR: {e}")));
     println!("holding");
@@ -891,7 +925,13 @@ pub(crate) fn log_ratelimited(args: &[String]) {
 
     let t = std::time::Instant::now();
     for i in 0..verbs {
-        match ctx.reg_mr(&pd, src.addr(), 4096, src.addr(), ACCESS_REMOTE_READ) {
+        match ctx.reg_mr(
+            &pd,
+            src.addr(),
+            4096,
+            src.addr(),
+            IB_UVERBS_ACCESS_REMOTE_READ,
+        ) {
             Err(e) if errno(&e) == libc::EOPNOTSUPP => {}
             Err(e) => fail(format!(
                 "REG_MR with REMOTE_READ {i} of {verbs}: errno {} ({e}), expected EOPNOTSUPP",
@@ -915,7 +955,13 @@ pub(crate) fn log_ratelimited(args: &[String]) {
     );
 
     let smr = ctx
-        .reg_mr(&pd, src.addr(), 4096, src.addr(), ACCESS_LOCAL_WRITE)
+        .reg_mr(
+            &pd,
+            src.addr(),
+            4096,
+            src.addr(),
+            IB_UVERBS_ACCESS_LOCAL_WRITE,
+        )
         .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
     let dmr = ctx
         .reg_mr(
@@ -923,7 +969,7 @@ pub(crate) fn log_ratelimited(args: &[String]) {
             dst.addr(),
             4096,
             dst.addr(),
-            ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE,
+            IB_UVERBS_ACCESS_LOCAL_WRITE | IB_UVERBS_ACCESS_REMOTE_WRITE,
         )
         .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
     let (si, di) = (

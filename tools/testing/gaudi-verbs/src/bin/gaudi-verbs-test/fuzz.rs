@@ -34,9 +34,13 @@
 //! the kernel allocated for them.
 
 use super::limits::drop_ipc_lock;
-use gaudi_verbs::dv::{self, QpSet};
+use gaudi_verbs::dv::QpSet;
 use gaudi_verbs::table::{self, AttrSpec, Method, Role, Rule, Struct, WriteCmd};
-use gaudi_verbs::{find_device, Attr, Context, EmuCtl, KernelLog, PortInfo, RDMA_DRIVER_GAUDI};
+use gaudi_verbs::uapi::{gaudi_ib_port_info, GAUDI_IB_OBJECT_QP_SET};
+use gaudi_verbs::{
+    find_device, ioctl_raw, Attr, Context, EmuCtl, KernelLog, ATTR_F_MANDATORY as MANDATORY,
+    RDMA_DRIVER_GAUDI,
+};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs::File;
 use std::io::{Seek, Write};
@@ -46,10 +50,6 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-/// `_IOWR(RDMA_IOCTL_MAGIC, 1, struct ib_uverbs_ioctl_hdr)`.
-const RDMA_VERBS_IOCTL: u64 = 0xc018_1b01;
-/// `UVERBS_ATTR_F_MANDATORY`.
-const MANDATORY: u16 = 1;
 const EOPNOTSUPP: i32 = libc::EOPNOTSUPP;
 const EPROTONOSUPPORT: i32 = libc::EPROTONOSUPPORT;
 /// Kernel log lines that fail the run.
@@ -283,15 +283,15 @@ fn describe(c: &Call) -> String {
         if a.flags != MANDATORY {
             s += &format!("/f{:x}", a.flags);
         }
-        if a.reserved != 0 {
-            s += &format!("/r{:x}", a.reserved);
+        if a.reserved() != 0 {
+            s += &format!("/r{:x}", a.reserved());
         }
         s += &match (&p.buf, p.spec.map(|s| s.role)) {
             (Some((_, Ptr::Ours)), _) => format!("={}{}", if p.out { "out" } else { "in" }, a.len),
             (Some((_, ptr)), _) => format!("={ptr:?}{}", a.len),
-            (None, Some(Role::Handle(_) | Role::New | Role::NewFd)) => format!("=h{}", a.data),
-            (None, Some(Role::Fd)) => format!("=fd{}", a.data as i64),
-            (None, _) => format!("={:#x}/{}", a.data, a.len),
+            (None, Some(Role::Handle(_) | Role::New | Role::NewFd)) => format!("=h{}", a.data()),
+            (None, Some(Role::Fd)) => format!("=fd{}", a.data() as i64),
+            (None, _) => format!("={:#x}/{}", a.data(), a.len),
         };
     }
     s
@@ -390,7 +390,7 @@ impl CallLog {
 /// What the fuzzer holds: the context, and what the kernel returned.
 struct State {
     ctx: Option<Context>,
-    ports: Vec<PortInfo>,
+    ports: Vec<gaudi_ib_port_info>,
     handles: BTreeMap<u16, Vec<u32>>,
     fds: Vec<RawFd>,
     keys: Vec<u32>,
@@ -735,30 +735,35 @@ impl State {
             90..=96 => r.below(4) as u16,
             _ => r.next() as u16,
         };
+        let mut attr = Attr {
+            attr_id: s.id,
+            len: 0,
+            flags: self.flags(r),
+            ..Default::default()
+        };
+        attr.set_reserved(reserved);
         let mut p = PAttr {
-            attr: Attr {
-                attr_id: s.id,
-                len: 0,
-                flags: self.flags(r),
-                reserved,
-                data: 0,
-            },
+            attr,
             buf: None,
             spec: Some(s),
             strukt: st,
             out: false,
         };
         match s.role {
-            Role::New | Role::NewFd => p.attr.data = if r.chance(90) { 0 } else { self.value(r) },
-            Role::Handle(o) => p.attr.data = self.handle(r, o).into(),
-            Role::Fd => p.attr.data = self.fd(r) as u64,
+            Role::New | Role::NewFd => {
+                p.attr
+                    .set_data(if r.chance(90) { 0 } else { self.value(r) })
+            }
+            Role::Handle(o) => p.attr.set_data(self.handle(r, o).into()),
+            Role::Fd => p.attr.set_data(self.fd(r) as u64),
             Role::Out => {
                 p.out = true;
                 p.buf = Some(self.buffer(r, st, false));
             }
             Role::In => {
                 if let Some(v) = fixed.filter(|_| !self.wild || r.chance(80)) {
-                    (p.attr.len, p.attr.data) = (8, v);
+                    p.attr.len = 8;
+                    p.attr.set_data(v);
                 } else if st.is_some_and(|st| st.size > 8) || (self.wild && r.chance(12)) {
                     p.buf = Some(self.buffer(r, st, true));
                 } else {
@@ -768,7 +773,7 @@ impl State {
                         (None, 0..=6) => 8,
                         _ => r.below(9) as u16,
                     };
-                    p.attr.data = match st {
+                    let data = match st {
                         // A small structure, filled as any.
                         Some(st) => {
                             let mut b = [0u8; 8];
@@ -780,6 +785,7 @@ impl State {
                             self.value_of(r, class)
                         }
                     };
+                    p.attr.set_data(data);
                 }
             }
         }
@@ -906,43 +912,38 @@ impl State {
 
     /// One ioctl; the errno (0 on success).
     fn ioctl(&mut self, c: &mut Ioctl) -> i32 {
-        let n = c.attrs.len();
-        let mut words = vec![0u64; 3 + 2 * n];
-        words[0] = (24 + 16 * n as u64)
-            | u64::from(c.object) << 16
-            | u64::from(c.method_id) << 32
-            | (n as u64) << 48;
-        words[1] = c.reserved1;
-        words[2] = u64::from(c.driver_id);
-        for (k, p) in c.attrs.iter_mut().enumerate() {
+        for p in c.attrs.iter_mut() {
             if let Some((b, ptr)) = &p.buf {
-                p.attr.data = match ptr {
+                p.attr.set_data(match ptr {
                     Ptr::Ours => b.as_ptr() as u64,
                     Ptr::Null => 0,
                     Ptr::Unmapped => self.guard,
                     Ptr::Kernel => 0xffff_8880_0000_0000,
                     Ptr::NonCanonical => 0x8000_0000_dead_0000,
-                };
+                });
             }
-            let a = &p.attr;
-            words[3 + 2 * k] = u64::from(a.attr_id)
-                | u64::from(a.len) << 16
-                | u64::from(a.flags) << 32
-                | u64::from(a.reserved) << 48;
-            words[4 + 2 * k] = a.data;
         }
-        let fd = self.ctx().file().as_raw_fd();
-        // SAFETY: a header and its attributes; every pointer in them is NULL, unmapped, a
-        // kernel or non-canonical address, or one of the call's buffers of at least the
-        // length given (inline values are 8 bytes at most and not dereferenced as ours).
-        let rc = unsafe { libc::ioctl(fd, RDMA_VERBS_IOCTL as _, words.as_mut_ptr()) };
-        if rc < 0 {
-            return std::io::Error::last_os_error().raw_os_error().unwrap_or(-1);
+        let mut attrs: Vec<Attr> = c.attrs.iter().map(|p| p.attr).collect();
+        // SAFETY: every pointer in the attributes is NULL, unmapped, a kernel or
+        // non-canonical address, or one of the call's buffers of at least the length given
+        // (inline values are 8 bytes at most and not dereferenced as ours).
+        let r = unsafe {
+            ioctl_raw(
+                self.ctx().file(),
+                c.object,
+                c.method_id,
+                c.driver_id,
+                c.reserved1,
+                &mut attrs,
+            )
+        };
+        if let Err(e) = r {
+            return e.raw_os_error().unwrap_or(-1);
         }
         // New handles and file descriptors come back in the attributes.
-        for (k, p) in c.attrs.iter_mut().enumerate() {
+        for (p, a) in c.attrs.iter_mut().zip(&attrs) {
             if p.buf.is_none() {
-                p.attr.data = words[4 + 2 * k];
+                p.attr.set_data(a.data());
             }
         }
         let m = c
@@ -953,11 +954,11 @@ impl State {
                 (Some(Role::New), Some(m)) if p.attr.attr_id == p.spec.unwrap().id => {
                     push(
                         self.handles.entry(m.object).or_default(),
-                        p.attr.data as u32,
+                        p.attr.data() as u32,
                     );
                     self.created += 1;
                 }
-                (Some(Role::NewFd), _) => self.add_fd(p.attr.data),
+                (Some(Role::NewFd), _) => self.add_fd(p.attr.data()),
                 _ => {}
             }
             if let (true, Some(st), Some((b, Ptr::Ours))) = (p.out, p.strukt, &p.buf) {
@@ -973,7 +974,7 @@ impl State {
                 .iter()
                 .find(|p| matches!(p.spec.map(|s| s.role), Some(Role::Handle(_))));
             if let (Some(h), Some(pool)) = (h, self.handles.get_mut(&m.object)) {
-                pool.retain(|x| u64::from(*x) != h.attr.data);
+                pool.retain(|x| u64::from(*x) != h.attr.data());
             }
         }
         0
@@ -1003,7 +1004,7 @@ impl State {
                 Ok(set) => {
                     self.created += 1;
                     // The fuzzed methods modify, query and destroy it too, mapped as it is.
-                    let pool = self.handles.entry(dv::GAUDI_IB_OBJECT_QP_SET).or_default();
+                    let pool = self.handles.entry(GAUDI_IB_OBJECT_QP_SET).or_default();
                     push(pool, set.handle);
                     push(&mut self.nums, set.resp.index);
                     for q in &set.qps {
@@ -1708,7 +1709,7 @@ mod tests {
             Call::Ioctl(c) => c
                 .attrs
                 .iter()
-                .map(|p| (p.attr.attr_id, p.attr.len, p.attr.flags, p.attr.reserved))
+                .map(|p| (p.attr.attr_id, p.attr.len, p.attr.flags, p.attr.reserved()))
                 .fold(format!("{} {}", c.object, c.method_id), |s, a| {
                     format!("{s} {a:?}")
                 }),

@@ -191,7 +191,7 @@ pub(crate) fn fuzz_device(args: &[String]) {
             attr_mask: QP_STATE | QP_PORT | QP_PKEY_INDEX | QP_ACCESS_FLAGS,
             qp_state: QPS_INIT,
             port_num: 1,
-            qp_access_flags: ACCESS_REMOTE_WRITE,
+            qp_access_flags: IB_UVERBS_ACCESS_REMOTE_WRITE,
             ..Default::default()
         };
         if ctx.modify_qp(&e.qp, &init).is_err() {

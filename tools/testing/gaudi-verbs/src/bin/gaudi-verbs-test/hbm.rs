@@ -5,7 +5,7 @@
 
 use super::*;
 use gaudi_verbs::dv::Map;
-use gaudi_verbs::hbm::{Hbm, HBM_EXPORT_CLOEXEC};
+use gaudi_verbs::hbm::Hbm;
 use std::os::fd::{AsRawFd, OwnedFd};
 
 /// `DRM_IOCTL_PRIME_FD_TO_HANDLE`: `_IOWR('d', 0x2e, struct drm_prime_handle)`.
@@ -64,7 +64,7 @@ fn drm_import(fd: &OwnedFd) -> i32 {
 /// The programming model the emulator implements (1.2).
 pub(crate) const MODEL_VERSION: u32 = 0x0001_0002;
 
-fn device_info(ctx: &Context) -> gaudi_verbs::hbm::DeviceInfo {
+fn device_info(ctx: &Context) -> gaudi_ib_device_info {
     ctx.query_device_info()
         .unwrap_or_else(|e| fail(format!("QUERY_DEVICE: {e}")))
 }
@@ -157,7 +157,7 @@ impl HbmTarget {
             format!("{free} bytes free after the allocation"),
         );
         let buf = ctx
-            .hbm_export(&hbm, HBM_EXPORT_CLOEXEC)
+            .hbm_export(&hbm, GAUDI_IB_HBM_EXPORT_CLOEXEC)
             .unwrap_or_else(|e| fail(format!("HBM export: {e}")));
         // SAFETY: F_GETFD on a descriptor we own.
         let fdflags = unsafe { libc::fcntl(buf.as_raw_fd(), libc::F_GETFD) };
@@ -182,14 +182,14 @@ impl HbmTarget {
                 0,
                 len,
                 HBM_IOVA,
-                ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE,
+                IB_UVERBS_ACCESS_LOCAL_WRITE | IB_UVERBS_ACCESS_REMOTE_WRITE,
             )
             .unwrap_or_else(|e| fail(format!("dma-buf MR of the HBM block: {e}")));
         println!(
             "dma-buf MR: rkey {:#x}, iova {HBM_IOVA:#x}, device VA {:#x}, pages of 2^{} bytes",
             mr.rkey, mr.resp.mmu_va, mr.resp.page_shift
         );
-        let rw = ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE;
+        let rw = IB_UVERBS_ACCESS_LOCAL_WRITE | IB_UVERBS_ACCESS_REMOTE_WRITE;
         expect_errno(
             "dma-buf MR past the end of the dma-buf",
             ctx.reg_dmabuf_mr(pd, &buf, 4096, len, 0, rw),
@@ -197,7 +197,7 @@ impl HbmTarget {
         );
         expect_errno(
             "dma-buf MR for remote reads (the NIC does RDMA WRITE only)",
-            ctx.reg_dmabuf_mr(pd, &buf, 0, len, 0, rw | ACCESS_REMOTE_READ),
+            ctx.reg_dmabuf_mr(pd, &buf, 0, len, 0, rw | IB_UVERBS_ACCESS_REMOTE_READ),
             libc::EOPNOTSUPP,
         );
         // The object goes; the dma-buf and the MR keep the block: a new
@@ -314,7 +314,7 @@ fn spots(len: usize) -> Vec<usize> {
 /// Export `hbm` and register all of it; the dma-buf and the region.
 fn hbm_mr(ctx: &Context, pd: &Pd, hbm: &Hbm) -> (OwnedFd, Mr) {
     let buf = ctx
-        .hbm_export(hbm, HBM_EXPORT_CLOEXEC)
+        .hbm_export(hbm, GAUDI_IB_HBM_EXPORT_CLOEXEC)
         .unwrap_or_else(|e| fail(format!("HBM export: {e}")));
     let mr = ctx
         .reg_dmabuf_mr(
@@ -323,7 +323,7 @@ fn hbm_mr(ctx: &Context, pd: &Pd, hbm: &Hbm) -> (OwnedFd, Mr) {
             0,
             hbm.length,
             0,
-            ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE,
+            IB_UVERBS_ACCESS_LOCAL_WRITE | IB_UVERBS_ACCESS_REMOTE_WRITE,
         )
         .unwrap_or_else(|e| fail(format!("dma-buf MR of the HBM block: {e}")));
     (buf, mr)

@@ -4,7 +4,6 @@
 //! and the core's bound on pinned memory.
 
 use super::*;
-use gaudi_verbs::dv::SetCreate;
 use std::time::Instant;
 
 /// The context's limits (the driver's module parameters `max_qp_sets`,
@@ -29,7 +28,7 @@ fn per_port(log_sq: u32, log_cq: u32) -> u64 {
 /// Create a QP set over `ports` (bit n: port n + 1) without mapping it;
 /// its handle.
 fn set(ctx: &Context, ports: u64, log_sq: u32, log_cq: u32) -> std::io::Result<u32> {
-    let req = SetCreate {
+    let req = gaudi_ib_qp_set_create {
         ports,
         log_sq_entries: log_sq,
         log_cq_entries: log_cq,
@@ -242,7 +241,15 @@ pub(crate) fn limits_enforced(args: &[String]) {
         .unwrap_or_else(|e| fail(format!("alloc_pd: {e}")));
     let mut page = Mapping::new(PAGE as usize);
     page.bytes().fill(0x3c);
-    let reg = || ctx.reg_mr(&pd, page.addr(), PAGE, page.addr(), ACCESS_LOCAL_WRITE);
+    let reg = || {
+        ctx.reg_mr(
+            &pd,
+            page.addr(),
+            PAGE,
+            page.addr(),
+            IB_UVERBS_ACCESS_LOCAL_WRITE,
+        )
+    };
     let t = Instant::now();
     let mut mrs = Vec::with_capacity(max_mrs);
     for i in 0..max_mrs {
@@ -303,13 +310,13 @@ pub(crate) fn limits_enforced(args: &[String]) {
     }
     let addr = p as u64;
     let mr = ctx
-        .reg_mr(&pd, addr, MIB as u64, addr, ACCESS_LOCAL_WRITE)
+        .reg_mr(&pd, addr, MIB as u64, addr, IB_UVERBS_ACCESS_LOCAL_WRITE)
         .unwrap_or_else(|e| fail(format!("1 MiB under a 64 MiB RLIMIT_MEMLOCK: {e}")));
     ctx.dereg_mr(mr)
         .unwrap_or_else(|e| fail(format!("dereg_mr: {e}")));
     check(true, "1 MiB registers under a 64 MiB RLIMIT_MEMLOCK".into());
     let t = Instant::now();
-    let r = ctx.reg_mr(&pd, addr, big, addr, ACCESS_LOCAL_WRITE);
+    let r = ctx.reg_mr(&pd, addr, big, addr, IB_UVERBS_ACCESS_LOCAL_WRITE);
     let took = t.elapsed();
     match r {
         Ok(_) => fail("64 GiB registered under a 64 MiB RLIMIT_MEMLOCK".into()),

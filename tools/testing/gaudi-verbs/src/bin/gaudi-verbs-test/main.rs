@@ -100,18 +100,15 @@
 //!       splat in the kernel log, with --emu the DMA audit unchanged; on a
 //!       failure, the seed and the shortest failing sequence found.
 
+use gaudi_verbs::uapi::*;
 use gaudi_verbs::{
     errno, event_name, find_device, region_hash, AsyncEvents, Attr, CompChannel, Context, Cq,
-    EmuCtl, GaudiModifyQp, ModifyQp, Mr, Pd, PortInfo, Qp, QpCaps, SendWr, Sge, Wc,
-    ACCESS_LOCAL_WRITE, ACCESS_REMOTE_ATOMIC, ACCESS_REMOTE_READ, ACCESS_REMOTE_WRITE,
-    IB_EVENT_DEVICE_FATAL, IB_EVENT_PORT_ACTIVE, IB_EVENT_PORT_ERR, IB_EVENT_QP_FATAL,
-    MODIFY_QP_DEST, MODIFY_QP_LOCAL_RKEY, MODIFY_QP_REMOTE_RKEY, MTU_1024, MTU_4096, NS_DRIVER,
-    PORT_LINK_UP, QPS_ERR, QPS_INIT, QPS_RESET, QPS_RTR, QPS_RTS, QPT_RC, QPT_UD, QP_ACCESS_FLAGS,
-    QP_DEST_QPN, QP_MAX_DEST_RD_ATOMIC, QP_PATH_MTU, QP_PKEY_INDEX, QP_PORT, QP_RETRY_CNT,
-    QP_RNR_RETRY, QP_RQ_PSN, QP_SQ_PSN, QP_STATE, QP_TIMEOUT, SEND_SIGNALED, WC_RDMA_WRITE,
-    WC_RECV_RDMA_WITH_IMM, WC_RETRY_EXC_ERR, WC_SUCCESS, WC_WITH_IMM, WC_WR_FLUSH_ERR,
-    WR_ATOMIC_CMP_AND_SWP, WR_ATOMIC_FETCH_AND_ADD, WR_RDMA_READ, WR_RDMA_WRITE,
-    WR_RDMA_WRITE_WITH_IMM, WR_SEND, WR_SEND_WITH_IMM,
+    EmuCtl, ModifyQp, Mr, Pd, Qp, QpCaps, SendWr, Sge, Wc, IB_EVENT_DEVICE_FATAL,
+    IB_EVENT_PORT_ACTIVE, IB_EVENT_PORT_ERR, IB_EVENT_QP_FATAL, MTU_1024, MTU_4096, QPS_ERR,
+    QPS_INIT, QPS_RESET, QPS_RTR, QPS_RTS, QP_ACCESS_FLAGS, QP_DEST_QPN, QP_MAX_DEST_RD_ATOMIC,
+    QP_PATH_MTU, QP_PKEY_INDEX, QP_PORT, QP_RETRY_CNT, QP_RNR_RETRY, QP_RQ_PSN, QP_SQ_PSN,
+    QP_STATE, QP_TIMEOUT, SEND_SIGNALED, WC_RECV_RDMA_WITH_IMM, WC_RETRY_EXC_ERR, WC_SUCCESS,
+    WC_WITH_IMM, WC_WR_FLUSH_ERR,
 };
 use std::io::Write;
 use std::process::exit;
@@ -236,7 +233,7 @@ fn uverbs(args: &[String]) {
             info.port_num == p
                 && info.mac == mac
                 && info.ipv4 == ip
-                && info.flags == PORT_LINK_UP
+                && info.flags == GAUDI_IB_PORT_LINK_UP
                 && info.speed_mbps == 100_000
                 && info.comp_mask == 0
                 && info.reserved0 == [0; 2]
@@ -249,7 +246,7 @@ fn uverbs(args: &[String]) {
     }
 
     // Attribute checks of the core and of the driver.
-    let mut info = PortInfo::default();
+    let mut info = gaudi_ib_port_info::default();
     expect_errno("QUERY_PORT port 0", ctx.query_port(0), libc::EINVAL);
     expect_errno(
         "QUERY_PORT port past the last",
@@ -263,33 +260,40 @@ fn uverbs(args: &[String]) {
     );
     expect_errno(
         "QUERY_PORT without the port",
-        ctx.query_port_raw([Attr::output(NS_DRIVER + 1, &mut info)]),
+        ctx.query_port_raw([Attr::output(GAUDI_IB_ATTR_QUERY_PORT_RESP, &mut info)]),
         libc::EINVAL,
     );
     expect_errno(
         "QUERY_PORT without the reply",
-        ctx.query_port_raw([Attr::value(NS_DRIVER, 1)]),
+        ctx.query_port_raw([Attr::value(GAUDI_IB_ATTR_QUERY_PORT_NUM, 1)]),
         libc::EINVAL,
     );
-    let short = Attr::buf(NS_DRIVER + 1, (&mut info as *mut PortInfo).cast(), 16);
+    let short = Attr::buf(
+        GAUDI_IB_ATTR_QUERY_PORT_RESP,
+        (&mut info as *mut gaudi_ib_port_info).cast(),
+        16,
+    );
     expect_errno(
         "QUERY_PORT short reply buffer",
-        ctx.query_port_raw([Attr::value(NS_DRIVER, 1), short]),
+        ctx.query_port_raw([Attr::value(GAUDI_IB_ATTR_QUERY_PORT_NUM, 1), short]),
         libc::EINVAL,
     );
-    let mut port32 = Attr::value(NS_DRIVER, 1);
+    let mut port32 = Attr::value(GAUDI_IB_ATTR_QUERY_PORT_NUM, 1);
     port32.len = 4;
     expect_errno(
         "QUERY_PORT 4-byte port",
-        ctx.query_port_raw([port32, Attr::output(NS_DRIVER + 1, &mut info)]),
+        ctx.query_port_raw([
+            port32,
+            Attr::output(GAUDI_IB_ATTR_QUERY_PORT_RESP, &mut info),
+        ]),
         libc::EINVAL,
     );
     expect_errno(
         "QUERY_PORT unknown mandatory attribute",
         ctx.query_port_raw([
-            Attr::value(NS_DRIVER, 1),
-            Attr::output(NS_DRIVER + 1, &mut info),
-            Attr::value(NS_DRIVER + 7, 0),
+            Attr::value(GAUDI_IB_ATTR_QUERY_PORT_NUM, 1),
+            Attr::output(GAUDI_IB_ATTR_QUERY_PORT_RESP, &mut info),
+            Attr::value(driver_ns_id(7), 0),
         ]),
         libc::EPROTONOSUPPORT,
     );
@@ -604,7 +608,7 @@ fn check_region(
     want_shift: Option<u32>,
 ) -> u64 {
     let size = map.len as u64;
-    let rw = ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE;
+    let rw = IB_UVERBS_ACCESS_LOCAL_WRITE | IB_UVERBS_ACCESS_REMOTE_WRITE;
     let mut faults_expected = 0;
     let addr = map.addr();
     let buf = map.bytes();
@@ -738,7 +742,7 @@ fn mr_register(args: &[String]) {
     let mut emu = emu();
     let faults0 = stat(&mut emu, "mmu_faults");
     let mut faults_expected = 0;
-    let rw = ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE;
+    let rw = IB_UVERBS_ACCESS_LOCAL_WRITE | IB_UVERBS_ACCESS_REMOTE_WRITE;
 
     // One page, an odd length, huge-page sized, large, and the maximum.
     let mut sizes = vec![4096u64, 69_632 + 100, 2 << 20, 64 << 20, max];
@@ -762,7 +766,7 @@ fn mr_register(args: &[String]) {
     // Without REMOTE_WRITE the device may read but not write the region.
     let mut map = Mapping::new(8192);
     map.bytes()[0] = 0x5a;
-    for access in [ACCESS_LOCAL_WRITE, 0] {
+    for access in [IB_UVERBS_ACCESS_LOCAL_WRITE, 0] {
         let mr = ctx
             .reg_mr(&pd, map.addr(), 8192, map.addr(), access)
             .unwrap_or_else(|e| fail(format!("reg_mr access {access}: {e}")));
@@ -785,8 +789,14 @@ fn mr_register(args: &[String]) {
     // What the NIC cannot do fails explicitly.
     expect_errno(
         "REMOTE_READ",
-        ctx.reg_mr(&pd, map.addr(), 8192, map.addr(), ACCESS_REMOTE_READ)
-            .map(|m| m.lkey),
+        ctx.reg_mr(
+            &pd,
+            map.addr(),
+            8192,
+            map.addr(),
+            IB_UVERBS_ACCESS_REMOTE_READ,
+        )
+        .map(|m| m.lkey),
         libc::EOPNOTSUPP,
     );
     expect_errno(
@@ -796,7 +806,7 @@ fn mr_register(args: &[String]) {
             map.addr(),
             8192,
             map.addr(),
-            ACCESS_LOCAL_WRITE | ACCESS_REMOTE_ATOMIC,
+            IB_UVERBS_ACCESS_LOCAL_WRITE | IB_UVERBS_ACCESS_REMOTE_ATOMIC,
         )
         .map(|m| m.lkey),
         libc::EOPNOTSUPP,
@@ -853,7 +863,8 @@ fn unsupported_opcodes() {
     };
     expect_errno(
         "UD QP",
-        ctx.create_qp(&pd, &cq, QPT_UD, caps).map(|q| q.qpn),
+        ctx.create_qp(&pd, &cq, IB_UVERBS_QPT_UD, caps)
+            .map(|q| q.qpn),
         libc::EOPNOTSUPP,
     );
     for (what, bad) in [
@@ -889,12 +900,13 @@ fn unsupported_opcodes() {
     ] {
         expect_errno(
             what,
-            ctx.create_qp(&pd, &cq, QPT_RC, bad).map(|q| q.qpn),
+            ctx.create_qp(&pd, &cq, IB_UVERBS_QPT_RC, bad)
+                .map(|q| q.qpn),
             libc::EINVAL,
         );
     }
     let qp = ctx
-        .create_qp(&pd, &cq, QPT_RC, caps)
+        .create_qp(&pd, &cq, IB_UVERBS_QPT_RC, caps)
         .unwrap_or_else(|e| fail(format!("create RC QP: {e}")));
     check(
         qp.qpn >= 2 && qp.max_send_wr >= 16 && qp.max_send_sge == 1,
@@ -904,7 +916,7 @@ fn unsupported_opcodes() {
         ),
     );
     let qp2 = ctx
-        .create_qp(&pd, &cq, QPT_RC, caps)
+        .create_qp(&pd, &cq, IB_UVERBS_QPT_RC, caps)
         .unwrap_or_else(|e| fail(format!("create a second RC QP: {e}")));
     check(qp2.qpn != qp.qpn, format!("second QP {}", qp2.qpn));
 
@@ -912,7 +924,7 @@ fn unsupported_opcodes() {
     let addr = map.addr();
     map.bytes()[0] = 1;
     let mr = ctx
-        .reg_mr(&pd, addr, 4096, addr, ACCESS_LOCAL_WRITE)
+        .reg_mr(&pd, addr, 4096, addr, IB_UVERBS_ACCESS_LOCAL_WRITE)
         .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
     let sge = Sge {
         addr,
@@ -920,11 +932,11 @@ fn unsupported_opcodes() {
         lkey: mr.lkey,
     };
     for (name, opcode) in [
-        ("SEND", WR_SEND),
-        ("SEND_WITH_IMM", WR_SEND_WITH_IMM),
-        ("RDMA_READ", WR_RDMA_READ),
-        ("ATOMIC_CMP_AND_SWP", WR_ATOMIC_CMP_AND_SWP),
-        ("ATOMIC_FETCH_AND_ADD", WR_ATOMIC_FETCH_AND_ADD),
+        ("SEND", IB_UVERBS_WR_SEND),
+        ("SEND_WITH_IMM", IB_UVERBS_WR_SEND_WITH_IMM),
+        ("RDMA_READ", IB_UVERBS_WR_RDMA_READ),
+        ("ATOMIC_CMP_AND_SWP", IB_UVERBS_WR_ATOMIC_CMP_AND_SWP),
+        ("ATOMIC_FETCH_AND_ADD", IB_UVERBS_WR_ATOMIC_FETCH_AND_ADD),
     ] {
         let wr = SendWr {
             wr_id: 7,
@@ -945,12 +957,12 @@ fn unsupported_opcodes() {
     // The first request of a list fails: nothing of the list is posted.
     let list = [
         SendWr {
-            opcode: WR_RDMA_READ,
+            opcode: IB_UVERBS_WR_RDMA_READ,
             sges: vec![sge],
             ..Default::default()
         },
         SendWr {
-            opcode: WR_RDMA_WRITE,
+            opcode: IB_UVERBS_WR_RDMA_WRITE,
             sges: vec![sge],
             ..Default::default()
         },
@@ -980,7 +992,7 @@ fn unsupported_opcodes() {
             dst.addr(),
             4096,
             dst.addr(),
-            ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE,
+            IB_UVERBS_ACCESS_LOCAL_WRITE | IB_UVERBS_ACCESS_REMOTE_WRITE,
         )
         .unwrap_or_else(|e| fail(format!("reg_mr destination: {e}")));
     let (a, b) = loopback_pair(&ctx, &pd, 1, 2, dmr.rkey);
@@ -989,11 +1001,11 @@ fn unsupported_opcodes() {
         .port_stat(0, "tx")
         .unwrap_or_else(|e| fail(format!("emulator port stat: {e}")));
     for (name, opcode) in [
-        ("SEND", WR_SEND),
-        ("SEND_WITH_IMM", WR_SEND_WITH_IMM),
-        ("RDMA_READ", WR_RDMA_READ),
-        ("ATOMIC_CMP_AND_SWP", WR_ATOMIC_CMP_AND_SWP),
-        ("ATOMIC_FETCH_AND_ADD", WR_ATOMIC_FETCH_AND_ADD),
+        ("SEND", IB_UVERBS_WR_SEND),
+        ("SEND_WITH_IMM", IB_UVERBS_WR_SEND_WITH_IMM),
+        ("RDMA_READ", IB_UVERBS_WR_RDMA_READ),
+        ("ATOMIC_CMP_AND_SWP", IB_UVERBS_WR_ATOMIC_CMP_AND_SWP),
+        ("ATOMIC_FETCH_AND_ADD", IB_UVERBS_WR_ATOMIC_FETCH_AND_ADD),
     ] {
         let bad_wr = SendWr {
             wr_id: 7,
@@ -1074,7 +1086,13 @@ impl Regions {
         fill(src.bytes(), seed);
         let dst = Mapping::new(len);
         let smr = ctx
-            .reg_mr(pd, src.addr(), len as u64, iova, ACCESS_LOCAL_WRITE)
+            .reg_mr(
+                pd,
+                src.addr(),
+                len as u64,
+                iova,
+                IB_UVERBS_ACCESS_LOCAL_WRITE,
+            )
             .unwrap_or_else(|e| fail(format!("reg_mr source: {e}")));
         let dmr = ctx
             .reg_mr(
@@ -1082,7 +1100,7 @@ impl Regions {
                 dst.addr(),
                 len as u64,
                 diova,
-                ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE,
+                IB_UVERBS_ACCESS_LOCAL_WRITE | IB_UVERBS_ACCESS_REMOTE_WRITE,
             )
             .unwrap_or_else(|e| fail(format!("reg_mr destination: {e}")));
         Self {
@@ -1102,7 +1120,7 @@ struct End {
     cq: Cq,
     qp: Qp,
     port: u8,
-    info: PortInfo,
+    info: gaudi_ib_port_info,
 }
 
 /// Destroy `ends` and deregister `mrs` (each must succeed), check that the
@@ -1153,7 +1171,7 @@ fn end_sized(
         ..Default::default()
     };
     let qp = ctx
-        .create_qp(pd, &cq, QPT_RC, caps)
+        .create_qp(pd, &cq, IB_UVERBS_QPT_RC, caps)
         .unwrap_or_else(|e| fail(format!("create QP of {sq} WRs: {e}")));
     let info = ctx
         .query_port(u64::from(port))
@@ -1223,7 +1241,7 @@ fn connect_psn(
         attr_mask: QP_STATE | QP_PORT | QP_PKEY_INDEX | QP_ACCESS_FLAGS,
         qp_state: QPS_INIT,
         port_num: e.port,
-        qp_access_flags: ACCESS_REMOTE_WRITE,
+        qp_access_flags: IB_UVERBS_ACCESS_REMOTE_WRITE,
         ..Default::default()
     };
     ctx.modify_qp(&e.qp, &init)
@@ -1234,8 +1252,10 @@ fn connect_psn(
         path_mtu: mtu.0,
         dest_qp_num: dest_qpn,
         rq_psn: psn,
-        driver: Some(GaudiModifyQp {
-            flags: MODIFY_QP_DEST | MODIFY_QP_REMOTE_RKEY | MODIFY_QP_LOCAL_RKEY,
+        driver: Some(gaudi_ib_modify_qp {
+            flags: GAUDI_IB_MODIFY_QP_DEST
+                | GAUDI_IB_MODIFY_QP_REMOTE_RKEY
+                | GAUDI_IB_MODIFY_QP_LOCAL_RKEY,
             remote_rkey,
             local_rkey,
             dmac: mac,
@@ -1302,7 +1322,7 @@ fn write_once(ctx: &Context, e: &End, wr: SendWr, what: &str) -> Wc {
     let Some(wc) = wcs.first().copied() else {
         fail(format!("{what}: no completion within 120 s"));
     };
-    if wc.wr_id != id || wc.qp_num != e.qp.qpn || wc.opcode != WC_RDMA_WRITE {
+    if wc.wr_id != id || wc.qp_num != e.qp.qpn || wc.opcode != IB_UVERBS_WC_RDMA_WRITE {
         fail(format!("{what}: completion {wc:?}, expected wr_id {id}"));
     }
     wc
@@ -1311,7 +1331,7 @@ fn write_once(ctx: &Context, e: &End, wr: SendWr, what: &str) -> Wc {
 fn write_wr(id: u64, addr: u64, len: u32, lkey: u32, raddr: u64, rkey: u32) -> SendWr {
     SendWr {
         wr_id: id,
-        opcode: WR_RDMA_WRITE,
+        opcode: IB_UVERBS_WR_RDMA_WRITE,
         send_flags: SEND_SIGNALED,
         remote_addr: raddr,
         rkey,
@@ -1351,7 +1371,13 @@ fn write_loopback(args: &[String]) {
     let iova = 0x7000_0000_0000u64;
     let diova = 0x6000_0000_0000u64;
     let smr = ctx
-        .reg_mr(&pd, src.addr(), max as u64, iova, ACCESS_LOCAL_WRITE)
+        .reg_mr(
+            &pd,
+            src.addr(),
+            max as u64,
+            iova,
+            IB_UVERBS_ACCESS_LOCAL_WRITE,
+        )
         .unwrap_or_else(|e| fail(format!("reg_mr source: {e}")));
     let dmr = ctx
         .reg_mr(
@@ -1359,7 +1385,7 @@ fn write_loopback(args: &[String]) {
             dst.addr(),
             max as u64,
             diova,
-            ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE,
+            IB_UVERBS_ACCESS_LOCAL_WRITE | IB_UVERBS_ACCESS_REMOTE_WRITE,
         )
         .unwrap_or_else(|e| fail(format!("reg_mr destination: {e}")));
     check(
@@ -1453,7 +1479,7 @@ fn write_loopback(args: &[String]) {
     // length.
     poison(&mut dst.bytes()[..4096], &src.bytes()[..4096]);
     let mut wr = write_wr(77, iova, 4096, smr.lkey, diova, dmr.rkey);
-    wr.opcode = WR_RDMA_WRITE_WITH_IMM;
+    wr.opcode = IB_UVERBS_WR_RDMA_WRITE_WITH_IMM;
     wr.imm_data = 0x1234_5678u32.to_be();
     let wc = write_once(&ctx, &a, wr, "WRITE with immediate");
     let r = ctx
@@ -1465,7 +1491,7 @@ fn write_loopback(args: &[String]) {
             && r.len() == 1
             && r[0].opcode == WC_RECV_RDMA_WITH_IMM
             && r[0].status == WC_SUCCESS
-            && u32::from_be(r[0].imm_data) == 0x1234_5678
+            && u32::from_be(r[0].imm_data()) == 0x1234_5678
             && r[0].byte_len == 4096
             && r[0].wc_flags & WC_WITH_IMM != 0
             && r[0].qp_num == b.qp.qpn
@@ -1620,7 +1646,7 @@ fn mr_out_of_bounds(_args: &[String]) {
     fill(src.bytes(), 5);
     let iova = 0x5000_0000u64;
     let smr = ctx
-        .reg_mr(&pd, src.addr(), len, iova, ACCESS_LOCAL_WRITE)
+        .reg_mr(&pd, src.addr(), len, iova, IB_UVERBS_ACCESS_LOCAL_WRITE)
         .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
     let dmr = ctx
         .reg_mr(
@@ -1628,7 +1654,7 @@ fn mr_out_of_bounds(_args: &[String]) {
             dst.addr(),
             len,
             dst.addr(),
-            ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE,
+            IB_UVERBS_ACCESS_LOCAL_WRITE | IB_UVERBS_ACCESS_REMOTE_WRITE,
         )
         .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
     let (a, b) = loopback_pair(&ctx, &pd, 1, 2, dmr.rkey);
@@ -1640,7 +1666,13 @@ fn mr_out_of_bounds(_args: &[String]) {
     let mut other = Mapping::new(4096);
     other.bytes()[0] = 1;
     let stale = ctx
-        .reg_mr(&pd, other.addr(), 4096, other.addr(), ACCESS_LOCAL_WRITE)
+        .reg_mr(
+            &pd,
+            other.addr(),
+            4096,
+            other.addr(),
+            IB_UVERBS_ACCESS_LOCAL_WRITE,
+        )
         .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
     let stale_key = stale.lkey;
     ctx.dereg_mr(stale)
@@ -1808,7 +1840,13 @@ fn write_errors(_args: &[String]) {
     let mut dst = Mapping::new(len);
     fill(src.bytes(), 9);
     let smr = ctx
-        .reg_mr(&pd, src.addr(), len as u64, src.addr(), ACCESS_LOCAL_WRITE)
+        .reg_mr(
+            &pd,
+            src.addr(),
+            len as u64,
+            src.addr(),
+            IB_UVERBS_ACCESS_LOCAL_WRITE,
+        )
         .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
     let dmr = ctx
         .reg_mr(
@@ -1816,7 +1854,7 @@ fn write_errors(_args: &[String]) {
             dst.addr(),
             len as u64,
             dst.addr(),
-            ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE,
+            IB_UVERBS_ACCESS_LOCAL_WRITE | IB_UVERBS_ACCESS_REMOTE_WRITE,
         )
         .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
     let (a, b) = loopback_pair(&ctx, &pd, 1, 2, dmr.rkey);
@@ -2093,7 +2131,7 @@ fn write_target(args: &[String]) {
                 dst.addr(),
                 max as u64,
                 dst.addr(),
-                ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE,
+                IB_UVERBS_ACCESS_LOCAL_WRITE | IB_UVERBS_ACCESS_REMOTE_WRITE,
             )
             .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
         (mr, dst.addr())
@@ -2197,7 +2235,13 @@ fn write_source(args: &[String]) {
     let seed = 0x5eed;
     fill(src.bytes(), seed);
     let smr = ctx
-        .reg_mr(&pd, src.addr(), max as u64, src.addr(), ACCESS_LOCAL_WRITE)
+        .reg_mr(
+            &pd,
+            src.addr(),
+            max as u64,
+            src.addr(),
+            IB_UVERBS_ACCESS_LOCAL_WRITE,
+        )
         .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
     let e = end(&ctx, &pd, port, None);
     let mut peer = Peer::dial(&peer_ip);
@@ -2377,7 +2421,7 @@ fn bench_local(args: &[String]) {
                 map.addr(),
                 len as u64,
                 map.addr(),
-                ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE,
+                IB_UVERBS_ACCESS_LOCAL_WRITE | IB_UVERBS_ACCESS_REMOTE_WRITE,
             )
             .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
         reg.push(t.elapsed());
@@ -2405,7 +2449,13 @@ fn bench_local(args: &[String]) {
     fill(src.bytes(), 4);
     dst.bytes()[0] = 0;
     let smr = ctx
-        .reg_mr(&pd, src.addr(), MIB as u64, src.addr(), ACCESS_LOCAL_WRITE)
+        .reg_mr(
+            &pd,
+            src.addr(),
+            MIB as u64,
+            src.addr(),
+            IB_UVERBS_ACCESS_LOCAL_WRITE,
+        )
         .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
     let dmr = ctx
         .reg_mr(
@@ -2413,7 +2463,7 @@ fn bench_local(args: &[String]) {
             dst.addr(),
             MIB as u64,
             dst.addr(),
-            ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE,
+            IB_UVERBS_ACCESS_LOCAL_WRITE | IB_UVERBS_ACCESS_REMOTE_WRITE,
         )
         .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
     let (a, b) = loopback_pair(&ctx, &pd, 1, 2, dmr.rkey);

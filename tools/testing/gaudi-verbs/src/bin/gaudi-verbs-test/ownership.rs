@@ -6,9 +6,7 @@
 //! others' attempts fail with EBUSY and a rate-limited log line.
 
 use super::*;
-use gaudi_verbs::{
-    KernelLog, GID_TYPE_ROCE_V2, LINK_LAYER_ETHERNET, PORT_ACTIVE, PORT_PHYS_LINK_UP,
-};
+use gaudi_verbs::{KernelLog, LINK_LAYER_ETHERNET, PORT_ACTIVE, PORT_PHYS_LINK_UP};
 
 /// The driver's log line for a refused step.
 const REFUSED: &str = "data path refused: the NIC is owned by another user context";
@@ -133,7 +131,11 @@ fn queries(ctx: &Context, ports: u32, inst: u8) {
             want[11] = 0xff;
             want[12..].copy_from_slice(&[10, inst, (p - 1) as u8, 1]);
             match gids.iter().find(|g| g.port_num == p) {
-                Some(g) if g.gid == want && g.gid_index == 0 && g.gid_type == GID_TYPE_ROCE_V2 => {
+                Some(g)
+                    if g.gid_bytes() == want
+                        && g.gid_index == 0
+                        && g.gid_type == IB_UVERBS_GID_TYPE_ROCE_V2 =>
+                {
                     Ok(())
                 }
                 g => Err(format!("{g:?}")),
@@ -161,7 +163,7 @@ fn queries(ctx: &Context, ports: u32, inst: u8) {
             if i.port_num == p
                 && i.mac == [0x02, 0x1d, 0xa3, inst, 0, idx]
                 && i.ipv4 == [10, inst, idx, 1]
-                && i.flags == PORT_LINK_UP
+                && i.flags == GAUDI_IB_PORT_LINK_UP
                 && i.speed_mbps == 100_000
             {
                 Ok(())

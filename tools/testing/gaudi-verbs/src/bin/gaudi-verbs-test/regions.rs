@@ -5,12 +5,11 @@
 //! bound to, named by its iova and its key.
 
 use super::*;
-use gaudi_verbs::hbm::HBM_EXPORT_CLOEXEC;
 use gaudi_verbs::WC_REM_ACCESS_ERR;
 
 const PAGE: u64 = 4096;
 const HUGE: u64 = 2 << 20;
-const RW: u32 = ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE;
+const RW: u32 = IB_UVERBS_ACCESS_LOCAL_WRITE | IB_UVERBS_ACCESS_REMOTE_WRITE;
 
 /// [`fill`], with no zero byte: a device read of the wrong memory, or of
 /// nothing, cannot pass for one of these bytes.
@@ -209,7 +208,7 @@ fn hbm_region(ctx: &Context, pd: &Pd, emu: &mut EmuCtl) -> u64 {
         small.offset, block.offset
     );
     let buf = ctx
-        .hbm_export(&block, HBM_EXPORT_CLOEXEC)
+        .hbm_export(&block, GAUDI_IB_HBM_EXPORT_CLOEXEC)
         .unwrap_or_else(|e| fail(format!("HBM export: {e}")));
     let mut faults = 0;
     for iova in [bar + block.offset, HUGE] {
@@ -428,7 +427,13 @@ pub(crate) fn rkey_bounds(_args: &[String]) {
     let mut src = Mapping::new(2 * PAGE as usize);
     nonzero_fill(src.bytes(), 0x79);
     let smr = ctx
-        .reg_mr(&pd, src.addr(), 2 * PAGE, src.addr(), ACCESS_LOCAL_WRITE)
+        .reg_mr(
+            &pd,
+            src.addr(),
+            2 * PAGE,
+            src.addr(),
+            IB_UVERBS_ACCESS_LOCAL_WRITE,
+        )
         .unwrap_or_else(|e| fail(format!("reg_mr source: {e}")));
     let (a, b) = loopback_pair(&ctx, &pd, 1, 2, k);
     let mut expect = tgt.bytes().to_vec();
@@ -576,7 +581,7 @@ pub(crate) fn rkey_bounds(_args: &[String]) {
     let qpns: Vec<u32> = (0..64)
         .map(|i| {
             let qp = ctx
-                .create_qp(&pd, &cq, QPT_RC, caps)
+                .create_qp(&pd, &cq, IB_UVERBS_QPT_RC, caps)
                 .unwrap_or_else(|e| fail(format!("QP {i}: {e}")));
             let qpn = qp.qpn;
             ctx.destroy_qp(qp)

@@ -39,8 +39,8 @@ struct Traffic<'c> {
     dst: Mapping,
     smr: Mr,
     dmr: Mr,
-    si: gaudi_verbs::dv::MrInfo,
-    di: gaudi_verbs::dv::MrInfo,
+    si: gaudi_ib_mr_info,
+    di: gaudi_ib_mr_info,
     a: End,
     b: End,
     set: gaudi_verbs::dv::QpSet,
@@ -64,7 +64,7 @@ impl<'c> Traffic<'c> {
                 src.addr(),
                 Self::LEN as u64,
                 src.addr(),
-                ACCESS_LOCAL_WRITE,
+                IB_UVERBS_ACCESS_LOCAL_WRITE,
             )
             .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
         let dmr = ctx
@@ -73,7 +73,7 @@ impl<'c> Traffic<'c> {
                 dst.addr(),
                 Self::LEN as u64,
                 dst.addr(),
-                ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE,
+                IB_UVERBS_ACCESS_LOCAL_WRITE | IB_UVERBS_ACCESS_REMOTE_WRITE,
             )
             .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
         let (si, di) = (

@@ -48,7 +48,7 @@ pub(crate) fn rings_wrap(args: &[String]) {
     let mut dst = Mapping::new((SLOTS * 8) as usize);
     let (iova, diova) = (0x5100_0000_0000u64, 0x5200_0000_0000u64);
     let smr = ctx
-        .reg_mr(&pd, src.addr(), 4096, iova, ACCESS_LOCAL_WRITE)
+        .reg_mr(&pd, src.addr(), 4096, iova, IB_UVERBS_ACCESS_LOCAL_WRITE)
         .unwrap_or_else(|e| fail(format!("reg_mr source: {e}")));
     let dmr = ctx
         .reg_mr(
@@ -56,7 +56,7 @@ pub(crate) fn rings_wrap(args: &[String]) {
             dst.addr(),
             SLOTS * 8,
             diova,
-            ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE,
+            IB_UVERBS_ACCESS_LOCAL_WRITE | IB_UVERBS_ACCESS_REMOTE_WRITE,
         )
         .unwrap_or_else(|e| fail(format!("reg_mr destination: {e}")));
     let ch = ctx
@@ -158,7 +158,7 @@ pub(crate) fn rings_wrap(args: &[String]) {
             dst.addr(),
             SLOTS * 8,
             diova,
-            ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE,
+            IB_UVERBS_ACCESS_LOCAL_WRITE | IB_UVERBS_ACCESS_REMOTE_WRITE,
         )
         .unwrap_or_else(|e| fail(format!("reg_mr destination: {e}")));
     dst.bytes().fill(0xff);

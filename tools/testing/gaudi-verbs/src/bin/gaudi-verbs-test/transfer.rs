@@ -65,7 +65,7 @@ pub(crate) fn cq_no_overflow(_args: &[String]) {
         .create_qp(
             &pd,
             &cq,
-            QPT_RC,
+            IB_UVERBS_QPT_RC,
             QpCaps {
                 max_send_wr: 16,
                 max_send_sge: 1,
@@ -98,7 +98,13 @@ pub(crate) fn cq_no_overflow(_args: &[String]) {
     fill(src.bytes(), 0x0c);
     poison(dst.bytes(), src.bytes());
     let smr = ctx
-        .reg_mr(&pd, src.addr(), len as u64, src.addr(), ACCESS_LOCAL_WRITE)
+        .reg_mr(
+            &pd,
+            src.addr(),
+            len as u64,
+            src.addr(),
+            IB_UVERBS_ACCESS_LOCAL_WRITE,
+        )
         .unwrap_or_else(|e| fail(format!("reg_mr source: {e}")));
     let dmr = ctx
         .reg_mr(
@@ -106,7 +112,7 @@ pub(crate) fn cq_no_overflow(_args: &[String]) {
             dst.addr(),
             len as u64,
             dst.addr(),
-            ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE,
+            IB_UVERBS_ACCESS_LOCAL_WRITE | IB_UVERBS_ACCESS_REMOTE_WRITE,
         )
         .unwrap_or_else(|e| fail(format!("reg_mr destination: {e}")));
     connect(&ctx, &a, b.info.mac, b.info.ipv4, b.qp.qpn, dmr.rkey, 0);
@@ -124,7 +130,7 @@ pub(crate) fn cq_no_overflow(_args: &[String]) {
                 dst.addr() + o,
                 dmr.rkey,
             );
-            w.opcode = WR_RDMA_WRITE_WITH_IMM;
+            w.opcode = IB_UVERBS_WR_RDMA_WRITE_WITH_IMM;
             w.imm_data = (IMM + i as u32).to_be();
             w
         })
@@ -189,7 +195,7 @@ pub(crate) fn cq_no_overflow(_args: &[String]) {
     let took = t.elapsed();
     let imms: Vec<u32> = got
         .iter()
-        .map(|w| u32::from_be(w.imm_data).wrapping_sub(IMM))
+        .map(|w| u32::from_be(w.imm_data()).wrapping_sub(IMM))
         .collect();
     let want: Vec<u32> = (0..n as u32).collect();
     check(
@@ -234,7 +240,7 @@ pub(crate) fn cq_no_overflow(_args: &[String]) {
         ids == (0..n as u64).collect::<Vec<_>>()
             && req
                 .iter()
-                .all(|w| w.status == WC_SUCCESS && w.opcode == WC_RDMA_WRITE),
+                .all(|w| w.status == WC_SUCCESS && w.opcode == IB_UVERBS_WC_RDMA_WRITE),
         format!(
             "the requester's {} completions: all successes, in order",
             req.len()
@@ -295,11 +301,11 @@ impl Rig {
         let (m, access, what) = if dst {
             (
                 &self.dst,
-                ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE,
+                IB_UVERBS_ACCESS_LOCAL_WRITE | IB_UVERBS_ACCESS_REMOTE_WRITE,
                 "destination",
             )
         } else {
-            (&self.src, ACCESS_LOCAL_WRITE, "source")
+            (&self.src, IB_UVERBS_ACCESS_LOCAL_WRITE, "source")
         };
         self.ctx
             .reg_mr(&self.pd, m.addr(), self.len as u64, m.addr(), access)
@@ -677,7 +683,13 @@ pub(crate) fn write_traffic(args: &[String]) {
     let dst = Mapping::new(len);
     fill(src.bytes(), 0x7a);
     let smr = ctx
-        .reg_mr(&pd, src.addr(), len as u64, src.addr(), ACCESS_LOCAL_WRITE)
+        .reg_mr(
+            &pd,
+            src.addr(),
+            len as u64,
+            src.addr(),
+            IB_UVERBS_ACCESS_LOCAL_WRITE,
+        )
         .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
     let dmr = ctx
         .reg_mr(
@@ -685,7 +697,7 @@ pub(crate) fn write_traffic(args: &[String]) {
             dst.addr(),
             len as u64,
             dst.addr(),
-            ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE,
+            IB_UVERBS_ACCESS_LOCAL_WRITE | IB_UVERBS_ACCESS_REMOTE_WRITE,
         )
         .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
     let (a, _b) = loopback_pair(&ctx, &pd, 1, 2, dmr.rkey);

@@ -4,16 +4,11 @@
 //! short, oversized, misaligned and out-of-range attributes.
 
 use super::*;
-use gaudi_verbs::dv::*;
-use gaudi_verbs::hbm::*;
-
-/// The driver namespace's device object and QUERY_PORT (gaudi_user_ioctl_cmds.h).
-const METHOD_QUERY_PORT: u16 = NS_DRIVER;
-const ATTR_PORT_NUM: u16 = NS_DRIVER;
-const ATTR_PORT_RESP: u16 = NS_DRIVER + 1;
 
 /// An attribute id no method has.
-const UNKNOWN_ATTR: u16 = NS_DRIVER + 9;
+const UNKNOWN_ATTR: u16 = driver_ns_id(9);
+/// A method id the device object does not have.
+const UNKNOWN_METHOD: u16 = driver_ns_id(9);
 
 /// `attr` without `UVERBS_ATTR_F_MANDATORY`.
 fn optional(mut attr: Attr) -> Attr {
@@ -71,7 +66,7 @@ pub(crate) fn uapi_bad_attrs(_args: &[String]) {
             mem.addr(),
             4096,
             mem.addr(),
-            ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE,
+            IB_UVERBS_ACCESS_LOCAL_WRITE | IB_UVERBS_ACCESS_REMOTE_WRITE,
         )
         .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
     let ro = ctx
@@ -80,7 +75,7 @@ pub(crate) fn uapi_bad_attrs(_args: &[String]) {
             mem.addr() + 4096,
             4096,
             mem.addr() + 4096,
-            ACCESS_LOCAL_WRITE,
+            IB_UVERBS_ACCESS_LOCAL_WRITE,
         )
         .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
     let mut emu = emu();
@@ -92,20 +87,20 @@ pub(crate) fn uapi_bad_attrs(_args: &[String]) {
     let (dev, set_obj) = (GAUDI_IB_OBJECT_DEVICE, GAUDI_IB_OBJECT_QP_SET);
 
     // QUERY_PORT.
-    let mut info = PortInfo::default();
-    let port = |p: u64| Attr::value(ATTR_PORT_NUM, p);
-    let resp = |i: &mut PortInfo| Attr::output(ATTR_PORT_RESP, i);
+    let mut info = gaudi_ib_port_info::default();
+    let port = |p: u64| Attr::value(GAUDI_IB_ATTR_QUERY_PORT_NUM, p);
+    let resp = |i: &mut gaudi_ib_port_info| Attr::output(GAUDI_IB_ATTR_QUERY_PORT_RESP, i);
     c.expect(
         "QUERY_PORT without the port",
         dev,
-        METHOD_QUERY_PORT,
+        GAUDI_IB_METHOD_QUERY_PORT,
         [resp(&mut info)],
         libc::EINVAL,
     );
     c.expect(
         "QUERY_PORT without the reply",
         dev,
-        METHOD_QUERY_PORT,
+        GAUDI_IB_METHOD_QUERY_PORT,
         [port(1)],
         libc::EINVAL,
     );
@@ -113,7 +108,7 @@ pub(crate) fn uapi_bad_attrs(_args: &[String]) {
         c.expect(
             &format!("QUERY_PORT of port {p}"),
             dev,
-            METHOD_QUERY_PORT,
+            GAUDI_IB_METHOD_QUERY_PORT,
             [port(p), resp(&mut info)],
             libc::EINVAL,
         );
@@ -121,14 +116,14 @@ pub(crate) fn uapi_bad_attrs(_args: &[String]) {
     c.expect(
         "QUERY_PORT with a 4-byte port",
         dev,
-        METHOD_QUERY_PORT,
+        GAUDI_IB_METHOD_QUERY_PORT,
         [sized(port(1), 4), resp(&mut info)],
         libc::EINVAL,
     );
     c.expect(
         "QUERY_PORT with a short reply",
         dev,
-        METHOD_QUERY_PORT,
+        GAUDI_IB_METHOD_QUERY_PORT,
         [port(1), sized(resp(&mut info), 8)],
         libc::EINVAL,
     );
@@ -136,21 +131,24 @@ pub(crate) fn uapi_bad_attrs(_args: &[String]) {
     c.expect(
         "QUERY_PORT with an oversized reply",
         dev,
-        METHOD_QUERY_PORT,
-        [port(1), Attr::buf(ATTR_PORT_RESP, big.as_mut_ptr(), 40)],
+        GAUDI_IB_METHOD_QUERY_PORT,
+        [
+            port(1),
+            Attr::buf(GAUDI_IB_ATTR_QUERY_PORT_RESP, big.as_mut_ptr(), 40),
+        ],
         libc::EINVAL,
     );
     c.expect(
         "QUERY_PORT with an unknown mandatory attribute",
         dev,
-        METHOD_QUERY_PORT,
+        GAUDI_IB_METHOD_QUERY_PORT,
         [port(1), resp(&mut info), Attr::value(UNKNOWN_ATTR, 0)],
         libc::EPROTONOSUPPORT,
     );
     c.expect(
         "QUERY_PORT with an unknown optional attribute",
         dev,
-        METHOD_QUERY_PORT,
+        GAUDI_IB_METHOD_QUERY_PORT,
         [
             port(1),
             resp(&mut info),
@@ -159,18 +157,18 @@ pub(crate) fn uapi_bad_attrs(_args: &[String]) {
         0,
     );
     let mut r = resp(&mut info);
-    r.reserved = 1;
+    r.set_reserved(1);
     c.expect(
         "QUERY_PORT with a reserved field set",
         dev,
-        METHOD_QUERY_PORT,
+        GAUDI_IB_METHOD_QUERY_PORT,
         [port(1), r],
         libc::EINVAL,
     );
     c.expect(
         "an unknown method",
         dev,
-        NS_DRIVER + 9,
+        UNKNOWN_METHOD,
         [port(1)],
         libc::EPROTONOSUPPORT,
     );
@@ -178,29 +176,32 @@ pub(crate) fn uapi_bad_attrs(_args: &[String]) {
     let aligned = ctx
         .query_port(2)
         .unwrap_or_else(|e| fail(format!("query port: {e}")));
-    let n = std::mem::size_of::<PortInfo>();
+    let n = std::mem::size_of::<gaudi_ib_port_info>();
     c.expect(
         "QUERY_PORT with a reply at an odd address",
         dev,
-        METHOD_QUERY_PORT,
-        [port(2), Attr::buf(ATTR_PORT_RESP, big[1..].as_mut_ptr(), n)],
+        GAUDI_IB_METHOD_QUERY_PORT,
+        [
+            port(2),
+            Attr::buf(GAUDI_IB_ATTR_QUERY_PORT_RESP, big[1..].as_mut_ptr(), n),
+        ],
         0,
     );
-    // SAFETY: `big[1..]` holds `n` bytes written by the kernel as a PortInfo.
-    let odd: PortInfo = unsafe { std::ptr::read_unaligned(big[1..].as_ptr().cast()) };
+    // `big[1..]` holds the `n` bytes the kernel wrote.
+    let odd: gaudi_ib_port_info = read_from(&big[1..]).expect("a reply's bytes");
     check(
         odd.mac == aligned.mac && odd.ipv4 == aligned.ipv4 && odd.port_num == 2,
         "the reply at an odd address is the aligned one".into(),
     );
 
     // QUERY_MR.
-    let mut mi = MrInfo::default();
+    let mut mi = gaudi_ib_mr_info::default();
     let q = GAUDI_IB_METHOD_QUERY_MR;
     c.expect(
         "QUERY_MR without a handle",
         dev,
         q,
-        [Attr::output(ATTR_QUERY_MR_RESP, &mut mi)],
+        [Attr::output(GAUDI_IB_ATTR_QUERY_MR_RESP, &mut mi)],
         libc::EINVAL,
     );
     c.expect(
@@ -208,8 +209,8 @@ pub(crate) fn uapi_bad_attrs(_args: &[String]) {
         dev,
         q,
         [
-            Attr::handle(ATTR_QUERY_MR_HANDLE, 9999),
-            Attr::output(ATTR_QUERY_MR_RESP, &mut mi),
+            Attr::handle(GAUDI_IB_ATTR_QUERY_MR_HANDLE, 9999),
+            Attr::output(GAUDI_IB_ATTR_QUERY_MR_RESP, &mut mi),
         ],
         libc::ENOENT,
     );
@@ -218,8 +219,8 @@ pub(crate) fn uapi_bad_attrs(_args: &[String]) {
         dev,
         q,
         [
-            Attr::handle(ATTR_QUERY_MR_HANDLE, pd.handle),
-            Attr::output(ATTR_QUERY_MR_RESP, &mut mi),
+            Attr::handle(GAUDI_IB_ATTR_QUERY_MR_HANDLE, pd.handle),
+            Attr::output(GAUDI_IB_ATTR_QUERY_MR_RESP, &mut mi),
         ],
         libc::EINVAL,
     );
@@ -228,8 +229,8 @@ pub(crate) fn uapi_bad_attrs(_args: &[String]) {
         dev,
         q,
         [
-            sized(Attr::handle(ATTR_QUERY_MR_HANDLE, mr.handle), 8),
-            Attr::output(ATTR_QUERY_MR_RESP, &mut mi),
+            sized(Attr::handle(GAUDI_IB_ATTR_QUERY_MR_HANDLE, mr.handle), 8),
+            Attr::output(GAUDI_IB_ATTR_QUERY_MR_RESP, &mut mi),
         ],
         libc::EINVAL,
     );
@@ -238,35 +239,35 @@ pub(crate) fn uapi_bad_attrs(_args: &[String]) {
         dev,
         q,
         [
-            Attr::handle(ATTR_QUERY_MR_HANDLE, mr.handle),
-            sized(Attr::output(ATTR_QUERY_MR_RESP, &mut mi), 32),
+            Attr::handle(GAUDI_IB_ATTR_QUERY_MR_HANDLE, mr.handle),
+            sized(Attr::output(GAUDI_IB_ATTR_QUERY_MR_RESP, &mut mi), 32),
         ],
         libc::EINVAL,
     );
 
     // QP_SET_CREATE.
-    let good = SetCreate {
+    let good = gaudi_ib_qp_set_create {
         ports: 0b11,
         log_sq_entries: 4,
         log_cq_entries: 4,
         ..Default::default()
     };
-    let mut cr = SetCreateResp::default();
-    let mut sp = [SetPort::default(); 2];
+    let mut cr = gaudi_ib_qp_set_create_resp::default();
+    let mut sp = [gaudi_ib_qp_set_port::default(); 2];
     let sp_len = std::mem::size_of_val(&sp);
-    let create = |c: &mut Cases<'_>, what: &str, req: &SetCreate, errno: i32| {
-        let mut cr = SetCreateResp::default();
-        let mut sp = [SetPort::default(); 2];
+    let create = |c: &mut Cases<'_>, what: &str, req: &gaudi_ib_qp_set_create, errno: i32| {
+        let mut cr = gaudi_ib_qp_set_create_resp::default();
+        let mut sp = [gaudi_ib_qp_set_port::default(); 2];
         c.expect(
             what,
             set_obj,
-            METHOD_QP_SET_CREATE,
+            GAUDI_IB_METHOD_QP_SET_CREATE,
             [
-                Attr::handle(ATTR_CREATE_HANDLE, 0),
-                Attr::input(ATTR_CREATE_REQ, req),
-                Attr::output(ATTR_CREATE_RESP, &mut cr),
+                Attr::handle(GAUDI_IB_ATTR_QP_SET_CREATE_HANDLE, 0),
+                Attr::input(GAUDI_IB_ATTR_QP_SET_CREATE_REQ, req),
+                Attr::output(GAUDI_IB_ATTR_QP_SET_CREATE_RESP, &mut cr),
                 Attr::buf(
-                    ATTR_CREATE_PORTS,
+                    GAUDI_IB_ATTR_QP_SET_CREATE_PORTS,
                     sp.as_mut_ptr().cast(),
                     std::mem::size_of_val(&sp),
                 ),
@@ -276,85 +277,88 @@ pub(crate) fn uapi_bad_attrs(_args: &[String]) {
     };
     let max_log_sq = (ctx.resp.max_sqe as u64).ilog2();
     let max_log_cq = (ctx.resp.max_cqe as u64).ilog2();
-    let bad: Vec<(&str, SetCreate)> = vec![
+    let bad: Vec<(&str, gaudi_ib_qp_set_create)> = vec![
         (
             "a comp_mask",
-            SetCreate {
+            gaudi_ib_qp_set_create {
                 comp_mask: 1,
                 ..good
             },
         ),
         (
             "a reserved field",
-            SetCreate {
+            gaudi_ib_qp_set_create {
                 reserved: 1,
                 ..good
             },
         ),
-        ("an unknown flag", SetCreate { flags: 2, ..good }),
-        ("no port", SetCreate { ports: 0, ..good }),
+        (
+            "an unknown flag",
+            gaudi_ib_qp_set_create { flags: 2, ..good },
+        ),
+        ("no port", gaudi_ib_qp_set_create { ports: 0, ..good }),
         (
             "a port the device lacks",
-            SetCreate {
+            gaudi_ib_qp_set_create {
                 ports: 1 << ports,
                 ..good
             },
         ),
         (
             "a port beyond 64",
-            SetCreate {
+            gaudi_ib_qp_set_create {
                 ports: u64::MAX,
                 ..good
             },
         ),
         (
             "a send queue of 1 WQE",
-            SetCreate {
+            gaudi_ib_qp_set_create {
                 log_sq_entries: 0,
                 ..good
             },
         ),
         (
             "a send queue beyond max_sqe",
-            SetCreate {
+            gaudi_ib_qp_set_create {
                 log_sq_entries: max_log_sq + 1,
                 ..good
             },
         ),
         (
             "a CQ of 1 CQE",
-            SetCreate {
+            gaudi_ib_qp_set_create {
                 log_cq_entries: 0,
                 ..good
             },
         ),
         (
             "a CQ beyond max_cqe",
-            SetCreate {
+            gaudi_ib_qp_set_create {
                 log_cq_entries: max_log_cq + 1,
                 ..good
             },
         ),
         (
             "index 0",
-            SetCreate {
-                flags: CREATE_INDEX,
+            gaudi_ib_qp_set_create {
+                flags: GAUDI_IB_QP_SET_CREATE_INDEX,
                 index: 0,
                 ..good
             },
         ),
         (
             "index 1",
-            SetCreate {
-                flags: CREATE_INDEX,
+            gaudi_ib_qp_set_create {
+                flags: GAUDI_IB_QP_SET_CREATE_INDEX,
                 index: 1,
                 ..good
             },
         ),
         (
             "index max_qps",
-            SetCreate {
-                flags: CREATE_INDEX,
+            gaudi_ib_qp_set_create {
+                flags: GAUDI_IB_QP_SET_CREATE_INDEX,
                 index: ctx.resp.max_qps,
                 ..good
             },
@@ -368,54 +372,57 @@ pub(crate) fn uapi_bad_attrs(_args: &[String]) {
             libc::EINVAL,
         );
     }
-    let attrs = |req: *const SetCreate,
+    let attrs = |req: *const gaudi_ib_qp_set_create,
                  rl: usize,
-                 cr: &mut SetCreateResp,
-                 sp: &mut [SetPort; 2],
+                 cr: &mut gaudi_ib_qp_set_create_resp,
+                 sp: &mut [gaudi_ib_qp_set_port; 2],
                  pl: usize| {
         [
-            Attr::handle(ATTR_CREATE_HANDLE, 0),
-            Attr::buf(ATTR_CREATE_REQ, req.cast(), rl),
-            Attr::output(ATTR_CREATE_RESP, cr),
-            Attr::buf(ATTR_CREATE_PORTS, sp.as_mut_ptr().cast(), pl),
+            Attr::handle(GAUDI_IB_ATTR_QP_SET_CREATE_HANDLE, 0),
+            Attr::buf(GAUDI_IB_ATTR_QP_SET_CREATE_REQ, req.cast(), rl),
+            Attr::output(GAUDI_IB_ATTR_QP_SET_CREATE_RESP, cr),
+            Attr::buf(
+                GAUDI_IB_ATTR_QP_SET_CREATE_PORTS,
+                sp.as_mut_ptr().cast(),
+                pl,
+            ),
         ]
     };
-    let req_len = std::mem::size_of::<SetCreate>();
+    let req_len = std::mem::size_of::<gaudi_ib_qp_set_create>();
     c.expect(
         "QP_SET_CREATE with a short request",
         set_obj,
-        METHOD_QP_SET_CREATE,
+        GAUDI_IB_METHOD_QP_SET_CREATE,
         attrs(&good, 16, &mut cr, &mut sp, sp_len),
         libc::EINVAL,
     );
     let mut long = [0u8; 48];
-    // SAFETY: `long` has room for a SetCreate.
-    unsafe { std::ptr::write_unaligned(long.as_mut_ptr().cast(), good) };
+    long[..req_len].copy_from_slice(bytes_of(&good));
     c.expect(
         "QP_SET_CREATE with an oversized request",
         set_obj,
-        METHOD_QP_SET_CREATE,
+        GAUDI_IB_METHOD_QP_SET_CREATE,
         attrs(long.as_ptr().cast(), 40, &mut cr, &mut sp, sp_len),
         libc::EINVAL,
     );
     c.expect(
         "QP_SET_CREATE with room for one port of two",
         set_obj,
-        METHOD_QP_SET_CREATE,
+        GAUDI_IB_METHOD_QP_SET_CREATE,
         attrs(&good, req_len, &mut cr, &mut sp, sp_len / 2),
         libc::ENOSPC,
     );
     c.expect(
         "QP_SET_CREATE with less room than one port",
         set_obj,
-        METHOD_QP_SET_CREATE,
+        GAUDI_IB_METHOD_QP_SET_CREATE,
         attrs(&good, req_len, &mut cr, &mut sp, 8),
         libc::EINVAL,
     );
     c.expect(
         "QP_SET_CREATE without the ports array",
         set_obj,
-        METHOD_QP_SET_CREATE,
+        GAUDI_IB_METHOD_QP_SET_CREATE,
         {
             let a = attrs(&good, req_len, &mut cr, &mut sp, sp_len);
             [a[0], a[1], a[2]]
@@ -432,18 +439,17 @@ pub(crate) fn uapi_bad_attrs(_args: &[String]) {
     );
     // A request at an odd address works.
     let mut odd = [0u8; 40];
-    // SAFETY: `odd[1..]` has room for a SetCreate.
-    unsafe { std::ptr::write_unaligned(odd[1..].as_mut_ptr().cast(), good) };
+    odd[1..1 + req_len].copy_from_slice(bytes_of(&good));
     let a = attrs(odd[1..].as_ptr().cast(), req_len, &mut cr, &mut sp, sp_len);
     let odd_handle = c
         .expect(
             "QP_SET_CREATE with a request at an odd address",
             set_obj,
-            METHOD_QP_SET_CREATE,
+            GAUDI_IB_METHOD_QP_SET_CREATE,
             a,
             0,
         )
-        .map_or(0, |a| a[0].data as u32);
+        .map_or(0, |a| a[0].data() as u32);
     check(
         cr.ports == 0b11 && sp[0].port_num == 1 && sp[1].port_num == 2,
         format!(
@@ -456,24 +462,28 @@ pub(crate) fn uapi_bad_attrs(_args: &[String]) {
         .unwrap_or_else(|e| fail(format!("create QP set: {e}")));
 
     // QP_SET_MODIFY.
-    let m_ok = SetModify {
+    let m_ok = gaudi_ib_qp_set_modify {
         state: u32::from(QPS_INIT),
         ..Default::default()
     };
-    let modify =
-        |c: &mut Cases<'_>, what: &str, handle: u32, port: u64, m: &SetModify, errno: i32| {
-            c.expect(
-                what,
-                set_obj,
-                METHOD_QP_SET_MODIFY,
-                [
-                    Attr::handle(ATTR_MODIFY_HANDLE, handle),
-                    Attr::value(ATTR_MODIFY_PORT, port),
-                    Attr::input(ATTR_MODIFY_REQ, m),
-                ],
-                errno,
-            );
-        };
+    let modify = |c: &mut Cases<'_>,
+                  what: &str,
+                  handle: u32,
+                  port: u64,
+                  m: &gaudi_ib_qp_set_modify,
+                  errno: i32| {
+        c.expect(
+            what,
+            set_obj,
+            GAUDI_IB_METHOD_QP_SET_MODIFY,
+            [
+                Attr::handle(GAUDI_IB_ATTR_QP_SET_MODIFY_HANDLE, handle),
+                Attr::value(GAUDI_IB_ATTR_QP_SET_MODIFY_PORT, port),
+                Attr::input(GAUDI_IB_ATTR_QP_SET_MODIFY_REQ, m),
+            ],
+            errno,
+        );
+    };
     let h = set.handle;
     modify(
         &mut c,
@@ -511,30 +521,30 @@ pub(crate) fn uapi_bad_attrs(_args: &[String]) {
     for (what, m) in [
         (
             "a comp_mask",
-            SetModify {
+            gaudi_ib_qp_set_modify {
                 comp_mask: 1,
                 ..m_ok
             },
         ),
         (
             "reserved0",
-            SetModify {
+            gaudi_ib_qp_set_modify {
                 reserved0: 1,
                 ..m_ok
             },
         ),
         (
             "reserved1",
-            SetModify {
+            gaudi_ib_qp_set_modify {
                 reserved1: 1,
                 ..m_ok
             },
         ),
-        ("state SQD", SetModify { state: 4, ..m_ok }),
-        ("state 7", SetModify { state: 7, ..m_ok }),
+        ("state SQD", gaudi_ib_qp_set_modify { state: 4, ..m_ok }),
+        ("state 7", gaudi_ib_qp_set_modify { state: 7, ..m_ok }),
         (
             "RESET to RTS",
-            SetModify {
+            gaudi_ib_qp_set_modify {
                 state: u32::from(QPS_RTS),
                 ..m_ok
             },
@@ -550,7 +560,7 @@ pub(crate) fn uapi_bad_attrs(_args: &[String]) {
         );
     }
     modify(&mut c, "QP_SET_MODIFY to INIT", h, 1, &m_ok, 0);
-    let rtr = SetModify {
+    let rtr = gaudi_ib_qp_set_modify {
         state: u32::from(QPS_RTR),
         dest_qpn: 5,
         path_mtu: MTU_4096,
@@ -560,53 +570,53 @@ pub(crate) fn uapi_bad_attrs(_args: &[String]) {
         ..Default::default()
     };
     for (what, m) in [
-        ("path MTU 0", SetModify { path_mtu: 0, ..rtr }),
-        ("path MTU 6", SetModify { path_mtu: 6, ..rtr }),
+        ("path MTU 0", gaudi_ib_qp_set_modify { path_mtu: 0, ..rtr }),
+        ("path MTU 6", gaudi_ib_qp_set_modify { path_mtu: 6, ..rtr }),
         (
             "a 25-bit destination QP",
-            SetModify {
+            gaudi_ib_qp_set_modify {
                 dest_qpn: 1 << 24,
                 ..rtr
             },
         ),
         (
             "a 25-bit receive PSN",
-            SetModify {
+            gaudi_ib_qp_set_modify {
                 rq_psn: 1 << 24,
                 ..rtr
             },
         ),
         (
             "a multicast MAC",
-            SetModify {
+            gaudi_ib_qp_set_modify {
                 dmac: [1, 0, 0x5e, 0, 0, 1],
                 ..rtr
             },
         ),
         (
             "a zero MAC",
-            SetModify {
+            gaudi_ib_qp_set_modify {
                 dmac: [0; 6],
                 ..rtr
             },
         ),
         (
             "no IPv4 address",
-            SetModify {
+            gaudi_ib_qp_set_modify {
                 dest_ipv4: [0; 4],
                 ..rtr
             },
         ),
         (
             "an unknown local rkey",
-            SetModify {
+            gaudi_ib_qp_set_modify {
                 local_rkey: 0x7777,
                 ..rtr
             },
         ),
         (
             "the local rkey of a region without remote write",
-            SetModify {
+            gaudi_ib_qp_set_modify {
                 local_rkey: ro.rkey,
                 ..rtr
             },
@@ -622,7 +632,7 @@ pub(crate) fn uapi_bad_attrs(_args: &[String]) {
         );
     }
     modify(&mut c, "QP_SET_MODIFY to RTR", h, 1, &rtr, 0);
-    let rts = SetModify {
+    let rts = gaudi_ib_qp_set_modify {
         state: u32::from(QPS_RTS),
         sq_psn: 1,
         timeout: 14,
@@ -630,17 +640,17 @@ pub(crate) fn uapi_bad_attrs(_args: &[String]) {
         ..Default::default()
     };
     for (what, m) in [
-        ("timeout 32", SetModify { timeout: 32, ..rts }),
+        ("timeout 32", gaudi_ib_qp_set_modify { timeout: 32, ..rts }),
         (
             "retry count 8",
-            SetModify {
+            gaudi_ib_qp_set_modify {
                 retry_cnt: 8,
                 ..rts
             },
         ),
         (
             "a 25-bit send PSN",
-            SetModify {
+            gaudi_ib_qp_set_modify {
                 sq_psn: 1 << 24,
                 ..rts
             },
@@ -659,35 +669,39 @@ pub(crate) fn uapi_bad_attrs(_args: &[String]) {
     c.expect(
         "QP_SET_MODIFY with a short request",
         set_obj,
-        METHOD_QP_SET_MODIFY,
+        GAUDI_IB_METHOD_QP_SET_MODIFY,
         [
-            Attr::handle(ATTR_MODIFY_HANDLE, h),
-            Attr::value(ATTR_MODIFY_PORT, 1),
-            Attr::buf(ATTR_MODIFY_REQ, (&rts as *const SetModify).cast(), 40),
+            Attr::handle(GAUDI_IB_ATTR_QP_SET_MODIFY_HANDLE, h),
+            Attr::value(GAUDI_IB_ATTR_QP_SET_MODIFY_PORT, 1),
+            Attr::buf(
+                GAUDI_IB_ATTR_QP_SET_MODIFY_REQ,
+                (&rts as *const gaudi_ib_qp_set_modify).cast(),
+                40,
+            ),
         ],
         libc::EINVAL,
     );
 
     // QP_SET_QUERY.
-    let mut qi = SetQpInfo::default();
-    let query = |h: u32, p: u64, qi: &mut SetQpInfo| {
+    let mut qi = gaudi_ib_qp_set_qp_info::default();
+    let query = |h: u32, p: u64, qi: &mut gaudi_ib_qp_set_qp_info| {
         [
-            Attr::handle(ATTR_QUERY_HANDLE, h),
-            Attr::value(ATTR_QUERY_PORT, p),
-            Attr::output(ATTR_QUERY_RESP, qi),
+            Attr::handle(GAUDI_IB_ATTR_QP_SET_QUERY_HANDLE, h),
+            Attr::value(GAUDI_IB_ATTR_QP_SET_QUERY_PORT, p),
+            Attr::output(GAUDI_IB_ATTR_QP_SET_QUERY_RESP, qi),
         ]
     };
     c.expect(
         "QP_SET_QUERY of a port not in the set",
         set_obj,
-        METHOD_QP_SET_QUERY,
+        GAUDI_IB_METHOD_QP_SET_QUERY,
         query(h, 3, &mut qi),
         libc::EINVAL,
     );
     c.expect(
         "QP_SET_QUERY of a PD handle",
         set_obj,
-        METHOD_QP_SET_QUERY,
+        GAUDI_IB_METHOD_QP_SET_QUERY,
         query(pd.handle, 1, &mut qi),
         libc::EINVAL,
     );
@@ -696,14 +710,14 @@ pub(crate) fn uapi_bad_attrs(_args: &[String]) {
     c.expect(
         "QP_SET_QUERY with a short reply",
         set_obj,
-        METHOD_QP_SET_QUERY,
+        GAUDI_IB_METHOD_QP_SET_QUERY,
         a,
         libc::EINVAL,
     );
     c.expect(
         "QP_SET_QUERY",
         set_obj,
-        METHOD_QP_SET_QUERY,
+        GAUDI_IB_METHOD_QP_SET_QUERY,
         query(h, 1, &mut qi),
         0,
     );
@@ -713,39 +727,39 @@ pub(crate) fn uapi_bad_attrs(_args: &[String]) {
     );
 
     // QP_SET_DESTROY.
-    let destroy = |h: u32| [Attr::handle(ATTR_DESTROY_HANDLE, h)];
+    let destroy = |h: u32| [Attr::handle(GAUDI_IB_ATTR_QP_SET_DESTROY_HANDLE, h)];
     c.expect(
         "QP_SET_DESTROY of a handle that does not exist",
         set_obj,
-        METHOD_QP_SET_DESTROY,
+        GAUDI_IB_METHOD_QP_SET_DESTROY,
         destroy(9999),
         libc::ENOENT,
     );
     c.expect(
         "QP_SET_DESTROY of an MR handle",
         set_obj,
-        METHOD_QP_SET_DESTROY,
+        GAUDI_IB_METHOD_QP_SET_DESTROY,
         destroy(mr.handle),
         libc::EINVAL,
     );
     c.expect(
         "QP_SET_DESTROY without a handle",
         set_obj,
-        METHOD_QP_SET_DESTROY,
+        GAUDI_IB_METHOD_QP_SET_DESTROY,
         [],
         libc::EINVAL,
     );
     c.expect(
         "QP_SET_DESTROY",
         set_obj,
-        METHOD_QP_SET_DESTROY,
+        GAUDI_IB_METHOD_QP_SET_DESTROY,
         destroy(odd_handle),
         0,
     );
     c.expect(
         "QP_SET_DESTROY of a destroyed set",
         set_obj,
-        METHOD_QP_SET_DESTROY,
+        GAUDI_IB_METHOD_QP_SET_DESTROY,
         destroy(odd_handle),
         libc::ENOENT,
     );
@@ -764,27 +778,30 @@ pub(crate) fn uapi_bad_attrs(_args: &[String]) {
 /// handle of a memory region (an object of another type).
 fn hbm_cases(c: &mut Cases<'_>, mr: u32) {
     // QUERY_DEVICE.
-    let mut di = DeviceInfo::default();
+    let mut di = gaudi_ib_device_info::default();
     c.expect(
         "QUERY_DEVICE without the reply",
         GAUDI_IB_OBJECT_DEVICE,
-        METHOD_QUERY_DEVICE,
+        GAUDI_IB_METHOD_QUERY_DEVICE,
         [],
         libc::EINVAL,
     );
     c.expect(
         "QUERY_DEVICE with a short reply",
         GAUDI_IB_OBJECT_DEVICE,
-        METHOD_QUERY_DEVICE,
-        [sized(Attr::output(ATTR_QUERY_DEVICE_RESP, &mut di), 16)],
+        GAUDI_IB_METHOD_QUERY_DEVICE,
+        [sized(
+            Attr::output(GAUDI_IB_ATTR_QUERY_DEVICE_RESP, &mut di),
+            16,
+        )],
         libc::EINVAL,
     );
     c.expect(
         "QUERY_DEVICE with an unknown mandatory attribute",
         GAUDI_IB_OBJECT_DEVICE,
-        METHOD_QUERY_DEVICE,
+        GAUDI_IB_METHOD_QUERY_DEVICE,
         [
-            Attr::output(ATTR_QUERY_DEVICE_RESP, &mut di),
+            Attr::output(GAUDI_IB_ATTR_QUERY_DEVICE_RESP, &mut di),
             Attr::value(UNKNOWN_ATTR, 0),
         ],
         libc::EPROTONOSUPPORT,
@@ -792,8 +809,8 @@ fn hbm_cases(c: &mut Cases<'_>, mr: u32) {
     c.expect(
         "QUERY_DEVICE",
         GAUDI_IB_OBJECT_DEVICE,
-        METHOD_QUERY_DEVICE,
-        [Attr::output(ATTR_QUERY_DEVICE_RESP, &mut di)],
+        GAUDI_IB_METHOD_QUERY_DEVICE,
+        [Attr::output(GAUDI_IB_ATTR_QUERY_DEVICE_RESP, &mut di)],
         0,
     );
     check(
@@ -804,23 +821,23 @@ fn hbm_cases(c: &mut Cases<'_>, mr: u32) {
         ),
     );
     let obj = GAUDI_IB_OBJECT_HBM;
-    let good = HbmAlloc {
+    let good = gaudi_ib_hbm_alloc {
         length: 4096,
         ..Default::default()
     };
-    let mut ar = HbmAllocResp::default();
-    let alloc = |req: *const HbmAlloc, len: usize, ar: &mut HbmAllocResp| {
+    let mut ar = gaudi_ib_hbm_alloc_resp::default();
+    let alloc = |req: *const gaudi_ib_hbm_alloc, len: usize, ar: &mut gaudi_ib_hbm_alloc_resp| {
         [
-            Attr::handle(ATTR_HBM_ALLOC_HANDLE, 0),
-            Attr::buf(ATTR_HBM_ALLOC_REQ, req.cast(), len),
-            Attr::output(ATTR_HBM_ALLOC_RESP, ar),
+            Attr::handle(GAUDI_IB_ATTR_HBM_ALLOC_HANDLE, 0),
+            Attr::buf(GAUDI_IB_ATTR_HBM_ALLOC_REQ, req.cast(), len),
+            Attr::output(GAUDI_IB_ATTR_HBM_ALLOC_RESP, ar),
         ]
     };
-    let req_len = std::mem::size_of::<HbmAlloc>();
+    let req_len = std::mem::size_of::<gaudi_ib_hbm_alloc>();
     c.expect(
         "HBM_ALLOC without the request",
         obj,
-        METHOD_HBM_ALLOC,
+        GAUDI_IB_METHOD_HBM_ALLOC,
         {
             let a = alloc(&good, req_len, &mut ar);
             [a[0], a[2]]
@@ -830,7 +847,7 @@ fn hbm_cases(c: &mut Cases<'_>, mr: u32) {
     c.expect(
         "HBM_ALLOC without the reply",
         obj,
-        METHOD_HBM_ALLOC,
+        GAUDI_IB_METHOD_HBM_ALLOC,
         {
             let a = alloc(&good, req_len, &mut ar);
             [a[0], a[1]]
@@ -840,24 +857,23 @@ fn hbm_cases(c: &mut Cases<'_>, mr: u32) {
     c.expect(
         "HBM_ALLOC with a short request",
         obj,
-        METHOD_HBM_ALLOC,
+        GAUDI_IB_METHOD_HBM_ALLOC,
         alloc(&good, 8, &mut ar),
         libc::EINVAL,
     );
     let mut long = [0u8; 32];
-    // SAFETY: `long` has room for an HbmAlloc.
-    unsafe { std::ptr::write_unaligned(long.as_mut_ptr().cast(), good) };
+    long[..req_len].copy_from_slice(bytes_of(&good));
     c.expect(
         "HBM_ALLOC with an oversized request",
         obj,
-        METHOD_HBM_ALLOC,
+        GAUDI_IB_METHOD_HBM_ALLOC,
         alloc(long.as_ptr().cast(), 24, &mut ar),
         libc::EINVAL,
     );
     c.expect(
         "HBM_ALLOC with a short reply",
         obj,
-        METHOD_HBM_ALLOC,
+        GAUDI_IB_METHOD_HBM_ALLOC,
         {
             let mut a = alloc(&good, req_len, &mut ar);
             a[2] = sized(a[2], 8);
@@ -866,31 +882,31 @@ fn hbm_cases(c: &mut Cases<'_>, mr: u32) {
         libc::EINVAL,
     );
     let bad = [
-        ("length 0", HbmAlloc { length: 0, ..good }),
+        ("length 0", gaudi_ib_hbm_alloc { length: 0, ..good }),
         (
             "length 4097",
-            HbmAlloc {
+            gaudi_ib_hbm_alloc {
                 length: 4097,
                 ..good
             },
         ),
         (
             "length 1 TiB",
-            HbmAlloc {
+            gaudi_ib_hbm_alloc {
                 length: 1 << 40,
                 ..good
             },
         ),
         (
             "comp_mask 1",
-            HbmAlloc {
+            gaudi_ib_hbm_alloc {
                 comp_mask: 1,
                 ..good
             },
         ),
         (
             "reserved 1",
-            HbmAlloc {
+            gaudi_ib_hbm_alloc {
                 reserved: 1,
                 ..good
             },
@@ -900,7 +916,7 @@ fn hbm_cases(c: &mut Cases<'_>, mr: u32) {
         c.expect(
             &format!("HBM_ALLOC with {what}"),
             obj,
-            METHOD_HBM_ALLOC,
+            GAUDI_IB_METHOD_HBM_ALLOC,
             alloc(req, req_len, &mut ar),
             libc::EINVAL,
         );
@@ -908,7 +924,7 @@ fn hbm_cases(c: &mut Cases<'_>, mr: u32) {
     c.expect(
         "HBM_ALLOC with an unknown mandatory attribute",
         obj,
-        METHOD_HBM_ALLOC,
+        GAUDI_IB_METHOD_HBM_ALLOC,
         {
             let a = alloc(&good, req_len, &mut ar);
             [a[0], a[1], a[2], Attr::value(UNKNOWN_ATTR, 0)]
@@ -916,30 +932,29 @@ fn hbm_cases(c: &mut Cases<'_>, mr: u32) {
         libc::EPROTONOSUPPORT,
     );
     let mut odd = [0u8; 24];
-    // SAFETY: `odd[1..]` has room for an HbmAlloc.
-    unsafe { std::ptr::write_unaligned(odd[1..].as_mut_ptr().cast(), good) };
+    odd[1..1 + req_len].copy_from_slice(bytes_of(&good));
     let h = c
         .expect(
             "HBM_ALLOC with a request at an odd address",
             obj,
-            METHOD_HBM_ALLOC,
+            GAUDI_IB_METHOD_HBM_ALLOC,
             alloc(odd[1..].as_ptr().cast(), req_len, &mut ar),
             0,
         )
-        .map_or(0, |a| a[0].data as u32);
+        .map_or(0, |a| a[0].data() as u32);
     check(
         ar.length == 4096 && ar.offset % 4096 == 0,
         format!("a block of 4096 bytes at {:#x}", ar.offset),
     );
 
     // HBM_EXPORT.
-    let ok = HbmExport::default();
-    let mut er = HbmExportResp::default();
-    let export = |h: u32, req: &HbmExport, er: &mut HbmExportResp| {
+    let ok = gaudi_ib_hbm_export::default();
+    let mut er = gaudi_ib_hbm_export_resp::default();
+    let export = |h: u32, req: &gaudi_ib_hbm_export, er: &mut gaudi_ib_hbm_export_resp| {
         [
-            Attr::handle(ATTR_HBM_EXPORT_HANDLE, h),
-            Attr::input(ATTR_HBM_EXPORT_REQ, req),
-            Attr::output(ATTR_HBM_EXPORT_RESP, er),
+            Attr::handle(GAUDI_IB_ATTR_HBM_EXPORT_HANDLE, h),
+            Attr::input(GAUDI_IB_ATTR_HBM_EXPORT_REQ, req),
+            Attr::output(GAUDI_IB_ATTR_HBM_EXPORT_RESP, er),
         ]
     };
     let cases = [
@@ -948,13 +963,13 @@ fn hbm_cases(c: &mut Cases<'_>, mr: u32) {
         (
             "with flags 2",
             h,
-            HbmExport { flags: 2, ..ok },
+            gaudi_ib_hbm_export { flags: 2, ..ok },
             libc::EINVAL,
         ),
         (
             "with comp_mask 1",
             h,
-            HbmExport { comp_mask: 1, ..ok },
+            gaudi_ib_hbm_export { comp_mask: 1, ..ok },
             libc::EINVAL,
         ),
     ];
@@ -962,7 +977,7 @@ fn hbm_cases(c: &mut Cases<'_>, mr: u32) {
         c.expect(
             &format!("HBM_EXPORT {what}"),
             obj,
-            METHOD_HBM_EXPORT,
+            GAUDI_IB_METHOD_HBM_EXPORT,
             export(handle, &req, &mut er),
             errno,
         );
@@ -970,7 +985,7 @@ fn hbm_cases(c: &mut Cases<'_>, mr: u32) {
     c.expect(
         "HBM_EXPORT without a handle",
         obj,
-        METHOD_HBM_EXPORT,
+        GAUDI_IB_METHOD_HBM_EXPORT,
         {
             let a = export(h, &ok, &mut er);
             [a[1], a[2]]
@@ -980,7 +995,7 @@ fn hbm_cases(c: &mut Cases<'_>, mr: u32) {
     c.expect(
         "HBM_EXPORT with a short request",
         obj,
-        METHOD_HBM_EXPORT,
+        GAUDI_IB_METHOD_HBM_EXPORT,
         {
             let mut a = export(h, &ok, &mut er);
             a[1] = sized(a[1], 4);
@@ -991,7 +1006,7 @@ fn hbm_cases(c: &mut Cases<'_>, mr: u32) {
     c.expect(
         "HBM_EXPORT with a short reply",
         obj,
-        METHOD_HBM_EXPORT,
+        GAUDI_IB_METHOD_HBM_EXPORT,
         {
             let mut a = export(h, &ok, &mut er);
             a[2] = sized(a[2], 4);
@@ -1009,7 +1024,7 @@ fn hbm_cases(c: &mut Cases<'_>, mr: u32) {
     c.expect(
         "HBM_EXPORT",
         obj,
-        METHOD_HBM_EXPORT,
+        GAUDI_IB_METHOD_HBM_EXPORT,
         export(h, &ok, &mut er),
         0,
     );
@@ -1024,7 +1039,7 @@ fn hbm_cases(c: &mut Cases<'_>, mr: u32) {
     unsafe { libc::close(er.fd as i32) };
 
     // HBM_DESTROY.
-    let destroy = |h: u32| [Attr::handle(ATTR_HBM_DESTROY_HANDLE, h)];
+    let destroy = |h: u32| [Attr::handle(GAUDI_IB_ATTR_HBM_DESTROY_HANDLE, h)];
     let cases = [
         (
             "of a handle that does not exist",
@@ -1039,7 +1054,7 @@ fn hbm_cases(c: &mut Cases<'_>, mr: u32) {
         c.expect(
             &format!("HBM_DESTROY {what}"),
             obj,
-            METHOD_HBM_DESTROY,
+            GAUDI_IB_METHOD_HBM_DESTROY,
             attrs,
             errno,
         );
@@ -1047,7 +1062,7 @@ fn hbm_cases(c: &mut Cases<'_>, mr: u32) {
     c.expect(
         "HBM_DESTROY without a handle",
         obj,
-        METHOD_HBM_DESTROY,
+        GAUDI_IB_METHOD_HBM_DESTROY,
         [],
         libc::EINVAL,
     );
