@@ -309,8 +309,7 @@ impl Object for QpSet {
     }
 }
 
-pub(crate) const OBJECT_QP_SET: u16 =
-    uverbs::id(uapi::gaudi_ib_objects_GAUDI_IB_OBJECT_QP_SET);
+pub(crate) const OBJECT_QP_SET: u16 = uverbs::id(uapi::gaudi_ib_objects_GAUDI_IB_OBJECT_QP_SET);
 const METHOD_QP_SET_CREATE: u16 =
     uverbs::id(uapi::gaudi_ib_qp_set_methods_GAUDI_IB_METHOD_QP_SET_CREATE);
 const METHOD_QP_SET_DESTROY: u16 =
@@ -688,11 +687,8 @@ static DESTROY_HANDLE: [&AttrDef; 1] = [&AttrDef::idr(
     uverbs::Access::Destroy,
     Presence::Mandatory,
 )];
-static DESTROY: MethodDef<GaudiRdma> =
-    MethodDef::destroy(METHOD_QP_SET_DESTROY, &DESTROY_HANDLE);
+static DESTROY: MethodDef<GaudiRdma> = MethodDef::destroy(METHOD_QP_SET_DESTROY, &DESTROY_HANDLE);
 static MODIFY: MethodDef<GaudiRdma> = MethodDef::new::<Modify>();
 static QUERY: MethodDef<GaudiRdma> = MethodDef::new::<Query>();
-pub(crate) static QP_SET_OBJECT: ObjectDef<GaudiRdma> = ObjectDef::with_handles(
-    OBJECT_QP_SET,
-    &[&CREATE, &DESTROY, &MODIFY, &QUERY],
-);
+pub(crate) static QP_SET_OBJECT: ObjectDef<GaudiRdma> =
+    ObjectDef::with_handles(OBJECT_QP_SET, &[&CREATE, &DESTROY, &MODIFY, &QUERY]);

@@ -190,12 +190,9 @@ impl Object for HbmObject {
 }
 
 pub(crate) const OBJECT_HBM: u16 = uverbs::id(uapi::gaudi_ib_objects_GAUDI_IB_OBJECT_HBM);
-const METHOD_HBM_ALLOC: u16 =
-    uverbs::id(uapi::gaudi_ib_hbm_methods_GAUDI_IB_METHOD_HBM_ALLOC);
-const METHOD_HBM_DESTROY: u16 =
-    uverbs::id(uapi::gaudi_ib_hbm_methods_GAUDI_IB_METHOD_HBM_DESTROY);
-const METHOD_HBM_EXPORT: u16 =
-    uverbs::id(uapi::gaudi_ib_hbm_methods_GAUDI_IB_METHOD_HBM_EXPORT);
+const METHOD_HBM_ALLOC: u16 = uverbs::id(uapi::gaudi_ib_hbm_methods_GAUDI_IB_METHOD_HBM_ALLOC);
+const METHOD_HBM_DESTROY: u16 = uverbs::id(uapi::gaudi_ib_hbm_methods_GAUDI_IB_METHOD_HBM_DESTROY);
+const METHOD_HBM_EXPORT: u16 = uverbs::id(uapi::gaudi_ib_hbm_methods_GAUDI_IB_METHOD_HBM_EXPORT);
 const ATTR_ALLOC_HANDLE: u16 =
     uverbs::id(uapi::gaudi_ib_hbm_alloc_attrs_GAUDI_IB_ATTR_HBM_ALLOC_HANDLE);
 const ATTR_ALLOC_REQ: u16 = uverbs::id(uapi::gaudi_ib_hbm_alloc_attrs_GAUDI_IB_ATTR_HBM_ALLOC_REQ);
@@ -323,8 +320,7 @@ static DESTROY_HANDLE: [&AttrDef; 1] = [&AttrDef::idr(
     uverbs::Access::Destroy,
     Presence::Mandatory,
 )];
-static DESTROY: MethodDef<GaudiRdma> =
-    MethodDef::destroy(METHOD_HBM_DESTROY, &DESTROY_HANDLE);
+static DESTROY: MethodDef<GaudiRdma> = MethodDef::destroy(METHOD_HBM_DESTROY, &DESTROY_HANDLE);
 static EXPORT: MethodDef<GaudiRdma> = MethodDef::new::<Export>();
 pub(crate) static HBM_OBJECT: ObjectDef<GaudiRdma> =
     ObjectDef::with_handles(OBJECT_HBM, &[&ALLOC, &DESTROY, &EXPORT]);

@@ -1267,14 +1267,12 @@ fn modify_qp(
 }
 
 const OBJECT_DEVICE: u16 = uverbs::id(uapi::gaudi_ib_objects_GAUDI_IB_OBJECT_DEVICE);
-const METHOD_QUERY_PORT: u16 =
-    uverbs::id(uapi::gaudi_ib_device_methods_GAUDI_IB_METHOD_QUERY_PORT);
+const METHOD_QUERY_PORT: u16 = uverbs::id(uapi::gaudi_ib_device_methods_GAUDI_IB_METHOD_QUERY_PORT);
 const ATTR_QUERY_PORT_NUM: u16 =
     uverbs::id(uapi::gaudi_ib_query_port_attrs_GAUDI_IB_ATTR_QUERY_PORT_NUM);
 const ATTR_QUERY_PORT_RESP: u16 =
     uverbs::id(uapi::gaudi_ib_query_port_attrs_GAUDI_IB_ATTR_QUERY_PORT_RESP);
-const METHOD_QUERY_MR: u16 =
-    uverbs::id(uapi::gaudi_ib_device_methods_GAUDI_IB_METHOD_QUERY_MR);
+const METHOD_QUERY_MR: u16 = uverbs::id(uapi::gaudi_ib_device_methods_GAUDI_IB_METHOD_QUERY_MR);
 const ATTR_QUERY_MR_HANDLE: u16 =
     uverbs::id(uapi::gaudi_ib_query_mr_attrs_GAUDI_IB_ATTR_QUERY_MR_HANDLE);
 const ATTR_QUERY_MR_RESP: u16 =
@@ -1292,16 +1290,12 @@ impl Method for QueryPort {
     const ID: u16 = METHOD_QUERY_PORT;
     const ATTRS: &'static [&'static AttrDef] = &[
         &AttrDef::const_in(ATTR_QUERY_PORT_NUM, Presence::Mandatory),
-        &AttrDef::ptr_out::<uapi::gaudi_ib_port_info>(
-            ATTR_QUERY_PORT_RESP,
-            Presence::Mandatory,
-        ),
+        &AttrDef::ptr_out::<uapi::gaudi_ib_port_info>(ATTR_QUERY_PORT_RESP, Presence::Mandatory),
     ];
 
     fn handle(call: &mut Call<'_, GaudiRdma>) -> Result {
         let dev = call.device()?;
-        let port =
-            call.const_in(ATTR_QUERY_PORT_NUM, 1, u64::from(dev.port_count()))? as u32;
+        let port = call.const_in(ATTR_QUERY_PORT_NUM, 1, u64::from(dev.port_count()))? as u32;
         let d = dev.data();
         let info = uapi::gaudi_ib_port_info {
             port_num: port,
@@ -1332,10 +1326,7 @@ impl Method for QueryMr {
             rdma::uverbs::Access::Read,
             Presence::Mandatory,
         ),
-        &AttrDef::ptr_out::<uapi::gaudi_ib_mr_info>(
-            ATTR_QUERY_MR_RESP,
-            Presence::Mandatory,
-        ),
+        &AttrDef::ptr_out::<uapi::gaudi_ib_mr_info>(ATTR_QUERY_MR_RESP, Presence::Mandatory),
     ];
 
     fn handle(call: &mut Call<'_, GaudiRdma>) -> Result {
@@ -1383,10 +1374,8 @@ impl Method for QueryDevice {
 static QUERY_PORT: MethodDef<GaudiRdma> = MethodDef::new::<QueryPort>();
 static QUERY_MR: MethodDef<GaudiRdma> = MethodDef::new::<QueryMr>();
 static QUERY_DEVICE: MethodDef<GaudiRdma> = MethodDef::new::<QueryDevice>();
-static DEVICE_OBJECT: ObjectDef<GaudiRdma> = ObjectDef::global(
-    OBJECT_DEVICE,
-    &[&QUERY_PORT, &QUERY_MR, &QUERY_DEVICE],
-);
+static DEVICE_OBJECT: ObjectDef<GaudiRdma> =
+    ObjectDef::global(OBJECT_DEVICE, &[&QUERY_PORT, &QUERY_MR, &QUERY_DEVICE]);
 static UAPI: [UapiDef<GaudiRdma>; 4] = [
     UapiDef::object(&DEVICE_OBJECT),
     UapiDef::object(&dv::QP_SET_OBJECT),

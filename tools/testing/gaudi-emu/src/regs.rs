@@ -314,7 +314,10 @@ pub const REGISTER_MAP: &[RegDef] = &[
     reg!(IRQ_TEST),
     reg!(
         IRQ_CAUSE,
-        [Field::bit("test", CAUSE_TEST), Field::bit("event_queue", CAUSE_EQ)]
+        [
+            Field::bit("test", CAUSE_TEST),
+            Field::bit("event_queue", CAUSE_EQ)
+        ]
     ),
     reg!(IRQ_TEST_COUNT),
     reg!(RESET),
