@@ -43,6 +43,13 @@ use kernel::{
 };
 
 use crate::{
+    cmd::{
+        CMD_CQ_CREATE,
+        CMD_CQ_DESTROY,
+        CMD_QP_DESTROY,
+        CMD_QP_READ,
+        CMD_QP_WRITE, //
+    },
     hw::{
         self,
         CqContext,
@@ -59,16 +66,11 @@ use crate::{
         Path,
         QpAttrs,
         RingMap,
-        CMD_CQ_CREATE,
-        CMD_CQ_DESTROY,
-        CMD_QP_DESTROY,
-        CMD_QP_READ,
-        CMD_QP_WRITE,
         CQE_SIZE,
         WQE_SIZE, //
     },
     regs,
-    Shared, //
+    shared::Shared, //
 };
 
 /// Queues are mapped with 4 KiB pages, for the device and for user space.

@@ -33,7 +33,7 @@ use kernel::{
 use crate::{
     hw::Eqe,
     regs,
-    Bar, //
+    shared::Bar, //
 };
 
 /// log2 of the number of entries.

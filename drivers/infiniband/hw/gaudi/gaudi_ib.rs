@@ -7,7 +7,6 @@
 
 use kernel::{
     device::{
-        self,
         Bound,
         Core, //
     },
@@ -28,7 +27,6 @@ use kernel::{
         self,
         Event, //
     },
-    sync::aref::ARef,
     sync::{
         atomic::{
             Atomic,
@@ -36,12 +34,12 @@ use kernel::{
             Relaxed, //
         },
         Arc,
-        Mutex,
         SetOnce, //
     },
     time::Delta,
 };
 
+mod cmd;
 mod dv;
 mod eq;
 mod hbm;
@@ -51,17 +49,21 @@ mod ids;
 mod mmu;
 mod queue;
 mod regs;
+mod shared;
 
 use eq::EventQueue;
+use shared::{
+    Bar,
+    Mmu,
+    Shared,
+    RESET_TIMEOUT, //
+};
 
 // The name of the driver, its IRQs and its BAR regions.
 const DRV_NAME: &CStr = c"gaudi_ib";
 
 /// MSI-X vectors the driver uses; vector 0 carries the event queue.
 const NUM_VECTORS: u32 = 4;
-
-/// How long the device may take to become ready after a reset (device model: one second).
-const RESET_TIMEOUT: Delta = Delta::from_secs(1);
 
 /// How often the driver checks that the device is still there: a device that fell off the bus
 /// (surprise removal) raises no interrupt, and its registers read all ones.
@@ -72,168 +74,6 @@ const PRESENCE_PERIOD: Delta = Delta::from_secs(1);
 /// `FLOOD_INTERVAL`; the device's counters say how many there were.
 const FLOOD_INTERVAL: Delta = Delta::from_secs(60);
 const FLOOD_BURST: u32 = 10;
-
-/// Pages entered in or removed from the device MMU between two scheduling points: a region of
-/// hundreds of GiB is millions of pages.
-const RESCHED_PAGES: u64 = 4096;
-
-type Bar0 = pci::DevresBar<{ regs::BAR0_SIZE }>;
-type Bar<'a> = pci::Bar<'a, { regs::BAR0_SIZE }>;
-
-/// The device's translation domain: its page tables and the device VAs still free.
-struct Mmu {
-    tables: mmu::PageTables,
-    space: mmu::VaSpace,
-}
-
-/// State shared between process context, the interrupt handlers and the InfiniBand device.
-#[pin_data(PinnedDrop)]
-struct Shared {
-    bar: Bar0,
-    eq: EventQueue,
-    #[pin]
-    mmu: Mutex<Mmu>,
-    dev: ARef<device::Device>,
-    ports: u32,
-    /// The device reported a fatal error: it executes nothing until reset.
-    fatal: Atomic<bool>,
-    /// The device is gone (its registers read all ones): set by the presence check.
-    removed: Atomic<bool>,
-    /// Serialises device commands (one outstanding at a time).
-    #[pin]
-    cmd: Mutex<()>,
-}
-
-impl Shared {
-    fn is_fatal(&self) -> bool {
-        self.fatal.load(Relaxed)
-    }
-
-    /// Enter `count` host pages of `1 << shift` bytes, at the bus addresses `pages` yields, in a
-    /// fresh range of device VA, and return the range.
-    fn map_region(
-        &self,
-        dev: &device::Device<Bound>,
-        pages: impl Iterator<Item = u64>,
-        count: u64,
-        shift: u32,
-        flags: mmu::Flags,
-    ) -> Result<mmu::VaRange> {
-        let mut m = self.mmu.lock();
-        let range = m.space.alloc(count << shift, 1 << shift)?;
-        let mut mapped = 0u64;
-        let mut res = Ok(());
-        for addr in pages.take(count as usize) {
-            let page = mmu::Page { addr, flags };
-            res = m
-                .tables
-                .map(dev, range.start + (mapped << shift), shift, page);
-            if res.is_err() {
-                break;
-            }
-            mapped += 1;
-            if mapped % RESCHED_PAGES == 0 {
-                kernel::task::cond_resched();
-            }
-        }
-        if res.is_ok() && mapped != count {
-            res = Err(EINVAL);
-        }
-        drop(m);
-        match res {
-            Ok(()) => Ok(range),
-            Err(e) => {
-                self.unmap_region(range, shift, mapped);
-                Err(e)
-            }
-        }
-    }
-
-    /// Take the first `pages` pages of `1 << shift` bytes of `range` out of the device MMU and
-    /// give the range back; returns once the device has forgotten their translations.
-    fn unmap_region(&self, range: mmu::VaRange, shift: u32, pages: u64) {
-        let mut freed = KVec::new();
-        let mut m = self.mmu.lock();
-        for i in 0..pages {
-            if i % RESCHED_PAGES == RESCHED_PAGES - 1 {
-                kernel::task::cond_resched();
-            }
-            if let Err(e) = m
-                .tables
-                .unmap(range.start + (i << shift), shift, &mut freed)
-            {
-                dev_warn!(
-                    self.dev,
-                    "device VA {:#x}: unmap failed: {:?}\n",
-                    range.start + (i << shift),
-                    e
-                );
-            }
-        }
-        drop(m);
-        self.invalidate_translations();
-        // Only now may the tables that left the tree be freed, and the VAs be handed out
-        // again: a new region at them must not meet translations cached for this one.
-        drop(freed);
-        if let Err(e) = self.mmu.lock().space.free(range) {
-            dev_warn!(
-                self.dev,
-                "device VAs {:#x}+{:#x} not reusable: {:?}\n",
-                range.start,
-                range.len,
-                e
-            );
-        }
-    }
-
-    /// Make the device forget cached translations, and wait until it has.
-    fn invalidate_translations(&self) {
-        if let Some(bar) = self.bar.try_access() {
-            bar.write_reg(regs::MMU_INVALIDATE::from_raw(1));
-            // The invalidation has finished when a following register read returns.
-            let _ = bar.read(regs::STATUS);
-        }
-    }
-}
-
-#[pinned_drop]
-impl PinnedDrop for Shared {
-    fn drop(self: Pin<&mut Self>) {
-        // The fields, the event queue's memory among them, are dropped after this: stop the
-        // device first. The last reference goes at unbind at the latest (from the driver data,
-        // the InfiniBand device's data or the interrupt handlers, all dropped while the BAR is
-        // still mapped and bus mastering on).
-        {
-            let Some(bar) = self.bar.try_access() else {
-                return;
-            };
-            EventQueue::disable(&bar);
-            bar.write_reg(regs::RESET::from_raw(regs::RESET_MAGIC));
-        }
-        // The device has stopped (no event write, no page walk) only once the reset has
-        // finished; until then the memory it may reach must stay. The BAR guard is an RCU
-        // read-side section: take it for each read only, and sleep outside it.
-        if read_poll_timeout(
-            || {
-                self.bar
-                    .try_access()
-                    .map(|bar| bar.read(regs::STATUS))
-                    .ok_or(ENODEV)
-            },
-            |s| s.ready(),
-            Delta::from_millis(1),
-            RESET_TIMEOUT,
-        )
-        .is_err()
-        {
-            dev_err!(
-                self.dev,
-                "device not ready {} ms after the reset at teardown\n",
-                RESET_TIMEOUT.as_millis()
-            );
-        }
-    }
-}
 
 /// Handler of one MSI-X vector.
 ///
@@ -807,7 +647,7 @@ impl pci::Driver for GaudiIbDriver {
                 ports: caps.ports,
                 fatal: Atomic::new(false),
                 removed: Atomic::new(false),
-                cmd <- kernel::new_mutex!(()),
+                cmd <- cmd::Commands::new(),
             }),
             GFP_KERNEL,
         )?;

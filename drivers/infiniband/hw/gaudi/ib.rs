@@ -93,8 +93,10 @@ use crate::{
         Region, //
     },
     regs,
-    Bar,
-    Shared, //
+    shared::{
+        Bar,
+        Shared, //
+    },
 };
 
 /// ABI version of the structures of include/uapi/rdma/gaudi-abi.h.

@@ -12,7 +12,6 @@ use kernel::{
         Device, //
     },
     dma::Coherent,
-    io::register::Array,
     io::{
         io_project,
         io_read,
@@ -46,9 +45,14 @@ use kernel::{
     },
 };
 
-use zerocopy::Immutable;
-
 use crate::{
+    cmd::{
+        CMD_CQ_CREATE,
+        CMD_CQ_DESTROY,
+        CMD_QP_DESTROY,
+        CMD_QP_READ,
+        CMD_QP_WRITE, //
+    },
     hw::{
         self,
         CqContext,
@@ -60,8 +64,10 @@ use crate::{
         self,
         VaRange, //
     },
-    regs,
-    Shared, //
+    shared::{
+        Doorbell,
+        Shared, //
+    },
 };
 
 /// Rings are mapped with 4 KiB device pages.
@@ -73,17 +79,6 @@ pub(crate) const WQE_SIZE: usize = size_of::<Wqe>();
 pub(crate) const CQE_SIZE: usize = size_of::<Cqe>();
 const WQE_WORDS: usize = WQE_SIZE / 4;
 const CQE_WORDS: usize = CQE_SIZE / 4;
-
-// Command opcodes (`CMD` bits 31:24).
-pub(crate) const CMD_CQ_CREATE: u32 = 0x01;
-pub(crate) const CMD_CQ_DESTROY: u32 = 0x02;
-pub(crate) const CMD_QP_WRITE: u32 = 0x03;
-pub(crate) const CMD_QP_READ: u32 = 0x04;
-pub(crate) const CMD_QP_DESTROY: u32 = 0x05;
-/// (1.2) Every QP context whose local rkey is the argument loses it, and its region.
-pub(crate) const CMD_RKEY_REVOKE: u32 = 0x06;
-/// (1.2) Fill a range of device memory with a 32-bit pattern.
-pub(crate) const CMD_DEVMEM_FILL: u32 = 0x07;
 
 /// The work completion status of a CQE status code; `None` for codes the model does not
 /// define.
@@ -101,147 +96,6 @@ fn wc_status(code: u8) -> Option<WcStatus> {
         9 => WcStatus::RnrRetryExcErr,
         _ => return None,
     })
-}
-
-/// A doorbell write: the queue and its new index (16 bits, wrapping).
-enum Doorbell {
-    /// A send queue's producer index.
-    Sq { qpn: u32, pi: u16 },
-    /// A CQ's consumer index, and whether to arm the CQ for one completion event.
-    Cq { cqn: u32, ci: u16, arm: bool },
-}
-
-impl Shared {
-    /// Run device command `op` on object `index` of port index `port` with the argument
-    /// `arg` (written to `CMD_DATA`, `()` for none); the result is read into `out`. Commands
-    /// are serialised; the device reports errors as positive errno values.
-    pub(crate) fn command<A, R>(
-        &self,
-        op: u32,
-        port: u32,
-        index: u32,
-        arg: &A,
-        out: &mut R,
-    ) -> Result
-    where
-        A: IntoBytes + Immutable,
-        R: FromBytes + IntoBytes,
-    {
-        if self.is_fatal() {
-            return Err(EIO);
-        }
-        let words = |bytes: usize| bytes.div_ceil(4);
-        if words(size_of::<A>()) > regs::CMD_DATA_WORDS
-            || words(size_of::<R>()) > regs::CMD_DATA_WORDS
-        {
-            return Err(EINVAL);
-        }
-        let cmd = regs::CMD::zeroed()
-            .try_with_opcode(op)?
-            .try_with_port(port)?
-            .try_with_index(index)?;
-        let _guard = self.cmd.lock();
-        let bar = self.bar.try_access().ok_or(ENODEV)?;
-        for (i, chunk) in arg.as_bytes().chunks(4).enumerate() {
-            let mut w = [0u8; 4];
-            w[..chunk.len()].copy_from_slice(chunk);
-            bar.try_write(
-                regs::CMD_DATA::try_at(i).ok_or(EINVAL)?,
-                regs::CMD_DATA::from_raw(u32::from_le_bytes(w)),
-            )?;
-        }
-        bar.write_reg(cmd);
-        let status = bar.read(regs::CMD_STATUS).into_raw();
-        if status != 0 {
-            // Only the codes of the device model are passed on; anything else is the device
-            // misbehaving.
-            return Err(match status {
-                1 => EPERM,
-                2 => ENOENT,
-                5 => EIO,
-                16 => EBUSY,
-                17 => EEXIST,
-                22 => EINVAL,
-                95 => EOPNOTSUPP,
-                _ => {
-                    kernel::ratelimited!(dev_warn!(
-                        self.dev,
-                        "command {:#x}: unknown status {:#x}\n",
-                        op,
-                        status
-                    ));
-                    EIO
-                }
-            });
-        }
-        for (i, chunk) in out.as_mut_bytes().chunks_mut(4).enumerate() {
-            let w = bar
-                .try_read(regs::CMD_DATA::try_at(i).ok_or(EINVAL)?)?
-                .into_raw()
-                .to_le_bytes();
-            chunk.copy_from_slice(&w[..chunk.len()]);
-        }
-        Ok(())
-    }
-
-    /// Run destroying command `op` on object `index` of port index `port`. A device that is
-    /// dead (`EIO`: it executes nothing) or gone (`ENODEV`) holds the object no more: that
-    /// counts as done.
-    pub(crate) fn destroy_command(&self, op: u32, port: u32, index: u32) -> Result {
-        match self.command(op, port, index, &(), &mut ()) {
-            Ok(()) | Err(EIO) | Err(ENODEV) => Ok(()),
-            Err(e) => Err(e),
-        }
-    }
-
-    /// Make every QP context bound to key `key` lose it and its region (`RKEY_REVOKE`). A
-    /// dead or gone device holds no context any more.
-    pub(crate) fn revoke_key(&self, key: u32) -> Result {
-        let arg = hw::RkeyRevoke { key, changed: 0 };
-        match self.command(CMD_RKEY_REVOKE, 0, 0, &arg, &mut ()) {
-            Ok(()) | Err(EIO) | Err(ENODEV) => Ok(()),
-            Err(e) => Err(e),
-        }
-    }
-
-    /// Fill `len` bytes of device memory at `offset` (both multiples of 4 KiB) with zeros
-    /// (`DEVMEM_FILL`).
-    pub(crate) fn clear_devmem(&self, offset: u64, len: u64) -> Result {
-        let arg = hw::DevmemFill {
-            offset,
-            length: len,
-            pattern: 0,
-            reserved: 0,
-        };
-        self.command(CMD_DEVMEM_FILL, 0, 0, &arg, &mut ())
-    }
-
-    /// Write a doorbell of port index `port`. Port indexes and queue numbers come from the
-    /// driver's own state (below `MAX_PORTS` and the 16-bit limits): a value out of range is
-    /// not written.
-    fn doorbell(&self, port: u32, doorbell: Doorbell) {
-        let Some(bar) = self.bar.try_access() else {
-            return;
-        };
-        let port = port as usize;
-        let _ = match doorbell {
-            Doorbell::Sq { qpn, pi } => regs::DB_SQ::zeroed().try_with_qpn(qpn).and_then(|v| {
-                bar.try_write(regs::DB_SQ::try_at(port).ok_or(EINVAL)?, v.with_pi(pi))
-            }),
-            Doorbell::Cq {
-                cqn,
-                ci,
-                arm: false,
-            } => regs::DB_CQ::zeroed().try_with_cqn(cqn).and_then(|v| {
-                bar.try_write(regs::DB_CQ::try_at(port).ok_or(EINVAL)?, v.with_ci(ci))
-            }),
-            Doorbell::Cq { cqn, ci, arm: true } => {
-                regs::DB_CQ_ARM::zeroed().try_with_cqn(cqn).and_then(|v| {
-                    bar.try_write(regs::DB_CQ_ARM::try_at(port).ok_or(EINVAL)?, v.with_ci(ci))
-                })
-            }
-        };
-    }
 }
 
 /// Host memory of a queue entered into the device MMU as a ring, with 4 KiB pages: the device

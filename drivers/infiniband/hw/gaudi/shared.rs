@@ -1,0 +1,294 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The device as probe, the interrupt handlers and the verbs share it: its BAR, its event
+//! queue, its translation domain (page tables and device VAs), its command interface and its
+//! doorbells.
+
+use kernel::{
+    device::{
+        self,
+        Bound, //
+    },
+    io::{
+        poll::read_poll_timeout,
+        register::Array,
+        Io, //
+    },
+    pci,
+    prelude::*,
+    sync::{
+        aref::ARef,
+        atomic::{
+            Atomic,
+            Relaxed, //
+        },
+        Mutex, //
+    },
+    time::Delta,
+};
+use zerocopy::Immutable;
+
+use crate::{
+    cmd::{
+        Commands,
+        CMD_DEVMEM_FILL,
+        CMD_RKEY_REVOKE, //
+    },
+    eq::EventQueue,
+    hw,
+    mmu,
+    regs, //
+};
+
+/// How long the device may take to become ready after a reset (device model: one second).
+pub(crate) const RESET_TIMEOUT: Delta = Delta::from_secs(1);
+
+/// Pages entered in or removed from the device MMU between two scheduling points: a region of
+/// hundreds of GiB is millions of pages.
+const RESCHED_PAGES: u64 = 4096;
+
+pub(crate) type Bar0 = pci::DevresBar<{ regs::BAR0_SIZE }>;
+pub(crate) type Bar<'a> = pci::Bar<'a, { regs::BAR0_SIZE }>;
+
+/// The device's translation domain: its page tables and the device VAs still free.
+pub(crate) struct Mmu {
+    pub(crate) tables: mmu::PageTables,
+    pub(crate) space: mmu::VaSpace,
+}
+
+/// State shared between process context, the interrupt handlers and the InfiniBand device.
+#[pin_data(PinnedDrop)]
+pub(crate) struct Shared {
+    pub(crate) bar: Bar0,
+    pub(crate) eq: EventQueue,
+    #[pin]
+    pub(crate) mmu: Mutex<Mmu>,
+    pub(crate) dev: ARef<device::Device>,
+    pub(crate) ports: u32,
+    /// The device reported a fatal error: it executes nothing until reset.
+    pub(crate) fatal: Atomic<bool>,
+    /// The device is gone (its registers read all ones): set by the presence check.
+    pub(crate) removed: Atomic<bool>,
+    /// The command interface.
+    #[pin]
+    pub(crate) cmd: Commands,
+}
+
+impl Shared {
+    pub(crate) fn is_fatal(&self) -> bool {
+        self.fatal.load(Relaxed)
+    }
+
+    /// Enter `count` host pages of `1 << shift` bytes, at the bus addresses `pages` yields, in a
+    /// fresh range of device VA, and return the range.
+    pub(crate) fn map_region(
+        &self,
+        dev: &device::Device<Bound>,
+        pages: impl Iterator<Item = u64>,
+        count: u64,
+        shift: u32,
+        flags: mmu::Flags,
+    ) -> Result<mmu::VaRange> {
+        let mut m = self.mmu.lock();
+        let range = m.space.alloc(count << shift, 1 << shift)?;
+        let mut mapped = 0u64;
+        let mut res = Ok(());
+        for addr in pages.take(count as usize) {
+            let page = mmu::Page { addr, flags };
+            res = m
+                .tables
+                .map(dev, range.start + (mapped << shift), shift, page);
+            if res.is_err() {
+                break;
+            }
+            mapped += 1;
+            if mapped % RESCHED_PAGES == 0 {
+                kernel::task::cond_resched();
+            }
+        }
+        if res.is_ok() && mapped != count {
+            res = Err(EINVAL);
+        }
+        drop(m);
+        match res {
+            Ok(()) => Ok(range),
+            Err(e) => {
+                self.unmap_region(range, shift, mapped);
+                Err(e)
+            }
+        }
+    }
+
+    /// Take the first `pages` pages of `1 << shift` bytes of `range` out of the device MMU and
+    /// give the range back; returns once the device has forgotten their translations.
+    pub(crate) fn unmap_region(&self, range: mmu::VaRange, shift: u32, pages: u64) {
+        let mut freed = KVec::new();
+        let mut m = self.mmu.lock();
+        for i in 0..pages {
+            if i % RESCHED_PAGES == RESCHED_PAGES - 1 {
+                kernel::task::cond_resched();
+            }
+            if let Err(e) = m
+                .tables
+                .unmap(range.start + (i << shift), shift, &mut freed)
+            {
+                dev_warn!(
+                    self.dev,
+                    "device VA {:#x}: unmap failed: {:?}\n",
+                    range.start + (i << shift),
+                    e
+                );
+            }
+        }
+        drop(m);
+        self.invalidate_translations();
+        // Only now may the tables that left the tree be freed, and the VAs be handed out
+        // again: a new region at them must not meet translations cached for this one.
+        drop(freed);
+        if let Err(e) = self.mmu.lock().space.free(range) {
+            dev_warn!(
+                self.dev,
+                "device VAs {:#x}+{:#x} not reusable: {:?}\n",
+                range.start,
+                range.len,
+                e
+            );
+        }
+    }
+
+    /// Make the device forget cached translations, and wait until it has.
+    pub(crate) fn invalidate_translations(&self) {
+        if let Some(bar) = self.bar.try_access() {
+            bar.write_reg(regs::MMU_INVALIDATE::from_raw(1));
+            // The invalidation has finished when a following register read returns.
+            let _ = bar.read(regs::STATUS);
+        }
+    }
+
+    /// Run device command `op` on object `index` of port index `port` ([`Commands::run`]):
+    /// `EIO` once the device has failed, `ENODEV` once it is gone.
+    pub(crate) fn command<A, R>(
+        &self,
+        op: u32,
+        port: u32,
+        index: u32,
+        arg: &A,
+        out: &mut R,
+    ) -> Result
+    where
+        A: IntoBytes + Immutable,
+        R: FromBytes + IntoBytes,
+    {
+        if self.is_fatal() {
+            return Err(EIO);
+        }
+        let bar = self.bar.try_access().ok_or(ENODEV)?;
+        self.cmd.run(&self.dev, &bar, op, port, index, arg, out)
+    }
+
+    /// Run destroying command `op` on object `index` of port index `port`. A device that is
+    /// dead (`EIO`: it executes nothing) or gone (`ENODEV`) holds the object no more: that
+    /// counts as done.
+    pub(crate) fn destroy_command(&self, op: u32, port: u32, index: u32) -> Result {
+        match self.command(op, port, index, &(), &mut ()) {
+            Ok(()) | Err(EIO) | Err(ENODEV) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Make every QP context bound to key `key` lose it and its region (`RKEY_REVOKE`). A
+    /// dead or gone device holds no context any more.
+    pub(crate) fn revoke_key(&self, key: u32) -> Result {
+        let arg = hw::RkeyRevoke { key, changed: 0 };
+        match self.command(CMD_RKEY_REVOKE, 0, 0, &arg, &mut ()) {
+            Ok(()) | Err(EIO) | Err(ENODEV) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Fill `len` bytes of device memory at `offset` (both multiples of 4 KiB) with zeros
+    /// (`DEVMEM_FILL`).
+    pub(crate) fn clear_devmem(&self, offset: u64, len: u64) -> Result {
+        let arg = hw::DevmemFill {
+            offset,
+            length: len,
+            pattern: 0,
+            reserved: 0,
+        };
+        self.command(CMD_DEVMEM_FILL, 0, 0, &arg, &mut ())
+    }
+
+    /// Write a doorbell of port index `port`. Port indexes and queue numbers come from the
+    /// driver's own state (below `MAX_PORTS` and the 16-bit limits): a value out of range is
+    /// not written.
+    pub(crate) fn doorbell(&self, port: u32, doorbell: Doorbell) {
+        let Some(bar) = self.bar.try_access() else {
+            return;
+        };
+        let port = port as usize;
+        let _ = match doorbell {
+            Doorbell::Sq { qpn, pi } => regs::DB_SQ::zeroed().try_with_qpn(qpn).and_then(|v| {
+                bar.try_write(regs::DB_SQ::try_at(port).ok_or(EINVAL)?, v.with_pi(pi))
+            }),
+            Doorbell::Cq {
+                cqn,
+                ci,
+                arm: false,
+            } => regs::DB_CQ::zeroed().try_with_cqn(cqn).and_then(|v| {
+                bar.try_write(regs::DB_CQ::try_at(port).ok_or(EINVAL)?, v.with_ci(ci))
+            }),
+            Doorbell::Cq { cqn, ci, arm: true } => {
+                regs::DB_CQ_ARM::zeroed().try_with_cqn(cqn).and_then(|v| {
+                    bar.try_write(regs::DB_CQ_ARM::try_at(port).ok_or(EINVAL)?, v.with_ci(ci))
+                })
+            }
+        };
+    }
+}
+
+#[pinned_drop]
+impl PinnedDrop for Shared {
+    fn drop(self: Pin<&mut Self>) {
+        // The fields, the event queue's memory among them, are dropped after this: stop the
+        // device first. The last reference goes at unbind at the latest (from the driver data,
+        // the InfiniBand device's data or the interrupt handlers, all dropped while the BAR is
+        // still mapped and bus mastering on).
+        {
+            let Some(bar) = self.bar.try_access() else {
+                return;
+            };
+            EventQueue::disable(&bar);
+            bar.write_reg(regs::RESET::from_raw(regs::RESET_MAGIC));
+        }
+        // The device has stopped (no event write, no page walk) only once the reset has
+        // finished; until then the memory it may reach must stay. The BAR guard is an RCU
+        // read-side section: take it for each read only, and sleep outside it.
+        if read_poll_timeout(
+            || {
+                self.bar
+                    .try_access()
+                    .map(|bar| bar.read(regs::STATUS))
+                    .ok_or(ENODEV)
+            },
+            |s| s.ready(),
+            Delta::from_millis(1),
+            RESET_TIMEOUT,
+        )
+        .is_err()
+        {
+            dev_err!(
+                self.dev,
+                "device not ready {} ms after the reset at teardown\n",
+                RESET_TIMEOUT.as_millis()
+            );
+        }
+    }
+}
+
+/// A doorbell write: the queue and its new index (16 bits, wrapping).
+pub(crate) enum Doorbell {
+    /// A send queue's producer index.
+    Sq { qpn: u32, pi: u16 },
+    /// A CQ's consumer index, and whether to arm the CQ for one completion event.
+    Cq { cqn: u32, ci: u16, arm: bool },
+}
