@@ -47,6 +47,7 @@ mod hw;
 mod ib;
 mod ids;
 mod mmu;
+mod mr;
 mod queue;
 mod regs;
 mod shared;
