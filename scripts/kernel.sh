@@ -19,7 +19,8 @@ KSRC=$CACHE/linux/$KVER_PIN/src
 KOUT=$CACHE/linux/$KVER_PIN/build-$FLAVOR-$(sha256sum <"$ENVROOT/.toolchain" | cut -c1-12)
 FRAGMENTS="$TOP/kernel/configs/gaudi.config"
 [ "$FLAVOR" = debug ] && FRAGMENTS="$FRAGMENTS $TOP/kernel/configs/debug.config"
-JOBS=${JOBS:-$(nproc)}
+# One job more than CPUs keeps them busy while a job waits for the disk.
+JOBS=${JOBS:-$(($(nproc) + 1))}
 export KSRC KOUT
 
 # Rust is always built through clippy-driver (it compiles and lints in one

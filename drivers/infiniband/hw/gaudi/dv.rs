@@ -359,6 +359,33 @@ const MASK_24: u32 = 0xff_ffff;
 struct Create;
 
 impl Create {
+    /// The request of `call`, checked: ports the device has, queue sizes within its limits,
+    /// room for the reply of every port. Changes nothing.
+    fn validate(
+        call: &Call<'_, GaudiRdma>,
+        d: &crate::ib::IbDev,
+    ) -> Result<uapi::gaudi_ib_qp_set_create> {
+        let req: uapi::gaudi_ib_qp_set_create = call.read(ATTR_CREATE_REQ)?;
+        let caps = d.caps();
+        let ports = d.ids.all_ports();
+        if req.comp_mask != 0 || req.reserved != 0 || req.flags & !CREATE_INDEX != 0 {
+            return Err(EINVAL);
+        }
+        if req.ports == 0 || req.ports & !u64::from(ports) != 0 {
+            return Err(EINVAL);
+        }
+        if !(1..=caps.max_sqe.ilog2()).contains(&req.log_sq_entries)
+            || !(1..=caps.max_cqe.ilog2()).contains(&req.log_cq_entries)
+        {
+            return Err(EINVAL);
+        }
+        let ports = (req.ports as u32).count_ones() as usize;
+        if call.len(ATTR_CREATE_PORTS)? < ports * size_of::<uapi::gaudi_ib_qp_set_port>() {
+            return Err(ENOSPC);
+        }
+        Ok(req)
+    }
+
     /// Offer the set's queues and doorbell pages to `mmap()`; on failure nothing stays offered.
     fn offer(
         ctx: &rdma::Ucontext<GaudiRdma>,
@@ -427,26 +454,8 @@ impl Method for Create {
         let ctx = call.ucontext()?;
         let dev = ctx.device();
         let d = dev.data();
-        let req: uapi::gaudi_ib_qp_set_create = call.read(ATTR_CREATE_REQ)?;
-        let caps = d.caps();
-        let ports = d.ids.all_ports();
-        if req.comp_mask != 0 || req.reserved != 0 || req.flags & !CREATE_INDEX != 0 {
-            return Err(EINVAL);
-        }
-        if req.ports == 0 || req.ports & !u64::from(ports) != 0 {
-            return Err(EINVAL);
-        }
-        if !(1..=caps.max_sqe.ilog2()).contains(&req.log_sq_entries)
-            || !(1..=caps.max_cqe.ilog2()).contains(&req.log_cq_entries)
-        {
-            return Err(EINVAL);
-        }
+        let req = Create::validate(call, d)?;
         let mask = req.ports as u32;
-        if call.len(ATTR_CREATE_PORTS)?
-            < mask.count_ones() as usize * size_of::<uapi::gaudi_ib_qp_set_port>()
-        {
-            return Err(ENOSPC);
-        }
         d.claim(dev, ctx.data())?;
         let want = (req.flags & CREATE_INDEX != 0).then_some(req.index);
         let queue_bytes = u64::from(mask.count_ones())

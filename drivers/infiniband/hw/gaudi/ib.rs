@@ -857,9 +857,23 @@ fn modify_qp(
     attr: &QpAttr<'_>,
     udata: Option<&Udata<'_>>,
 ) -> Result {
+    // The QP's attributes stay locked from the check to the device's context.
+    let mut attrs = qp.data().attrs();
+    let (cur, next, a) = validate_modify(dev, qp, &attrs, attr, udata)?;
+    apply_modify(dev, qp, cur, next, a, &mut attrs)
+}
+
+/// Check a modification of `qp`, whose attributes are `attrs`, with `attr` and the driver data
+/// `udata`: the states (current, next) and the attributes the QP would have. Changes nothing.
+fn validate_modify(
+    dev: &rdma::Device<GaudiRdma>,
+    qp: &rdma::Qp<GaudiRdma>,
+    attrs: &QpAttrs,
+    attr: &QpAttr<'_>,
+    udata: Option<&Udata<'_>>,
+) -> Result<(QpState, QpState, QpAttrs)> {
     let d = dev.data();
     let q = qp.data();
-    let mut attrs = q.attrs();
     let cur = q.state();
     if let Some(c) = attr.cur_state()? {
         if c != cur {
@@ -995,7 +1009,22 @@ fn modify_qp(
     if next == QpState::Reset {
         a = QpAttrs::default();
     }
+    Ok((cur, next, a))
+}
 
+/// Move `qp` from `cur` to `next` with the checked attributes `a` on the device, and keep them
+/// in `attrs`. The local region is resolved from the local rkey under the key bindings, so that
+/// a region deregistered meanwhile is never written into the device's context.
+fn apply_modify(
+    dev: &rdma::Device<GaudiRdma>,
+    qp: &rdma::Qp<GaudiRdma>,
+    cur: QpState,
+    next: QpState,
+    mut a: QpAttrs,
+    attrs: &mut QpAttrs,
+) -> Result {
+    let d = dev.data();
+    let q = qp.data();
     let bindings = d.bindings();
     d.resolve_local(&bindings, q.pd(), &mut a);
     q.transition(dev.parent(), cur, next, &a)?;
