@@ -642,7 +642,10 @@ impl pci::Driver for GaudiIbDriver {
                 bar: bar.into_devres()?,
                 mmu <- kernel::new_mutex!(Mmu {
                     tables,
-                    space: mmu::VaSpace::new(mmu::MR_VA_START, mmu::MR_VA_END)?,
+                    space: KBox::pin_init(
+                        mmu::VaSpace::new(mmu::MR_VA_START, mmu::MR_VA_END),
+                        GFP_KERNEL
+                    )?,
                 }),
                 dev: pdev.as_ref().into(),
                 ports: caps.ports,

@@ -170,7 +170,7 @@ impl IbDev {
             key_secret: kernel::random::get_random_u32(),
             bind <- kernel::new_mutex!(()),
             next_pd: Atomic::new(1),
-            ids: Arc::pin_init(Ids::new(caps.ports, caps.max_qps, caps.max_cqs), GFP_KERNEL)?,
+            ids: Arc::pin_init(Ids::new(caps.ports, caps.max_qps, caps.max_cqs)?, GFP_KERNEL)?,
         })
     }
 

@@ -8,10 +8,15 @@
 //! it on the ports of the set, all at once or not at all. A CQ number is held on every port.
 
 use kernel::{
+    id_pool::IdPool,
+    new_spinlock,
     prelude::*,
-    sync::atomic::{
-        Atomic,
-        Relaxed, //
+    sync::{
+        atomic::{
+            Atomic,
+            Relaxed, //
+        },
+        SpinLock,
     },
     xarray::{
         AllocKind,
@@ -36,25 +41,34 @@ pub(crate) struct Ids {
     #[pin]
     qps: XArray<KBox<u32>>,
     next_qp: Atomic<u32>,
-    /// CQ numbers in use.
+    /// CQ numbers in use; 0 and those the device lacks are held from the start.
     #[pin]
-    cqs: XArray<KBox<u32>>,
+    cqs: SpinLock<IdPool>,
+    /// Where the search for a free CQ number starts: numbers are handed out in turn, so that
+    /// one freed is not reused soon.
     next_cq: Atomic<u32>,
 }
 
 impl Ids {
     /// Numbers of a device with `ports` ports (1 to 32), `max_qps` QPs and `max_cqs` CQs per
     /// port.
-    pub(crate) fn new(ports: u32, max_qps: u32, max_cqs: u32) -> impl PinInit<Self, Error> {
-        try_pin_init!(Self {
+    pub(crate) fn new(ports: u32, max_qps: u32, max_cqs: u32) -> Result<impl PinInit<Self, Error>> {
+        let mut cqs = IdPool::with_capacity(max_cqs as usize, GFP_KERNEL)?;
+        // The pool may be larger than asked for.
+        for id in (0..FIRST_CQN as usize).chain(max_cqs as usize..cqs.capacity()) {
+            if let Some(unused) = cqs.find_unused_id(id) {
+                unused.acquire();
+            }
+        }
+        Ok(try_pin_init!(Self {
             ports,
             max_qps,
             max_cqs,
             qps <- XArray::new(AllocKind::Alloc),
             next_qp: Atomic::new(kernel::random::get_random_u32()),
-            cqs <- XArray::new(AllocKind::Alloc),
+            cqs <- new_spinlock!(cqs),
             next_cq: Atomic::new(FIRST_CQN),
-        })
+        }))
     }
 
     /// Every port of the device, as a mask of port indexes.
@@ -118,25 +132,31 @@ impl Ids {
         }
     }
 
-    /// Take a free CQ number.
+    /// Take a free CQ number: the next free one after the last handed out, wrapping.
     pub(crate) fn alloc_cqn(&self) -> Result<u32> {
-        let entry = KBox::new(0u32, GFP_KERNEL)?;
-        let span = self.max_cqs.saturating_sub(FIRST_CQN);
-        let mut held = self.cqs.lock();
-        for _ in 0..span {
-            let n = self.next_cq.fetch_add(1, Relaxed);
-            let id = FIRST_CQN + n.wrapping_sub(FIRST_CQN) % span;
-            if held.get(id as usize).is_none() {
-                held.store(id as usize, entry, GFP_KERNEL)
-                    .map_err(|e| e.error)?;
-                return Ok(id);
-            }
-        }
-        Err(ENOSPC)
+        let mut pool = self.cqs.lock();
+        let next = self.next_cq.load(Relaxed);
+        let from = if (FIRST_CQN..self.max_cqs).contains(&next) {
+            next
+        } else {
+            FIRST_CQN
+        };
+        let id = match pool.find_unused_id(from as usize) {
+            Some(unused) => unused.acquire(),
+            None => pool
+                .find_unused_id(FIRST_CQN as usize)
+                .ok_or(ENOSPC)?
+                .acquire(),
+        };
+        // Every number beyond the device's CQs is held from the start (see `new`).
+        self.next_cq.store(id as u32 + 1, Relaxed);
+        Ok(id as u32)
     }
 
     /// Give back CQ number `id`.
     pub(crate) fn free_cqn(&self, id: u32) {
-        self.cqs.lock().remove(id as usize);
+        if (FIRST_CQN..self.max_cqs).contains(&id) {
+            self.cqs.lock().release_id(id as usize);
+        }
     }
 }

@@ -17,6 +17,10 @@ use kernel::{
         io_read,
         io_write, //
     },
+    maple_tree::{
+        AllocErrorKind,
+        MapleTreeAlloc, //
+    },
     prelude::*,
 };
 
@@ -216,93 +220,78 @@ pub(crate) struct VaRange {
     pub(crate) len: u64,
 }
 
-/// The device VAs memory regions get: first fit over a sorted list of free ranges.
+/// The device VAs memory regions and rings get: the ranges in use, in a maple tree (each
+/// entry holds its length). Callers serialise [`VaSpace::alloc`] and [`VaSpace::free`] (the
+/// MMU lock): an aligned allocation is two steps.
+#[pin_data]
 pub(crate) struct VaSpace {
-    free: KVec<VaRange>,
+    #[pin]
+    used: MapleTreeAlloc<KBox<u64>>,
+    start: u64,
+    end: u64,
 }
 
+/// Every range is a multiple of the smallest page and starts on one.
+const SMALL_PAGE: u64 = 1 << PAGE_SHIFTS[0];
+
 impl VaSpace {
-    /// A space of `[start, end)`.
-    pub(crate) fn new(start: u64, end: u64) -> Result<Self> {
-        let mut free = KVec::new();
-        free.push(
-            VaRange {
-                start,
-                len: end - start,
-            },
-            GFP_KERNEL,
-        )?;
-        Ok(Self { free })
+    /// A space of `[start, end)` (both multiples of 4 KiB).
+    pub(crate) fn new(start: u64, end: u64) -> impl PinInit<Self> {
+        pin_init!(Self {
+            used <- MapleTreeAlloc::new(),
+            start,
+            end,
+        })
     }
 
-    fn insert(&mut self, at: usize, r: VaRange) -> Result {
-        self.free.reserve(1, GFP_KERNEL)?;
-        self.free.insert_within_capacity(at, r).map_err(|_| ENOMEM)
-    }
-
-    fn remove(&mut self, at: usize) -> Result<VaRange> {
-        self.free.remove(at).map_err(|_| EINVAL)
-    }
-
-    /// Take `len` bytes aligned to `align` (a power of two).
-    pub(crate) fn alloc(&mut self, len: u64, align: u64) -> Result<VaRange> {
-        if len == 0 || !align.is_power_of_two() {
+    /// Take `len` bytes (a multiple of 4 KiB) aligned to `align` (a power of two, at least
+    /// 4 KiB): the lowest such range free. `ENOSPC` if there is none.
+    pub(crate) fn alloc(&self, len: u64, align: u64) -> Result<VaRange> {
+        if len == 0 || len % SMALL_PAGE != 0 || !align.is_power_of_two() || align < SMALL_PAGE {
             return Err(EINVAL);
         }
-        for i in 0..self.free.len() {
-            let f = self.free[i];
-            let Some(start) = f.start.checked_next_multiple_of(align) else {
-                continue;
-            };
-            let Some(end) = start.checked_add(len) else {
-                continue;
-            };
-            if end > f.start + f.len {
-                continue;
+        // The tree places a range at the lowest free VA, which is a multiple of 4 KiB only:
+        // take room for the alignment, then keep just the aligned part.
+        let room = len.checked_add(align - SMALL_PAGE).ok_or(EINVAL)?;
+        let at = self
+            .used
+            .alloc_range(
+                usize::try_from(room)?,
+                KBox::new(room, GFP_KERNEL)?,
+                usize::try_from(self.start)?..usize::try_from(self.end)?,
+                GFP_KERNEL,
+            )
+            .map_err(|e| match e.cause {
+                AllocErrorKind::Busy => ENOSPC,
+                cause => cause.into(),
+            })? as u64;
+        let start = at.next_multiple_of(align);
+        if start != at {
+            let entry = self.used.erase(at as usize);
+            let exact = (start as usize)..((start + len) as usize);
+            if let Err(e) = self
+                .used
+                .insert_range(exact, KBox::new(len, GFP_KERNEL)?, GFP_KERNEL)
+            {
+                drop(entry);
+                return Err(e.into());
             }
-            // Reserve first, so that a failure leaves the list as it was.
-            self.free.reserve(2, GFP_KERNEL)?;
-            self.remove(i)?;
-            let after = VaRange {
-                start: end,
-                len: f.start + f.len - end,
-            };
-            if after.len != 0 {
-                self.insert(i, after)?;
-            }
-            if start != f.start {
-                self.insert(
-                    i,
-                    VaRange {
-                        start: f.start,
-                        len: start - f.start,
-                    },
-                )?;
-            }
-            return Ok(VaRange { start, len });
         }
-        Err(ENOSPC)
+        Ok(VaRange { start, len })
     }
 
-    /// Give back a range from [`VaSpace::alloc`], merging it with its free neighbours.
-    pub(crate) fn free(&mut self, r: VaRange) -> Result {
-        let at = self.free.partition_point(|f| f.start < r.start);
-        self.insert(at, r)?;
-        let end = |f: &VaRange| f.start + f.len;
-        if at + 1 < self.free.len() && end(&self.free[at]) == self.free[at + 1].start {
-            let next = self.remove(at + 1)?;
-            self.free[at].len += next.len;
+    /// Give back a range from [`VaSpace::alloc`]; `EINVAL` if it is not one.
+    pub(crate) fn free(&self, r: VaRange) -> Result {
+        let start = usize::try_from(r.start)?;
+        match self.used.erase(start) {
+            Some(len) if *len == r.len => Ok(()),
+            Some(len) => {
+                // Not the range handed out there: put it back as it was.
+                let back = start..start + usize::try_from(*len)?;
+                self.used.insert_range(back, len, GFP_KERNEL)?;
+                Err(EINVAL)
+            }
+            None => Err(EINVAL),
         }
-        if at > 0 && end(&self.free[at - 1]) == self.free[at].start {
-            let this = self.remove(at)?;
-            self.free[at - 1].len += this.len;
-        }
-        Ok(())
-    }
-
-    /// Free ranges, for tests: the space is whole again when this is 1.
-    #[allow(dead_code)]
-    pub(crate) fn fragments(&self) -> usize {
-        self.free.len()
     }
 }

@@ -87,7 +87,6 @@ pub(crate) struct MrData {
     key: u32,
 }
 
-// `enum gaudi_ib_modify_qp_flags`.
 /// Register user memory (`ib_reg_user_mr`).
 pub(crate) fn reg_user(
     pd: &rdma::Pd<GaudiRdma>,

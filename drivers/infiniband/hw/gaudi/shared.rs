@@ -50,10 +50,10 @@ const RESCHED_PAGES: u64 = 4096;
 pub(crate) type Bar0 = pci::DevresBar<{ regs::BAR0_SIZE }>;
 pub(crate) type Bar<'a> = pci::Bar<'a, { regs::BAR0_SIZE }>;
 
-/// The device's translation domain: its page tables and the device VAs still free.
+/// The device's translation domain: its page tables and the device VAs in use.
 pub(crate) struct Mmu {
     pub(crate) tables: mmu::PageTables,
-    pub(crate) space: mmu::VaSpace,
+    pub(crate) space: Pin<KBox<mmu::VaSpace>>,
 }
 
 /// State shared between process context, the interrupt handlers and the InfiniBand device.

@@ -677,6 +677,33 @@ fn scan_dir(dir: &str, u: &Uapi) -> (usize, Vec<Finding>) {
 
 // ---------------------------------------------------------------------------------------------
 
+/// The structures of the driver's headers whose size is not a multiple of 8 bytes.
+fn not_multiple_of_8(table: &[Layout]) -> Vec<String> {
+    table
+        .iter()
+        .filter(|s| s.driver && s.size % 8 != 0)
+        .map(|s| format!("struct {} ({}): {} bytes", s.name, s.header, s.size))
+        .collect()
+}
+
+#[test]
+fn uapi_layout_catches_an_unpadded_structure() {
+    let mut table = table_layouts();
+    assert!(not_multiple_of_8(&table).is_empty());
+    let s = table
+        .iter_mut()
+        .find(|s| s.driver)
+        .expect("a structure of the driver's headers");
+    s.size += 4;
+    let name = s.name.clone();
+    let found = not_multiple_of_8(&table);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(
+        found[0].starts_with(&format!("struct {name} ")),
+        "{found:?}"
+    );
+}
+
 #[test]
 fn uapi_layout() {
     let mut failures = Vec::new();
@@ -703,6 +730,18 @@ fn uapi_layout() {
         println!("  {b}");
     }
     failures.extend(bad);
+
+    // The uAPI rule of the driver's headers (as efa-abi.h): every structure is a multiple of
+    // 8 bytes, padded explicitly.
+    let unpadded = not_multiple_of_8(&table);
+    println!(
+        "structures of the driver's headers not a multiple of 8 bytes: {}",
+        unpadded.len()
+    );
+    for u in &unpadded {
+        println!("  {u}");
+    }
+    failures.extend(unpadded);
 
     // Hand copies.
     let u = uapi();
