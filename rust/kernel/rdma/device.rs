@@ -86,7 +86,6 @@ use crate::{
 };
 use core::{marker::PhantomData, ptr::NonNull};
 
-
 mod callbacks;
 mod driver;
 mod objects;

@@ -22,7 +22,7 @@ use zerocopy::Immutable;
 
 use crate::{
     regs,
-    shared::Bar, //
+    shared::Bar0, //
 };
 
 // Opcodes (`CMD.opcode`).
@@ -50,7 +50,8 @@ impl Commands {
         })
     }
 
-    /// Run command `op` on object `index` of port index `port` of the device behind `bar`,
+    /// Run command `op` on object `index` of port index `port` of the device behind `bar`
+    /// (`ENODEV` once it is unmapped),
     /// with the argument `arg` (written to `CMD_DATA`, `()` for none); the result is read into
     /// `out`. The device reports errors as positive errno values; those the model does not
     /// define are logged (about `dev`) and become `EIO`.
@@ -58,7 +59,7 @@ impl Commands {
     pub(crate) fn run<A, R>(
         &self,
         dev: &device::Device,
-        bar: &Bar<'_>,
+        bar: &Bar0,
         op: u32,
         port: u32,
         index: u32,
@@ -79,7 +80,9 @@ impl Commands {
             .try_with_opcode(op)?
             .try_with_port(port)?
             .try_with_index(index)?;
+        // The lock first: the BAR guard is an RCU read-side section, where nothing may sleep.
         let _guard = self.lock.lock();
+        let bar = bar.try_access().ok_or(ENODEV)?;
         for (i, chunk) in arg.as_bytes().chunks(4).enumerate() {
             let mut w = [0u8; 4];
             w[..chunk.len()].copy_from_slice(chunk);

@@ -55,7 +55,7 @@ impl Ids {
     pub(crate) fn new(ports: u32, max_qps: u32, max_cqs: u32) -> Result<impl PinInit<Self, Error>> {
         let mut cqs = IdPool::with_capacity(max_cqs as usize, GFP_KERNEL)?;
         // The pool may be larger than asked for.
-        for id in (0..FIRST_CQN as usize).chain(max_cqs as usize..cqs.capacity()) {
+        for id in Iterator::chain(0..FIRST_CQN as usize, max_cqs as usize..cqs.capacity()) {
             if let Some(unused) = cqs.find_unused_id(id) {
                 unused.acquire();
             }

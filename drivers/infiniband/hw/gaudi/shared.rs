@@ -182,8 +182,8 @@ impl Shared {
         if self.is_fatal() {
             return Err(EIO);
         }
-        let bar = self.bar.try_access().ok_or(ENODEV)?;
-        self.cmd.run(&self.dev, &bar, op, port, index, arg, out)
+        self.cmd
+            .run(&self.dev, &self.bar, op, port, index, arg, out)
     }
 
     /// Run destroying command `op` on object `index` of port index `port`. A device that is

@@ -5,6 +5,7 @@
 //! Each is installed only in the operations of devices of driver `T`, so the core objects they
 //! receive belong to a [`Device<T>`].
 
+use super::objects::alloc_mr;
 use super::*;
 
 /// # Safety
@@ -161,9 +162,7 @@ pub(super) unsafe extern "C" fn dealloc_ucontext<T: Driver>(ctx: *mut bindings::
 /// # Safety
 ///
 /// Called only by the RDMA core, as this operation of a device of driver `T`.
-pub(super) unsafe extern "C" fn disassociate_ucontext<T: Driver>(
-    ctx: *mut bindings::ib_ucontext,
-) {
+pub(super) unsafe extern "C" fn disassociate_ucontext<T: Driver>(ctx: *mut bindings::ib_ucontext) {
     // SAFETY: `ctx` is a live context of driver `T`.
     T::disassociate_ucontext(unsafe { Ucontext::<T>::from_raw(ctx) });
 }
@@ -537,19 +536,6 @@ unsafe fn mr_args<'a, T: Driver>(
     Ok((pd, user.ok_or(EINVAL)?))
 }
 
-/// Allocate a memory region whose data `init` makes.
-fn alloc_mr<T: Driver>(init: impl PinInit<T::Mr, Error>) -> Result<*mut Mr<T>> {
-    let mr = KBox::pin_init(
-        try_pin_init!(Mr::<T> {
-            ib: Opaque::zeroed(),
-            data <- init,
-        }? Error),
-        GFP_KERNEL,
-    )?;
-    // SAFETY: The MR stays pinned: it is only freed through `KBox::from_raw` in `dereg_mr`.
-    Ok(KBox::into_raw(unsafe { Pin::into_inner_unchecked(mr) }))
-}
-
 /// Give a new memory region its keys and hand it to the core.
 fn set_keys<T: Driver>(mr: Result<*mut Mr<T>>, keys: MrKeys) -> *mut bindings::ib_mr {
     match mr {
@@ -614,9 +600,7 @@ pub(super) unsafe extern "C" fn mmap<T: Driver>(
 /// # Safety
 ///
 /// Called only by the RDMA core, as this operation of a device of driver `T`.
-pub(super) unsafe extern "C" fn mmap_free<T: Driver>(
-    entry: *mut bindings::rdma_user_mmap_entry,
-) {
+pub(super) unsafe extern "C" fn mmap_free<T: Driver>(entry: *mut bindings::rdma_user_mmap_entry) {
     // SAFETY: The last reference to the entry is gone; it was allocated as a pinned box by
     // `MmapEntry::insert`, and nothing uses it after this.
     unsafe {

@@ -89,11 +89,11 @@ macro_rules! core_object {
 #[repr(C)]
 #[pin_data]
 pub struct Ucontext<T: Driver> {
-    ib: Opaque<bindings::ib_ucontext>,
+    pub(super) ib: Opaque<bindings::ib_ucontext>,
     #[pin]
-    mmap: Mutex<KVec<usize>>,
+    pub(super) mmap: Mutex<KVec<usize>>,
     #[pin]
-    data: T::Ucontext,
+    pub(super) data: T::Ucontext,
 }
 
 // SAFETY: The core object is synchronised by the RDMA core, `mmap` by its lock; the driver's
@@ -202,7 +202,7 @@ impl<T: Driver> Ucontext<T> {
     }
 
     /// Remove every entry still listed (the context is going away).
-    fn mmap_remove_all(&self) {
+    pub(super) fn mmap_remove_all(&self) {
         let entries = core::mem::take(&mut *self.mmap.lock());
         for e in entries.iter() {
             // SAFETY: Each listed entry comes with its insertion reference, given up here.
@@ -357,4 +357,17 @@ impl<T: Driver> Pd<T> {
             (!ctx.is_null()).then(|| Ucontext::from_raw(ctx))
         }
     }
+}
+
+/// Allocate a memory region whose data `init` makes.
+pub(super) fn alloc_mr<T: Driver>(init: impl PinInit<T::Mr, Error>) -> Result<*mut Mr<T>> {
+    let mr = KBox::pin_init(
+        try_pin_init!(Mr::<T> {
+            ib: Opaque::zeroed(),
+            data <- init,
+        }? Error),
+        GFP_KERNEL,
+    )?;
+    // SAFETY: The MR stays pinned: it is only freed through `KBox::from_raw` in `dereg_mr`.
+    Ok(KBox::into_raw(unsafe { Pin::into_inner_unchecked(mr) }))
 }
