@@ -266,7 +266,8 @@ impl VaSpace {
                 cause => cause.into(),
             })? as u64;
         let start = at.next_multiple_of(align);
-        if start != at {
+        if room != len {
+            // Keep exactly the aligned range (the tree holds what it handed out).
             let entry = self.used.erase(at as usize);
             let exact = (start as usize)..((start + len) as usize);
             if let Err(e) = self
