@@ -250,34 +250,29 @@ impl VaSpace {
         if len == 0 || len % SMALL_PAGE != 0 || !align.is_power_of_two() || align < SMALL_PAGE {
             return Err(EINVAL);
         }
-        // The tree places a range at the lowest free VA, which is a multiple of 4 KiB only:
-        // take room for the alignment, then keep just the aligned part.
-        let room = len.checked_add(align - SMALL_PAGE).ok_or(EINVAL)?;
-        let at = self
-            .used
-            .alloc_range(
-                usize::try_from(room)?,
-                KBox::new(room, GFP_KERNEL)?,
-                usize::try_from(self.start)?..usize::try_from(self.end)?,
-                GFP_KERNEL,
-            )
-            .map_err(|e| match e.cause {
-                AllocErrorKind::Busy => ENOSPC,
-                cause => cause.into(),
-            })? as u64;
-        let start = at.next_multiple_of(align);
-        if room != len {
-            // Keep exactly the aligned range (the tree holds what it handed out).
-            let entry = self.used.erase(at as usize);
-            let exact = (start as usize)..((start + len) as usize);
-            if let Err(e) = self
+        // The tree places a range at the lowest free VA where it fits, with no alignment: take
+        // that place if it is aligned, else search again from the next aligned VA. Each round
+        // starts higher, so this ends, with the lowest aligned range free.
+        let size = usize::try_from(len)?;
+        let end = usize::try_from(self.end)?;
+        let mut from = usize::try_from(self.start)?;
+        let start = loop {
+            let at = self
                 .used
-                .insert_range(exact, KBox::new(len, GFP_KERNEL)?, GFP_KERNEL)
-            {
-                drop(entry);
-                return Err(e.into());
+                .alloc_range(size, KBox::new(len, GFP_KERNEL)?, from..end, GFP_KERNEL)
+                .map_err(|e| match e.cause {
+                    AllocErrorKind::Busy => ENOSPC,
+                    cause => cause.into(),
+                })?;
+            if at as u64 % align == 0 {
+                break at as u64;
             }
-        }
+            drop(self.used.erase(at));
+            from = usize::try_from((at as u64).next_multiple_of(align))?;
+            if from >= end {
+                return Err(ENOSPC);
+            }
+        };
         Ok(VaRange { start, len })
     }
 
