@@ -3,8 +3,9 @@
 //! What the device reads and writes in memory, and the contexts of its commands: typed
 //! layouts of Documentation/infiniband/gaudi/device-model.rst.
 //!
-//! Every multi-byte field is little-endian (the driver builds for little-endian hosts only,
-//! see Kconfig). The layouts are `#[repr(C)]` without padding; their sizes are checked at
+//! Every multi-byte field is little-endian, and the fields are native integers: the driver
+//! supports little-endian hosts (Gaudi2 hosts are x86-64); a big-endian port would convert
+//! them. The layouts are `#[repr(C)]` without padding; their sizes are checked at
 //! build time against the model's.
 
 use kernel::{

@@ -6,8 +6,10 @@
 //! hardware has one translation domain; see Documentation/infiniband/gaudi/design.rst.
 
 use kernel::{
-    io::register::Array,
-    io::Io,
+    io::{
+        register::Array,
+        Io, //
+    },
     prelude::*,
     rdma::{
         self,
