@@ -873,8 +873,12 @@ fn check(doc: &str, driver: &str, emu: &[Reg]) -> (Vec<String>, [usize; 3]) {
     (problems, [doc_regs.len(), drv_regs.len(), emu.len()])
 }
 
+/// Read `path` of the repository, found from the package directory cargo names when it runs
+/// the test (a test binary reused from a build of another checkout must not read that one).
 fn read(path: &str) -> String {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    let p = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
         .join("../../..")
         .join(path);
     std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))

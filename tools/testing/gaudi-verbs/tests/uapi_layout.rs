@@ -659,8 +659,13 @@ fn rust_files(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// The repository: from the package directory cargo names when it runs the test (a test binary
+/// reused from a build of another checkout must not read that checkout).
 fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../..")
+    let dir = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+    dir.join("../../..")
 }
 
 /// The findings in the `.rs` files of `dir` (relative to the repository).
