@@ -349,6 +349,12 @@ impl Default for QpAttrs {
 /// The send queue: what posting and polling share.
 struct Sq {
     state: QpState,
+    /// The owner moved the QP to ERR (since its last RESET): the device's QP_ERROR event that
+    /// follows is not an asynchronous error.
+    owner_err: bool,
+    /// The device's error of the QP was reported as an asynchronous event (since the last
+    /// RESET).
+    err_reported: bool,
     /// The device has the QP (it was written in INIT and not destroyed since).
     on_device: bool,
     /// Port index (from 0) once the QP is in INIT.
@@ -415,6 +421,8 @@ impl QpData {
                 state: QpState::Reset,
                 on_device: false,
                 port: 0,
+                owner_err: false,
+                err_reported: false,
                 remote_rkey: 0,
                 recv_len: 0,
                 pi: 0,
@@ -477,6 +485,8 @@ impl QpData {
                 // The device forgot the queue: it starts over at index 0.
                 let mut sq = self.sq.lock();
                 sq.state = QpState::Reset;
+                sq.owner_err = false;
+                sq.err_reported = false;
                 sq.on_device = false;
                 sq.pi = 0;
                 sq.ci = 0;
@@ -485,7 +495,9 @@ impl QpData {
                 return Ok(());
             }
             QpState::Err if !on_device => {
-                self.sq.lock().state = QpState::Err;
+                let mut sq = self.sq.lock();
+                sq.state = QpState::Err;
+                sq.owner_err = true;
                 return Ok(());
             }
             QpState::Init => hw::QPS_INIT,
@@ -499,9 +511,11 @@ impl QpData {
             self.cq.ensure_port(dev, port)?;
         }
         if next == QpState::Err {
-            // Before the device flushes: its QP_ERROR event then finds the QP in ERR already
-            // and reports no asynchronous error for what the owner asked for.
-            self.sq.lock().state = QpState::Err;
+            // Before the device flushes: its QP_ERROR event then finds the owner's ERR and
+            // reports no asynchronous error for what the owner asked for.
+            let mut sq = self.sq.lock();
+            sq.state = QpState::Err;
+            sq.owner_err = true;
         }
         self.shared.command(
             CMD_QP_WRITE,
@@ -555,10 +569,12 @@ impl QpData {
     /// modification to ERR.
     pub(crate) fn device_error(&self, port: u32) -> bool {
         let mut sq = self.sq.lock();
-        if sq.port != port || matches!(sq.state, QpState::Err | QpState::Reset) {
+        if sq.port != port || sq.state == QpState::Reset || sq.owner_err || sq.err_reported {
             return false;
         }
+        // An error completion polled before this event moved the QP to ERR already.
         sq.state = QpState::Err;
+        sq.err_reported = true;
         true
     }
 }
@@ -733,7 +749,9 @@ pub(crate) fn poll<T: kernel::rdma::Driver<Qp = QpData>>(
             ring.ci = ring.ci.wrapping_add(1);
             moved = true;
             let port = ring.port;
-            let taken = dev.with_qp(cqe.qpn, |qp| complete(qp, cq.id, port, &cqe, out));
+            let taken = out
+                .qp(cqe.qpn)
+                .map(|qp| complete(qp, cq.id, port, &cqe, out));
             match taken {
                 Some(Ok(())) => {}
                 Some(Err(e)) if e == ENOSPC => break,
@@ -819,6 +837,12 @@ fn complete<T: kernel::rdma::Driver<Qp = QpData>>(
             let mask = (1u16 << q.log_sq) - 1;
             wc.wr_id = sq.wr_ids[usize::from(cqe.wqe_index & mask)];
             sq.ci = cqe.wqe_index.wrapping_add(1);
+            // A request that completed in error put the QP in ERR on the device: whoever
+            // polled the completion finds the QP there, whether or not the device's QP_ERROR
+            // event was taken yet (that event still decides the asynchronous report).
+            if status != WcStatus::Success {
+                sq.state = QpState::Err;
+            }
         }
         hw::CQE_RECV_WRITE_IMM => {
             // The responder reports only WRITEs it took: successful, on the QP's port, into
