@@ -7,6 +7,7 @@
 use crate::{
     bindings,
     prelude::*,
+    rbtree::RBTree,
     rdma::device::{Driver, Qp},
 };
 use core::marker::PhantomData;
@@ -70,30 +71,48 @@ pub struct Wc {
 }
 
 /// Where a driver's `poll_cq` puts the completions it takes from its queue: the caller's
-/// array of `struct ib_wc`.
+/// array of `struct ib_wc`. It also finds the queue pairs that complete on the queue.
 ///
 /// # Invariants
 ///
 /// `wc` is valid for writes of `cap` entries for `'a`; `len <= cap` entries were written.
+/// `qps` is the locked table of the queue pairs of the polled completion queue: addresses of
+/// live `Qp<T>` with initialised data, kept for `'a` (see `CqGlue`).
 pub struct WcSink<'a, T: Driver> {
     wc: *mut bindings::ib_wc,
     cap: usize,
     len: usize,
+    qps: &'a RBTree<u32, usize>,
     _p: PhantomData<(&'a mut bindings::ib_wc, T)>,
 }
 
 impl<'a, T: Driver> WcSink<'a, T> {
     /// # Safety
     ///
-    /// `wc` must be valid for writes of `cap` entries for `'a` (or `cap` must be 0).
-    pub(crate) unsafe fn new(wc: *mut bindings::ib_wc, cap: usize) -> Self {
+    /// `wc` must be valid for writes of `cap` entries for `'a` (or `cap` must be 0); `qps` must
+    /// be the locked table of the queue pairs of the completion queue being polled.
+    pub(crate) unsafe fn new(
+        wc: *mut bindings::ib_wc,
+        cap: usize,
+        qps: &'a RBTree<u32, usize>,
+    ) -> Self {
         // INVARIANT: By the safety requirements; nothing is written yet.
         Self {
             wc,
             cap,
             len: 0,
+            qps,
             _p: PhantomData,
         }
+    }
+
+    /// The queue pair numbered `qpn`, if it is one that completes on the polled queue (its
+    /// send or receive completion queue). It is not destroyed while the poll goes on.
+    pub fn qp(&self, qpn: u32) -> Option<&'a Qp<T>> {
+        let raw = *self.qps.get(&qpn)?;
+        // SAFETY: Entries of `qps` are live queue pairs with initialised data, kept for `'a`
+        // (type invariants).
+        Some(unsafe { Qp::<T>::from_raw(raw as *mut bindings::ib_qp) })
     }
 
     /// Completions written so far.

@@ -80,11 +80,12 @@ use crate::{
         uverbs::UapiDef,
         wr::SendWrs,
     },
-    sync::{new_spinlock_irq, Mutex, SpinLockIrq},
+    sync::{new_spinlock_irq, Completion, Mutex, Refcount, SpinLockIrq},
     types::Opaque,
+    xarray::{AllocKind, XArray},
     ThisModule,
 };
-use core::{marker::PhantomData, ptr::NonNull};
+use core::{marker::PhantomData, pin::Pin, ptr::NonNull};
 
 mod callbacks;
 mod driver;
@@ -104,27 +105,139 @@ pub use registration::{NodeType, Options, Registration};
 /// - A `&Device<T>` exists only between [`Registration::new`] and the drop of the
 ///   [`Registration`]: while the device is registered, being registered, or unregistered early
 ///   by [`DeviceHandle::unregister`] (its memory and data stay until the registration goes).
+/// - `qps` holds an entry for each live queue pair of the device (the `struct ib_qp`, its data
+///   initialised), under its number; `cqs` one for each live completion queue that its driver
+///   numbered, under that number (see `Table`).
 #[repr(C)]
 #[pin_data]
 pub struct Device<T: Driver> {
     ib: Opaque<bindings::ib_device>,
     /// Live queue pairs by number (see [`Device::with_qp`]).
     #[pin]
-    qps: ObjectTable,
+    qps: Table,
     /// Live completion queues by the number their driver gave them (see [`Device::with_cq`]).
     #[pin]
-    cqs: ObjectTable,
+    cqs: Table,
     #[pin]
     data: T::Data,
 }
 
-/// Core objects of one type of a device, by number: addresses of `Qp<T>` or `Cq<T>`.
+/// Core objects of one type of a device by number, for the lookups of event handlers:
+/// addresses of `Qp<T>` or `Cq<T>` in counted entries.
 ///
-/// An entry is inserted once its object is created, and removed, under the lock, before the
-/// driver's destroy runs and the core frees the object; lookups use an entry under the lock.
-/// The lock disables interrupts: lookups come from interrupt threads and from completion
-/// polling, which kernel consumers do in any context.
-type ObjectTable = SpinLockIrq<RBTree<u32, usize>>;
+/// An entry is stored once its object is created. A lookup takes a use of the entry under the
+/// table's lock and gives it back when done, without the lock. Destruction removes the entry
+/// under the lock (no lookup finds it from then on), gives up the table's own use and waits
+/// until the last use is given back, and only then lets the driver and the core destroy and free
+/// the object. Lookups thus run without a device-wide lock and may sleep; they must not be
+/// made by the destruction of the object they look up (it would wait for itself).
+///
+/// Completion polling does not use these tables: each completion queue has its own table of the
+/// queue pairs that complete on it ([`CqQps`]).
+type Table = XArray<Pin<KBox<TableEntry>>>;
+
+/// One object of a [`Table`].
+///
+/// # Invariants
+///
+/// `uses` counts the table's own use while the entry is in its table, plus the lookups in
+/// progress. `idle` is completed when `uses` drops to zero, and not before.
+#[pin_data]
+struct TableEntry {
+    /// The address of the object (`Qp<T>` or `Cq<T>`).
+    raw: usize,
+    uses: Refcount,
+    #[pin]
+    idle: Completion,
+}
+
+impl TableEntry {
+    fn new(raw: usize) -> Result<Pin<KBox<Self>>> {
+        KBox::pin_init(
+            pin_init!(Self {
+                raw,
+                uses: Refcount::new(1),
+                idle <- Completion::new(),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// Give back one use; the last one completes `idle`.
+    fn put(&self) {
+        if self.uses.dec_and_test() {
+            self.idle.complete_all();
+        }
+    }
+}
+
+impl<T: Driver> Device<T> {
+    /// Run `f` with a use of the entry of `table` under `key`: the address of its object.
+    fn with_entry<R>(table: &Table, key: u32, f: impl FnOnce(usize) -> R) -> Option<R> {
+        crate::task::might_sleep();
+        let entry: *const TableEntry = {
+            let t = table.lock();
+            let e = t.get(key as usize)?;
+            // The entry is in the table, so the table's own use is not given up yet: the
+            // count is at least one and may be incremented.
+            e.uses.inc();
+            &*e
+        };
+        // SAFETY: The use taken above keeps the entry allocated: its destruction removes it
+        // from the table and waits until `idle` completes, that is until every use is given
+        // back, before freeing it.
+        let e = unsafe { &*entry };
+        let r = f(e.raw);
+        e.put();
+        Some(r)
+    }
+
+    /// Store the object at `raw` in `table` under `key`. `EEXIST` if the key is taken.
+    fn table_insert(table: &Table, key: u32, raw: usize) -> Result {
+        let entry = TableEntry::new(raw)?;
+        let mut t = table.lock();
+        if t.get(key as usize).is_some() {
+            return Err(EEXIST);
+        }
+        match t.store(key as usize, entry, GFP_KERNEL) {
+            Ok(None) => Ok(()),
+            // Another insertion under the same key won the lock while this one allocated:
+            // put that one back (its slot exists, so this does not allocate).
+            Ok(Some(other)) => {
+                let _ = t.store(key as usize, other, GFP_ATOMIC);
+                Err(EEXIST)
+            }
+            Err(e) => Err(e.error),
+        }
+    }
+
+    /// Drop the tables and the data of `dev`.
+    ///
+    /// # Safety
+    ///
+    /// `dev` must be an initialised device that nothing uses any more (unregistered, or never
+    /// registered); its fields are not used afterwards.
+    unsafe fn drop_fields(dev: *mut Self) {
+        // SAFETY: By the safety requirements the fields are initialised and unused.
+        unsafe {
+            core::ptr::drop_in_place(&raw mut (*dev).qps);
+            core::ptr::drop_in_place(&raw mut (*dev).cqs);
+            core::ptr::drop_in_place(&raw mut (*dev).data);
+        }
+    }
+
+    /// Remove the entry under `key` from `table` and wait until no lookup uses it. Returns
+    /// whether there was one. May sleep.
+    fn table_remove(table: &Table, key: u32) -> bool {
+        let Some(entry) = table.lock().remove(key as usize) else {
+            return false;
+        };
+        // INVARIANT: Out of the table: the table's own use is given up.
+        entry.put();
+        entry.idle.wait_for_completion();
+        true
+    }
+}
 
 // SAFETY: The C parts of `struct ib_device` are synchronised by the RDMA core; the Rust part is
 // `T::Data`, which is `Send`.
@@ -200,41 +313,25 @@ impl<T: Driver> Device<T> {
         }
     }
 
-    /// Run `f` on the queue pair numbered `qpn`, if it exists. `f` runs under a spinlock with
-    /// interrupts off (it must not sleep), during which the queue pair is not destroyed.
+    /// Run `f` on the queue pair numbered `qpn`, if it exists; the queue pair is not destroyed
+    /// before `f` returns. No lock is held during `f`, which may sleep, and must not destroy the
+    /// queue pair. May sleep.
     pub fn with_qp<R>(&self, qpn: u32, f: impl FnOnce(&Qp<T>) -> R) -> Option<R> {
-        let qps = self.qps.lock();
-        let raw = *qps.get(&qpn)?;
-        // SAFETY: Entries of `qps` are live queue pairs of this device with initialised data:
-        // inserted after creation, removed under this lock before destruction (see
-        // `ObjectTable`); the lock is held during `f`.
-        Some(f(unsafe { Qp::<T>::from_raw(raw as *mut bindings::ib_qp) }))
+        Self::with_entry(&self.qps, qpn, |raw| {
+            // SAFETY: Entries of `qps` are live queue pairs of this device with initialised
+            // data (type invariants), kept while a lookup uses the entry (see `Table`).
+            f(unsafe { Qp::<T>::from_raw(raw as *mut bindings::ib_qp) })
+        })
     }
 
     /// Run `f` on the completion queue the driver numbered `id` (see [`CqInit::set_id`]), if
-    /// it exists. As [`Device::with_qp`], `f` must not sleep.
+    /// it exists. As [`Device::with_qp`]: `f` may sleep, and must not destroy the queue.
     pub fn with_cq<R>(&self, id: u32, f: impl FnOnce(&Cq<T>) -> R) -> Option<R> {
-        let cqs = self.cqs.lock();
-        let raw = *cqs.get(&id)?;
-        // SAFETY: As for `with_qp`: the entry is a live completion queue of this device while
-        // the lock is held.
-        Some(f(unsafe { Cq::<T>::from_raw(raw as *mut bindings::ib_cq) }))
-    }
-
-    /// Enter `raw` in `table` under `key`, with a node allocated beforehand. `EEXIST` if the
-    /// key is taken.
-    fn table_insert(
-        table: &ObjectTable,
-        node: RBTreeNodeReservation<u32, usize>,
-        key: u32,
-        raw: usize,
-    ) -> Result {
-        let mut t = table.lock();
-        if t.get(&key).is_some() {
-            return Err(EEXIST);
-        }
-        t.insert(node.into_node(key, raw));
-        Ok(())
+        Self::with_entry(&self.cqs, id, |raw| {
+            // SAFETY: As for `with_qp`: the entry is a live completion queue of this device
+            // while the lookup uses it.
+            f(unsafe { Cq::<T>::from_raw(raw as *mut bindings::ib_cq) })
+        })
     }
 }
 

@@ -5,7 +5,7 @@
 //! Each is installed only in the operations of devices of driver `T`, so the core objects they
 //! receive belong to a [`Device<T>`].
 
-use super::objects::alloc_mr;
+use super::objects::{alloc_mr, CqGlue};
 use super::*;
 
 /// # Safety
@@ -224,17 +224,22 @@ pub(super) unsafe extern "C" fn create_cq<T: Driver>(
         };
         // SAFETY: A non-null `udata` is the driver data of a user call on this device.
         let mut user = unsafe { User::<T>::from_udata(udata)? };
-        let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
         let pinit = T::create_cq(dev, &mut init, user.as_mut());
         // SAFETY: `data` of the new CQ is uninitialised and pinned in the core's allocation;
         // on error the core frees it without calling destroy.
         unsafe { pinit.__init(Cq::<T>::data_ptr(cq))? };
+        // SAFETY: The glue's part is uninitialised and pinned in the same allocation; its
+        // initialiser cannot fail.
+        let _ = unsafe { CqGlue::new(init.id()).__init(Cq::<T>::glue_ptr(cq)) };
         if let Some(id) = init.id() {
-            if let Err(e) = Device::<T>::table_insert(&dev.cqs, node, id, cq as usize) {
-                // SAFETY: The CQ is live with initialised data, and nobody else knows it.
+            if let Err(e) = Device::<T>::table_insert(&dev.cqs, id, cq as usize) {
+                // SAFETY: The CQ is live and initialised, and nobody else knows it.
                 let _ = T::destroy_cq(unsafe { Cq::<T>::from_raw(cq) });
-                // SAFETY: The data was initialised above; the core frees the CQ on error.
-                unsafe { core::ptr::drop_in_place(Cq::<T>::data_ptr(cq)) };
+                // SAFETY: Both parts were initialised above; the core frees the CQ on error.
+                unsafe {
+                    core::ptr::drop_in_place(Cq::<T>::data_ptr(cq));
+                    core::ptr::drop_in_place(Cq::<T>::glue_ptr(cq));
+                }
                 return Err(e);
             }
         }
@@ -255,21 +260,24 @@ pub(super) unsafe extern "C" fn destroy_cq<T: Driver>(
     from_result(|| {
         // SAFETY: `cq` is a live CQ of driver `T` with initialised data.
         let c = unsafe { Cq::<T>::from_raw(cq) };
-        // Out of the table first: no completion event finds it from now on. CQs are few
-        // and destroyed rarely; the table is keyed by the driver's number.
-        let removed = {
-            let mut t = c.device().cqs.lock();
-            let key = t.iter().find(|(_, v)| **v == cq as usize).map(|(k, _)| *k);
-            key.and_then(|k| t.remove_node(&k))
-        };
+        // Out of the table first: no completion event finds it from now on, and none that
+        // found it is still using it.
+        let id = c.glue().id;
+        let removed = id.is_some_and(|id| Device::<T>::table_remove(&c.device().cqs, id));
         if let Err(e) = T::destroy_cq(c) {
-            if let Some(node) = removed {
-                c.device().cqs.lock().insert(node);
+            if let (Some(id), true) = (id, removed) {
+                if Device::<T>::table_insert(&c.device().cqs, id, cq as usize).is_err() {
+                    crate::ibdev_err!(c.device(), "CQ {}: its events are lost from now on\n", id);
+                }
             }
             return Err(e);
         }
-        // SAFETY: The core frees the CQ after a successful return.
-        unsafe { core::ptr::drop_in_place(Cq::<T>::data_ptr(cq)) };
+        // SAFETY: The core frees the CQ after a successful return. It has no queue pair left
+        // (the core refuses to destroy a CQ in use), so the glue's table is empty.
+        unsafe {
+            core::ptr::drop_in_place(Cq::<T>::data_ptr(cq));
+            core::ptr::drop_in_place(Cq::<T>::glue_ptr(cq));
+        }
         Ok(0)
     })
 }
@@ -282,10 +290,13 @@ pub(super) unsafe extern "C" fn poll_cq<T: Driver>(
     num_entries: c_int,
     wc: *mut bindings::ib_wc,
 ) -> c_int {
-    // SAFETY: The caller's array holds `num_entries` entries.
-    let mut out = unsafe { WcSink::new(wc, num_entries.max(0) as usize) };
-    // SAFETY: `cq` is a live CQ of driver `T` with initialised data.
-    match T::poll_cq(unsafe { Cq::<T>::from_raw(cq) }, &mut out) {
+    // SAFETY: `cq` is a live CQ of driver `T` with initialised data and glue.
+    let c = unsafe { Cq::<T>::from_raw(cq) };
+    // The queue pairs of the CQ stay while the sink can find them.
+    let qps = c.glue().qps.lock();
+    // SAFETY: The caller's array holds `num_entries` entries; `qps` is the CQ's table, locked.
+    let mut out = unsafe { WcSink::new(wc, num_entries.max(0) as usize, &qps) };
+    match T::poll_cq(c, &mut out) {
         Err(e) if out.is_empty() => e.to_errno(),
         // What was taken from the queue is reported; the error comes back next time.
         _ => out.len() as c_int,
@@ -368,7 +379,13 @@ pub(super) unsafe extern "C" fn create_qp<T: Driver>(
         let mut init = QpInit::new(attr);
         // SAFETY: A non-null `udata` is the driver data of a user call on this device.
         let mut user = unsafe { User::<T>::from_udata(udata)? };
-        let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
+        // The CQs the QP completes on, which must be of this device.
+        // SAFETY: The core set the QP's CQs, live while the QP exists, or left them null.
+        let cqs = unsafe { qp_cqs::<T>(qp)? };
+        let mut nodes = [None, None];
+        for (node, _) in nodes.iter_mut().zip(cqs).filter(|(_, cq)| cq.is_some()) {
+            *node = Some(RBTreeNodeReservation::new(GFP_KERNEL)?);
+        }
         let pinit = T::create_qp(pd, &mut init, user.as_mut());
         // SAFETY: `data` of the new QP is uninitialised and pinned in the core's allocation.
         unsafe { pinit.__init(Qp::<T>::data_ptr(qp))? };
@@ -385,11 +402,50 @@ pub(super) unsafe extern "C" fn create_qp<T: Driver>(
         };
         // SAFETY: The QP is not visible to anyone else yet.
         unsafe { (*qp).qp_num = qp_num };
-        if let Err(e) = Device::<T>::table_insert(&pd.device().qps, node, qp_num, qp as usize) {
+        if let Err(e) = Device::<T>::table_insert(&pd.device().qps, qp_num, qp as usize) {
             return undo(e);
+        }
+        // Last, once the QP is complete: its completions can be reported from now on.
+        for (cq, node) in cqs.into_iter().zip(nodes) {
+            if let (Some(cq), Some(node)) = (cq, node) {
+                // The device's table just took the number, so no CQ has it.
+                cq.glue()
+                    .qps
+                    .lock()
+                    .insert(node.into_node(qp_num, qp as usize));
+            }
         }
         Ok(0)
     })
+}
+
+/// The distinct CQs of `qp` (send, then receive), as CQs of driver `T`. `EINVAL` if one
+/// belongs to another device.
+///
+/// # Safety
+///
+/// `qp` must be a QP of a device of driver `T` whose `send_cq` and `recv_cq` are null or live
+/// CQs for `'a`.
+unsafe fn qp_cqs<'a, T: Driver>(qp: *mut bindings::ib_qp) -> Result<[Option<&'a Cq<T>>; 2]> {
+    // SAFETY: `qp` is valid by the safety requirements.
+    let (dev, send, mut recv) = unsafe { ((*qp).device, (*qp).send_cq, (*qp).recv_cq) };
+    if recv == send {
+        recv = core::ptr::null_mut();
+    }
+    let mut cqs = [None, None];
+    for (slot, raw) in cqs.iter_mut().zip([send, recv]) {
+        if raw.is_null() {
+            continue;
+        }
+        // SAFETY: `raw` is a live CQ by the safety requirements.
+        if unsafe { (*raw).device } != dev {
+            return Err(EINVAL);
+        }
+        // SAFETY: A CQ of this device, a device of driver `T`, is a `Cq<T>` with initialised
+        // data and glue once the core hands it out; live for `'a`.
+        *slot = Some(unsafe { Cq::<T>::from_raw(raw) });
+    }
+    Ok(cqs)
 }
 
 /// # Safety
@@ -443,11 +499,25 @@ pub(super) unsafe extern "C" fn destroy_qp<T: Driver>(
     from_result(|| {
         // SAFETY: `qp` is a live QP of driver `T` with initialised data.
         let q = unsafe { Qp::<T>::from_raw(qp) };
-        // Out of the table first: no event or completion finds it from now on.
-        let removed = q.device().qps.lock().remove_node(&q.qp_num());
+        let qp_num = q.qp_num();
+        // Out of the tables first: no event or completion finds it from now on, and no event
+        // handler that found it is still using it.
+        let removed = Device::<T>::table_remove(&q.device().qps, qp_num);
+        // SAFETY: The core keeps the QP's CQs while the QP exists; they are of this device,
+        // as checked at creation, so this finds the same ones.
+        let cqs = unsafe { qp_cqs::<T>(qp) }.unwrap_or([None, None]);
+        let nodes =
+            cqs.map(|cq| cq.and_then(|cq| Some((cq, cq.glue().qps.lock().remove_node(&qp_num)?))));
         if let Err(e) = T::destroy_qp(q) {
-            if let Some(node) = removed {
-                q.device().qps.lock().insert(node);
+            for (cq, node) in nodes.into_iter().flatten() {
+                cq.glue().qps.lock().insert(node);
+            }
+            if removed && Device::<T>::table_insert(&q.device().qps, qp_num, qp as usize).is_err() {
+                crate::ibdev_err!(
+                    q.device(),
+                    "QP {}: its events are lost from now on\n",
+                    qp_num
+                );
             }
             return Err(e);
         }

@@ -22,17 +22,34 @@ macro_rules! core_object {
             unsafe { &raw mut (*raw.cast::<Self>()).data }
         }
     };
-    ($(#[$meta:meta])* $name:ident, $raw:ident, $data:ident $(, $core_allocated:ident)?) => {
+    (@glue_ptr $raw:ident, $gty:ty) => {
+        /// A pointer to the glue's part of a raw core object.
+        ///
+        /// # Safety
+        ///
+        /// `raw` must be the core object of a `Self` allocation.
+        pub(crate) unsafe fn glue_ptr(raw: *mut bindings::$raw) -> *mut $gty {
+            // SAFETY: `raw` is the start of a `Self` allocation by the safety requirements.
+            unsafe { &raw mut (*raw.cast::<Self>()).glue }
+        }
+    };
+    ($(#[$meta:meta])* $name:ident, $raw:ident, $data:ident $(, $core_allocated:ident)?
+     $(; glue: $gty:ty)?) => {
         $(#[$meta])*
         ///
         /// # Invariants
         ///
         /// The object was allocated by the RDMA core for a device of driver `T` (with the size
-        /// of `Self`), the core object is initialised by the core and `data` by the driver.
+        /// of `Self`), the core object is initialised by the core, `data` by the driver and the
+        /// glue's part, if any, by the glue.
         #[repr(C)]
         #[pin_data]
         pub struct $name<T: Driver> {
             ib: Opaque<bindings::$raw>,
+            $(
+                #[pin]
+                glue: $gty,
+            )?
             #[pin]
             data: T::$data,
         }
@@ -51,6 +68,7 @@ macro_rules! core_object {
             }
 
             $(core_object!(@$core_allocated $raw, $data);)?
+            $(core_object!(@glue_ptr $raw, $gty);)?
 
             /// The raw core object.
             pub fn as_raw(&self) -> *mut bindings::$raw {
@@ -226,8 +244,40 @@ core_object!(
     Cq,
     ib_cq,
     Cq,
-    data_ptr
+    data_ptr;
+    glue: CqGlue
 );
+
+/// The glue's part of a completion queue.
+///
+/// # Invariants
+///
+/// `qps` holds the live queue pairs of the device that complete on this queue (its send or
+/// receive completion queue), under their numbers: the addresses of their `Qp<T>`, with
+/// initialised data. An entry is inserted once its queue pair is created and removed, under the
+/// lock, before the driver destroys it; polling holds the lock while it reports completions.
+#[pin_data]
+pub(crate) struct CqGlue {
+    /// The number the driver gave the queue, its key in the device's table.
+    pub(super) id: Option<u32>,
+    #[pin]
+    pub(super) qps: CqQps,
+}
+
+/// The queue pairs that complete on one completion queue, by number: addresses of `Qp<T>`.
+///
+/// The lock disables interrupts: completion polling, which kernel consumers do in any context,
+/// holds it (one queue's lock, once per poll).
+pub(crate) type CqQps = SpinLockIrq<RBTree<u32, usize>>;
+
+impl CqGlue {
+    pub(super) fn new(id: Option<u32>) -> impl PinInit<Self> {
+        pin_init!(Self {
+            id,
+            qps <- new_spinlock_irq!(RBTree::new(), "rdma::Cq::qps"),
+        })
+    }
+}
 
 core_object!(
     /// A queue pair (`struct ib_qp`).
@@ -287,6 +337,11 @@ pub enum QpEvent {
 }
 
 impl<T: Driver> Cq<T> {
+    /// The glue's part.
+    pub(crate) fn glue(&self) -> &CqGlue {
+        &self.glue
+    }
+
     /// Number of entries.
     pub fn cqe(&self) -> u32 {
         // SAFETY: `cqe` is set at creation (by the glue, from the driver) and only changed by

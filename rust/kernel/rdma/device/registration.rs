@@ -206,8 +206,8 @@ impl<T: Driver> Registration<T> {
         let res = unsafe {
             let d = dev.as_ptr();
             // The tables' initialisers cannot fail.
-            let _ = new_spinlock_irq!(RBTree::new(), "rdma::Device::qps").__init(&raw mut (*d).qps);
-            let _ = new_spinlock_irq!(RBTree::new(), "rdma::Device::cqs").__init(&raw mut (*d).cqs);
+            let _ = XArray::new(AllocKind::Alloc).__init(&raw mut (*d).qps);
+            let _ = XArray::new(AllocKind::Alloc).__init(&raw mut (*d).cqs);
             data.__init(&raw mut (*d).data)
         };
         if let Err(e) = res {
@@ -256,7 +256,7 @@ impl<T: Driver> Registration<T> {
         if let Err(e) = to_result(ret) {
             // SAFETY: Registration failed, so nothing else refers to the device or its data.
             unsafe {
-                core::ptr::drop_in_place(&raw mut (*dev.as_ptr()).data);
+                Device::drop_fields(dev.as_ptr());
                 bindings::ib_dealloc_device(ib.as_ptr());
             }
             return Err(e);
@@ -285,11 +285,12 @@ impl<T: Driver> Drop for Registration<T> {
         // SAFETY: The device is ours (type invariants). `ib_unregister_device()` (which returns
         // at once if a `DeviceHandle` unregistered the device already) returns after every
         // client is gone: user contexts are disassociated and freed, so no callback
-        // runs and no object of the device remains. The data is then dropped, and the device
-        // released; the core frees its memory when the last reference to it goes.
+        // runs and no object of the device remains. The tables (empty) and the data are then
+        // dropped, and the device released; the core frees its memory when the last reference
+        // to it goes.
         unsafe {
             bindings::ib_unregister_device(ib);
-            core::ptr::drop_in_place(&raw mut (*self.dev.as_ptr()).data);
+            Device::drop_fields(self.dev.as_ptr());
             bindings::ib_dealloc_device(ib);
         }
     }
