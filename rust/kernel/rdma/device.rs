@@ -202,9 +202,13 @@ impl<T: Driver> Device<T> {
         match t.store(key as usize, entry, GFP_KERNEL) {
             Ok(None) => Ok(()),
             // Another insertion under the same key won the lock while this one allocated:
-            // put that one back (its slot exists, so this does not allocate).
+            // put that one back (its slot exists, so this does not allocate). The lock was held
+            // from the replacement on, so no lookup saw this entry; lookups may be using the
+            // other one, which is therefore never freed here, even if it could not go back.
             Ok(Some(other)) => {
-                let _ = t.store(key as usize, other, GFP_ATOMIC);
+                if let Err(e) = t.store(key as usize, other, GFP_ATOMIC) {
+                    core::mem::forget(e.value);
+                }
                 Err(EEXIST)
             }
             Err(e) => Err(e.error),
