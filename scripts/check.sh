@@ -73,8 +73,8 @@ fi
 if [ "${SOAK:-0}" = 1 ]; then
 	SOAK_SECONDS=${SOAK_SECONDS:-3600}
 	SESSIONS=(
-		"soak_cycles|--strict|rebind||gaudi.ports=24 gaudi.cycles=1000|1024"
-		"soak_huge1g|--strict|mr_register||gaudi.ports=24 hugepagesz=1G hugepages=1 gaudi.huge1g=1|5120"
+		"soak_cycles|--strict|probe,rebind||gaudi.ports=24 gaudi.cycles=1000|1024"
+		"soak_huge1g|--strict|probe,mr_register||gaudi.ports=24 hugepagesz=1G hugepages=1 gaudi.huge1g=1|5120"
 		"soak_traffic|--strict --ports 2 --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|soak_traffic||gaudi.ports=2 gaudi.soak_seconds=$SOAK_SECONDS acpi=force|1024|2"
 	)
 	PAIRS=()
