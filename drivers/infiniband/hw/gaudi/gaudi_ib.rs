@@ -63,7 +63,8 @@ use shared::{
 // The name of the driver, its IRQs and its BAR regions.
 const DRV_NAME: &CStr = c"gaudi_ib";
 
-/// MSI-X vectors the driver uses; vector 0 carries the event queue.
+/// MSI-X vectors the driver asks for; vector 0 carries the event queue. A function without
+/// MSI-X gets one MSI vector, which is enough: everything but test interrupts is on vector 0.
 const NUM_VECTORS: u32 = 4;
 
 /// How often the driver checks that the device is still there: a device that fell off the bus
@@ -76,7 +77,7 @@ const PRESENCE_PERIOD: Delta = Delta::from_secs(1);
 const FLOOD_INTERVAL: Delta = Delta::from_secs(60);
 const FLOOD_BURST: u32 = 10;
 
-/// Handler of one MSI-X vector.
+/// Handler of one interrupt vector (MSI-X, or the one MSI vector).
 ///
 /// Interrupts merge, so the handler never counts interrupts as events: it reads the cause
 /// register and handles every cause it finds. Vector 0 carries the event queue, whose entries
@@ -561,6 +562,7 @@ impl GaudiIb<'_> {
         pdev: &pci::Device<Bound>,
         shared: &Shared,
         irqs: &pci::ThreadedIrqHandlers<'_, VectorHandler>,
+        kind: &str,
     ) -> Result {
         for vector in 0..irqs.len() {
             let handler = irqs.handler(vector).ok_or(EINVAL)?;
@@ -578,13 +580,15 @@ impl GaudiIb<'_> {
             .inspect_err(|_| {
                 dev_err!(
                     pdev,
-                    "MSI-X test interrupt on vector {} not received\n",
+                    "{} test interrupt on vector {} not received\n",
+                    kind,
                     vector
                 )
             })?;
             dev_info!(
                 pdev,
-                "MSI-X test interrupt received on vector {} (irq {}), count {}\n",
+                "{} test interrupt received on vector {} (irq {}), count {}\n",
+                kind,
                 vector,
                 irqs.irq(vector)?,
                 seen
@@ -661,27 +665,37 @@ impl pci::Driver for GaudiIbDriver {
             shared.clear_devmem(0, hbm.size())?;
         }
 
-        let msix = pci::IrqTypes::default().with(pci::IrqType::MsiX);
-        let mut irqs = pdev
-            .request_threaded_irq_handlers(NUM_VECTORS, msix, DRV_NAME, |vector| {
-                Ok(VectorHandler {
-                    shared: shared.clone(),
-                    vector,
-                    irqs: Atomic::new(0),
-                    ib: SetOnce::new(),
-                })
+        let mut handler = |vector| -> Result<VectorHandler> {
+            Ok(VectorHandler {
+                shared: shared.clone(),
+                vector,
+                irqs: Atomic::new(0),
+                ib: SetOnce::new(),
             })
-            .inspect_err(|e| {
-                dev_err!(
-                    pdev,
-                    "cannot set up {} MSI-X vectors: {:?}\n",
-                    NUM_VECTORS,
-                    e
-                )
-            })?;
-        dev_info!(pdev, "MSI-X enabled, {} vectors\n", irqs.len());
+        };
+        let msix = pci::IrqTypes::default().with(pci::IrqType::MsiX);
+        let msi = pci::IrqTypes::default().with(pci::IrqType::Msi);
+        let (kind, mut irqs) =
+            match pdev.request_threaded_irq_handlers(NUM_VECTORS, msix, DRV_NAME, &mut handler) {
+                Ok(irqs) => ("MSI-X", irqs),
+                Err(e) => {
+                    dev_info!(
+                        pdev,
+                        "cannot set up {} MSI-X vectors ({:?}), trying one MSI vector\n",
+                        NUM_VECTORS,
+                        e
+                    );
+                    let irqs = pdev
+                        .request_threaded_irq_handlers(1, msi, DRV_NAME, &mut handler)
+                        .inspect_err(|e| {
+                            dev_err!(pdev, "cannot set up an MSI vector: {:?}\n", e)
+                        })?;
+                    ("MSI", irqs)
+                }
+            };
+        dev_info!(pdev, "{} enabled, vectors: {}\n", kind, irqs.len());
 
-        GaudiIb::test_interrupts(pdev, &shared, &irqs)?;
+        GaudiIb::test_interrupts(pdev, &shared, &irqs, kind)?;
         irqs.start_poll(0, PRESENCE_PERIOD)?;
         shared.eq.enable(shared.bar.access(pdev.as_ref())?);
 

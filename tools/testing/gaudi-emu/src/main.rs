@@ -33,6 +33,9 @@ const USAGE: &str = "usage: gaudi-emu --socket PATH [options]
   --qmp PATH                QEMU's monitor socket: the control commands
                             unplug and plug remove and add the device; after
                             a disconnection the next connection is served
+  --msi                     interrupt with MSI (up to 8 messages), not MSI-X:
+                            QEMU 11.1 cannot remove a vfio-user-pci device
+                            with MSI-X, so hot unplug tests use this
   --reset-hangs             a reset never finishes (STATUS.READY stays 0)
   --reset-delay-ms N        STATUS.READY reads 0 for N ms after a reset; the
                             device does nothing meanwhile (default 0, 50
@@ -66,6 +69,7 @@ fn main() {
     let mut socket = None;
     let mut control = None;
     let mut qmp = None;
+    let mut msi = false;
     let mut opts = Options::default();
     let mut links: Vec<(usize, u16, u16)> = Vec::new();
     let mut reset_delay = None;
@@ -80,6 +84,7 @@ fn main() {
         };
         match a.as_str() {
             "--reset-hangs" => opts.reset_hangs = true,
+            "--msi" => msi = true,
             "--strict" => opts.strict = true,
             "--socket" => socket = Some(PathBuf::from(v())),
             "--control" => control = Some(PathBuf::from(v())),
@@ -185,7 +190,7 @@ fn main() {
     }
     std::thread::spawn(move || engine.run());
 
-    let mut backend = Backend::new(device.clone(), vectors.clone(), waker.clone());
+    let mut backend = Backend::new(device.clone(), vectors.clone(), waker.clone(), msi);
     // The socket appears under its name only once it is listening, so a
     // client that waits for the file never finds it refusing connections.
     let tmp = socket.with_extension("binding");
@@ -212,7 +217,7 @@ fn main() {
             d.memory().unmap(0, u64::MAX);
         }
         let _ = vectors.set(0, 0, Vec::new());
-        backend = Backend::new(device.clone(), vectors.clone(), waker.clone());
+        backend = Backend::new(device.clone(), vectors.clone(), waker.clone(), msi);
         r = server.run(&mut backend);
     }
     let _ = std::fs::remove_file(&socket);

@@ -2,9 +2,10 @@
 //! PCI configuration space of the emulated function.
 //!
 //! QEMU's vfio-user client emulates the MSI-X table, the PBA and the
-//! MSI-X message-control bits itself; what the server must get right is
-//! the identity, the BAR type bits and sizes, and a capability list that
-//! points at an MSI-X capability describing where the table lives.
+//! MSI-X message-control bits itself (and the whole MSI capability); what
+//! the server must get right is the identity, the BAR type bits and sizes,
+//! and a capability list that points at an MSI-X capability describing
+//! where the table lives, or at an MSI capability.
 
 /// Size of conventional configuration space.
 pub const CONFIG_SIZE: usize = 256;
@@ -17,8 +18,10 @@ pub const DEVICE_ID: u16 = 0x1020;
 const CLASS_CODE: u32 = 0x12_00_00;
 const REVISION: u8 = 0x01;
 
+const CAP_ID_MSI: u8 = 0x05;
 const CAP_ID_MSIX: u8 = 0x11;
-const MSIX_CAP_OFFSET: usize = 0x40;
+/// Where the interrupt capability (MSI-X or MSI) is.
+const IRQ_CAP_OFFSET: usize = 0x40;
 
 /// One BAR of the function: its index in the 6 BAR slots and its size.
 #[derive(Clone, Copy, Debug)]
@@ -37,6 +40,16 @@ pub struct Msix {
     pub pba_offset: u32,
 }
 
+/// How the function interrupts.
+#[derive(Clone, Copy, Debug)]
+pub enum Interrupts {
+    /// MSI-X, its table and PBA where [`Msix`] says.
+    Msix(Msix),
+    /// MSI with 64-bit addresses and up to `vectors` messages (a power of
+    /// two, at most 32); no per-vector masking.
+    Msi { vectors: u16 },
+}
+
 /// Configuration space: the bytes, plus a per-byte writable mask.
 pub struct ConfigSpace {
     bytes: [u8; CONFIG_SIZE],
@@ -46,8 +59,8 @@ pub struct ConfigSpace {
 
 impl ConfigSpace {
     /// Build the configuration space of the function with 64-bit memory
-    /// BARs `bars` and the MSI-X capability `msix`.
-    pub fn new(bars: &[Bar], msix: Msix) -> Self {
+    /// BARs `bars` and the interrupt capability `irq`.
+    pub fn new(bars: &[Bar], irq: Interrupts) -> Self {
         let mut c = Self {
             bytes: [0; CONFIG_SIZE],
             wmask: [0; CONFIG_SIZE],
@@ -62,7 +75,7 @@ impl ConfigSpace {
         c.put32(0x08, (CLASS_CODE << 8) | u32::from(REVISION));
         c.put16(0x2c, VENDOR_ID);
         c.put16(0x2e, DEVICE_ID);
-        c.bytes[0x34] = MSIX_CAP_OFFSET as u8;
+        c.bytes[0x34] = IRQ_CAP_OFFSET as u8;
         c.wmask[0x3c] = 0xff; // interrupt line
         c.bytes[0x3d] = 0x01; // INTA
 
@@ -81,13 +94,28 @@ impl ConfigSpace {
             c.wmask32(off + 4, (mask >> 32) as u32);
         }
 
-        let m = MSIX_CAP_OFFSET;
-        c.bytes[m] = CAP_ID_MSIX;
+        let m = IRQ_CAP_OFFSET;
         c.bytes[m + 1] = 0; // end of list
-        c.put16(m + 2, msix.vectors - 1);
-        c.wmask16(m + 2, 0xc000); // enable, function mask
-        c.put32(m + 4, msix.table_offset | u32::from(msix.bar));
-        c.put32(m + 8, msix.pba_offset | u32::from(msix.bar));
+        match irq {
+            Interrupts::Msix(msix) => {
+                c.bytes[m] = CAP_ID_MSIX;
+                c.put16(m + 2, msix.vectors - 1);
+                c.wmask16(m + 2, 0xc000); // enable, function mask
+                c.put32(m + 4, msix.table_offset | u32::from(msix.bar));
+                c.put32(m + 8, msix.pba_offset | u32::from(msix.bar));
+            }
+            Interrupts::Msi { vectors } => {
+                assert!(vectors.is_power_of_two() && vectors <= 32);
+                c.bytes[m] = CAP_ID_MSI;
+                // 64-bit capable, multiple message capable log2(vectors);
+                // writable: enable and multiple message enable.
+                c.put16(m + 2, 0x0080 | ((vectors.trailing_zeros() as u16) << 1));
+                c.wmask16(m + 2, 0x0071);
+                c.wmask32(m + 4, !0x3); // message address, dword aligned
+                c.wmask32(m + 8, !0); // upper address
+                c.wmask16(m + 12, 0xffff); // message data
+            }
+        }
         c
     }
 
@@ -156,12 +184,12 @@ mod tests {
                 size: 0x10000,
                 prefetchable: false,
             }],
-            Msix {
+            Interrupts::Msix(Msix {
                 vectors: 8,
                 bar: 2,
                 table_offset: 0,
                 pba_offset: 0x800,
-            },
+            }),
         )
     }
 
@@ -213,6 +241,22 @@ mod tests {
         assert_eq!((cap >> 16) & 0x7ff, 7);
         assert_eq!(read32(&c, ptr + 4), 2);
         assert_eq!(read32(&c, ptr + 8), 0x802);
+    }
+
+    #[test]
+    fn msi_capability_is_linked_and_only_its_control_bits_write() {
+        let mut c = ConfigSpace::new(&[], Interrupts::Msi { vectors: 8 });
+        let ptr = read32(&c, 0x34) as u64 & 0xff;
+        let cap = read32(&c, ptr);
+        assert_eq!(cap & 0xff, u32::from(CAP_ID_MSI));
+        assert_eq!(cap >> 24, 0, "next capability");
+        // 64-bit, 8 messages capable, nothing enabled.
+        assert_eq!((cap >> 16) & 0xffff, 0x0086);
+        // Enable with 2 messages; the capability bits stay.
+        c.write(ptr + 2, &0xffffu16.to_le_bytes());
+        assert_eq!((read32(&c, ptr) >> 16) & 0xffff, 0x00f7);
+        c.write(ptr + 4, &u32::MAX.to_le_bytes());
+        assert_eq!(read32(&c, ptr + 4), 0xffff_fffc);
     }
 
     #[test]

@@ -19,7 +19,8 @@ use vfio_bindings::bindings::vfio::{
 };
 use vfio_user::{IrqInfo, ServerBackend, ServerRegion, SparseArea};
 
-/// BAR2 holds the MSI-X table (QEMU emulates it) and PBA.
+/// BAR2 holds the MSI-X table (QEMU emulates it) and PBA; with MSI it is
+/// empty.
 const BAR2_SIZE: u64 = 0x1000;
 const MSIX_PBA_OFFSET: u32 = 0x800;
 
@@ -32,10 +33,14 @@ pub struct Backend {
     device: Arc<Mutex<Device>>,
     vectors: Arc<Vectors>,
     waker: Waker,
+    /// The function interrupts with MSI, not MSI-X.
+    msi: bool,
 }
 
 impl Backend {
-    pub fn new(device: Arc<Mutex<Device>>, vectors: Arc<Vectors>, waker: Waker) -> Self {
+    /// The face of `device`, interrupting through `vectors` with MSI-X or,
+    /// if `msi`, with MSI.
+    pub fn new(device: Arc<Mutex<Device>>, vectors: Arc<Vectors>, waker: Waker, msi: bool) -> Self {
         let devmem = device.lock().unwrap().devmem().size() as u64;
         let mut bars = vec![
             pci::Bar {
@@ -56,20 +61,25 @@ impl Backend {
                 prefetchable: true,
             });
         }
-        let config = pci::ConfigSpace::new(
-            &bars,
-            pci::Msix {
+        let irq = if msi {
+            pci::Interrupts::Msi {
+                vectors: MSIX_VECTORS as u16,
+            }
+        } else {
+            pci::Interrupts::Msix(pci::Msix {
                 vectors: MSIX_VECTORS as u16,
                 bar: 2,
                 table_offset: 0,
                 pba_offset: MSIX_PBA_OFFSET,
-            },
-        );
+            })
+        };
+        let config = pci::ConfigSpace::new(&bars, irq);
         Self {
             config,
             device,
             vectors,
             waker,
+            msi,
         }
     }
 
@@ -119,13 +129,24 @@ impl Backend {
             .collect()
     }
 
+    /// The interrupt index that delivers the device's vectors.
+    fn vector_index(&self) -> u32 {
+        if self.msi {
+            VFIO_PCI_MSI_IRQ_INDEX
+        } else {
+            VFIO_PCI_MSIX_IRQ_INDEX
+        }
+    }
+
     pub fn irqs(&self) -> Vec<IrqInfo> {
+        let vectors = self.vector_index();
         (0..VFIO_PCI_NUM_IRQS)
             .map(|index| IrqInfo {
                 index,
                 flags: VFIO_IRQ_INFO_EVENTFD,
                 count: match index {
-                    VFIO_PCI_MSIX_IRQ_INDEX => self.vectors.count() as u32,
+                    i if i == vectors => self.vectors.count() as u32,
+                    VFIO_PCI_MSIX_IRQ_INDEX => 0,
                     VFIO_PCI_INTX_IRQ_INDEX
                     | VFIO_PCI_MSI_IRQ_INDEX
                     | VFIO_PCI_ERR_IRQ_INDEX
@@ -269,13 +290,13 @@ impl ServerBackend for Backend {
             "set_irqs index {index} flags {flags:#x} start {start} count {count} fds {}",
             fds.len()
         );
-        match index {
-            VFIO_PCI_MSIX_IRQ_INDEX => self.vectors.set(start, count, fds).inspect_err(|e| {
-                log::error!("set_irqs MSI-X start {start} count {count}: {e}");
-            }),
-            // Only MSI-X delivers interrupts; the others are accepted so
-            // QEMU can set up error and request notification.
-            _ => Ok(()),
+        if index == self.vector_index() {
+            return self.vectors.set(start, count, fds).inspect_err(|e| {
+                log::error!("set_irqs index {index} start {start} count {count}: {e}");
+            });
         }
+        // Only MSI-X (or, in MSI mode, MSI) delivers interrupts; the others
+        // are accepted so QEMU can set up error and request notification.
+        Ok(())
     }
 }
