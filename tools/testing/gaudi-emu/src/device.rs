@@ -11,7 +11,7 @@ use crate::mem::{Mem, Target};
 use crate::mmu::{Fault, Mmu, Use};
 use crate::qp::{Cq, Cqe, Pending, Qp, QpCtx, RecvWrite, Wqe};
 use crate::regs::*;
-use crate::roce::{aeth, op, psn_lt, Endpoint, Packet, Reth, PSN_MASK};
+use crate::roce::{aeth, op, psn_lt, Endpoint, Gid, Packet, Reth, PSN_MASK};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -198,7 +198,7 @@ pub struct Device {
 fn default_ep(instance: u8, port: usize) -> Endpoint {
     Endpoint {
         mac: [0x02, 0x1d, 0xa3, instance, 0, port as u8],
-        ip: [10, instance, port as u8, 1],
+        ip: Gid::v4([10, instance, port as u8, 1]),
     }
 }
 
@@ -508,7 +508,7 @@ impl Device {
         match reg {
             PORT_MAC_LO => u32::from_le_bytes(port.ep.mac[0..4].try_into().unwrap()),
             PORT_MAC_HI => u32::from(u16::from_le_bytes([port.ep.mac[4], port.ep.mac[5]])),
-            PORT_IPV4 => u32::from_be_bytes(port.ep.ip),
+            PORT_IPV4 => u32::from_be_bytes(port.ep.ip.to_v4().unwrap_or_default()),
             PORT_STATE => u32::from(port.link_up) * PORT_STATE_UP,
             PORT_SPEED => 100_000,
             PORT_TX_PKTS => c.tx,
@@ -961,7 +961,7 @@ impl Device {
             {
                 return EINVAL;
             }
-            if new.dest.ip == [0; 4] {
+            if new.dest.ip == Gid::v4([0; 4]) {
                 return EOPNOTSUPP;
             }
             if new.min_rnr_timer > aeth::TIMER_MASK {
@@ -1355,6 +1355,7 @@ impl Device {
             imm: (last && imm).then_some(p.wqe.imm),
             aeth: None,
             payload: &payload,
+            ..Default::default()
         };
         self.queue_frame(port, &pkt, now);
         let q = self.ports[port].qps.get_mut(&qpn).unwrap();

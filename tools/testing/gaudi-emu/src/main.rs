@@ -130,7 +130,7 @@ fn main() {
                     p,
                     Endpoint {
                         mac,
-                        ip: ip.octets(),
+                        ip: ip.octets().into(),
                     },
                 );
             }

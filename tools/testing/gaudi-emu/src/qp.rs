@@ -3,7 +3,7 @@
 
 use crate::mmu::Cached;
 use crate::regs::*;
-use crate::roce::Endpoint;
+use crate::roce::{Endpoint, Gid};
 use std::collections::VecDeque;
 use std::time::Instant;
 
@@ -103,7 +103,7 @@ impl QpCtx {
             local_rkey: u32_at(b, 36),
             dest: Endpoint {
                 mac: b[40..46].try_into().unwrap(),
-                ip: b[48..52].try_into().unwrap(),
+                ip: Gid::v4(b[48..52].try_into().unwrap()),
             },
             udp_sport: u16::from_le_bytes([b[52], b[53]]),
             flags: u32_at(b, 56),
@@ -132,7 +132,7 @@ impl QpCtx {
         b[32..36].copy_from_slice(&self.remote_rkey.to_le_bytes());
         b[36..40].copy_from_slice(&self.local_rkey.to_le_bytes());
         b[40..46].copy_from_slice(&self.dest.mac);
-        b[48..52].copy_from_slice(&self.dest.ip);
+        b[48..52].copy_from_slice(&self.dest.ip.to_v4().unwrap_or_default());
         b[52..54].copy_from_slice(&self.udp_sport.to_le_bytes());
         b[56..60].copy_from_slice(&self.flags.to_le_bytes());
         b[64..72].copy_from_slice(&self.region.iova.to_le_bytes());
@@ -383,7 +383,7 @@ mod tests {
             local_rkey: 0x2222,
             dest: Endpoint {
                 mac: [2, 0, 0, 0, 1, 2],
-                ip: [10, 0, 0, 2],
+                ip: Gid::v4([10, 0, 0, 2]),
             },
             udp_sport: 0xc001,
             flags: QPF_REMOTE_WRITE | QPF_REGION,

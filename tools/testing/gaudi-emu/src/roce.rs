@@ -1,19 +1,26 @@
 // SPDX-License-Identifier: GPL-2.0
-//! RoCEv2 on the wire: Ethernet / IPv4 / UDP 4791 / BTH [/ RETH] [/ ImmDt]
-//! [/ AETH] / payload / ICRC, as the InfiniBand Architecture Specification
-//! (Annex A17) and the kernel's rxe define them.
+//! RoCEv2 on the wire: Ethernet / IPv4 or IPv6 / UDP 4791 / BTH [/ RETH]
+//! [/ ImmDt] [/ AETH] / payload / ICRC, as the InfiniBand Architecture
+//! Specification (Annex A17) and the kernel's rxe define them.
 
 pub const ROCE_PORT: u16 = 4791;
 pub const ETH_HLEN: usize = 14;
+pub const ETHERTYPE_IPV4: u16 = 0x0800;
+pub const ETHERTYPE_IPV6: u16 = 0x86dd;
 const IP_HLEN: usize = 20;
+const IP6_HLEN: usize = 40;
 const UDP_HLEN: usize = 8;
 const BTH_LEN: usize = 12;
 const RETH_LEN: usize = 16;
 const IMM_LEN: usize = 4;
 const AETH_LEN: usize = 4;
 const ICRC_LEN: usize = 4;
-/// Offset of the BTH in a frame.
+/// Offset of the BTH in a frame over IPv4.
 pub const BTH_OFF: usize = ETH_HLEN + IP_HLEN + UDP_HLEN;
+/// Offset of the BTH in a frame over IPv6.
+pub const BTH_OFF6: usize = ETH_HLEN + IP6_HLEN + UDP_HLEN;
+/// Hop limit (TTL) sent when the QP context says 0.
+pub const DEFAULT_HOP_LIMIT: u8 = 64;
 
 /// RC opcodes the device uses.
 pub mod op {
@@ -67,11 +74,44 @@ pub mod aeth {
 
 pub const PSN_MASK: u32 = 0xff_ffff;
 
+/// A RoCEv2 GID: an IPv6 address, or an IPv4 address as the IPv4-mapped
+/// IPv6 address `::ffff:a.b.c.d`, which travels as IPv4.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Gid(pub [u8; 16]);
+
+impl Gid {
+    /// The GID of IPv4 address `a`.
+    pub const fn v4(a: [u8; 4]) -> Self {
+        Self([
+            0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, a[0], a[1], a[2], a[3],
+        ])
+    }
+
+    /// The IPv4 address, if this is an IPv4-mapped GID.
+    pub fn to_v4(&self) -> Option<[u8; 4]> {
+        (self.0[..12] == [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff])
+            .then(|| self.0[12..].try_into().unwrap())
+    }
+}
+
+/// `0.0.0.0`, as the GID of an unset IPv4 address.
+impl Default for Gid {
+    fn default() -> Self {
+        Self::v4([0; 4])
+    }
+}
+
+impl From<[u8; 4]> for Gid {
+    fn from(a: [u8; 4]) -> Self {
+        Self::v4(a)
+    }
+}
+
 /// One end of a RoCEv2 conversation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct Endpoint {
     pub mac: [u8; 6],
-    pub ip: [u8; 4],
+    pub ip: Gid,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -84,8 +124,15 @@ pub struct Reth {
 /// A packet, decoded or to be encoded.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct Packet<'a> {
+    /// Source and destination: IPv4 when the destination is an IPv4 GID
+    /// (the source then should be one too), IPv6 otherwise.
     pub src: Endpoint,
     pub dst: Endpoint,
+    /// Traffic class (IPv4: DSCP and ECN), flow label (IPv6, 20 bits) and
+    /// hop limit (IPv4: TTL; 0 sends [`DEFAULT_HOP_LIMIT`]).
+    pub tclass: u8,
+    pub flow_label: u32,
+    pub hop_limit: u8,
     pub sport: u16,
     pub opcode: u8,
     pub solicited: bool,
@@ -101,7 +148,8 @@ pub struct Packet<'a> {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ParseError {
-    /// Not IPv4/UDP to port 4791: not for this device.
+    /// Not IPv4 or IPv6 (no extension headers) / UDP to port 4791: not
+    /// for this device.
     NotRoce,
     /// Truncated or inconsistent headers.
     Malformed,
@@ -150,21 +198,39 @@ fn crc32_update(mut crc: u32, data: &[u8]) -> u32 {
     crc
 }
 
-/// The invariant CRC of a frame (without its ICRC field), for IPv4.
-fn icrc(frame_wo_icrc: &[u8]) -> u32 {
+/// The invariant CRC of a frame (without its ICRC field) whose BTH is at
+/// `bth` (IPv4 or IPv6 by its ethertype).
+fn icrc(frame_wo_icrc: &[u8], bth: usize) -> u32 {
     // Masked copy of IP + UDP + BTH.
-    let mut ps = [0u8; IP_HLEN + UDP_HLEN + BTH_LEN];
-    ps.copy_from_slice(&frame_wo_icrc[ETH_HLEN..BTH_OFF + BTH_LEN]);
-    ps[1] = 0xff; // TOS (DSCP, ECN)
-    ps[8] = 0xff; // TTL
-    ps[10] = 0xff; // header checksum
-    ps[11] = 0xff;
-    ps[IP_HLEN + 6] = 0xff; // UDP checksum
-    ps[IP_HLEN + 7] = 0xff;
-    ps[IP_HLEN + UDP_HLEN + 4] = 0xff; // BTH resv8a
-                                       // 0xdebb20e3: CRC state after eight 0xff bytes (the masked LRH).
-    let crc = crc32_update(0xdebb_20e3, &ps);
-    !crc32_update(crc, &frame_wo_icrc[BTH_OFF + BTH_LEN..])
+    let mut ps = [0u8; IP6_HLEN + UDP_HLEN + BTH_LEN];
+    let ps = &mut ps[..bth + BTH_LEN - ETH_HLEN];
+    ps.copy_from_slice(&frame_wo_icrc[ETH_HLEN..bth + BTH_LEN]);
+    let udp = bth - ETH_HLEN - UDP_HLEN;
+    if bth == BTH_OFF6 {
+        ps[0] |= 0x0f; // traffic class, flow label
+        ps[1..4].fill(0xff);
+        ps[7] = 0xff; // hop limit
+    } else {
+        ps[1] = 0xff; // TOS (DSCP, ECN)
+        ps[8] = 0xff; // TTL
+        ps[10] = 0xff; // header checksum
+        ps[11] = 0xff;
+    }
+    ps[udp + 6] = 0xff; // UDP checksum
+    ps[udp + 7] = 0xff;
+    ps[udp + UDP_HLEN + 4] = 0xff; // BTH resv8a
+                                   // 0xdebb20e3: CRC state after eight 0xff bytes (the masked LRH).
+    let crc = crc32_update(0xdebb_20e3, ps);
+    !crc32_update(crc, &frame_wo_icrc[bth + BTH_LEN..])
+}
+
+/// Where the BTH of a frame with ethertype `f[12..14]` is.
+fn bth_offset(f: &[u8]) -> usize {
+    if f.len() >= ETH_HLEN && f[12..14] == ETHERTYPE_IPV6.to_be_bytes() {
+        BTH_OFF6
+    } else {
+        BTH_OFF
+    }
 }
 
 fn ip_checksum(h: &[u8]) -> u16 {
@@ -191,24 +257,46 @@ impl Packet<'_> {
             + pad
             + ICRC_LEN;
         let udp_len = UDP_HLEN + bth_and_rest;
-        let ip_len = IP_HLEN + udp_len;
-        let mut f = Vec::with_capacity(ETH_HLEN + ip_len);
+        let hop_limit = if self.hop_limit == 0 {
+            DEFAULT_HOP_LIMIT
+        } else {
+            self.hop_limit
+        };
+        let v4 = self
+            .dst
+            .ip
+            .to_v4()
+            .map(|d| (self.src.ip.to_v4().unwrap_or([0; 4]), d));
+        let ip_hlen = if v4.is_some() { IP_HLEN } else { IP6_HLEN };
+        let mut f = Vec::with_capacity(ETH_HLEN + ip_hlen + udp_len);
         f.extend_from_slice(&self.dst.mac);
         f.extend_from_slice(&self.src.mac);
-        f.extend_from_slice(&0x0800u16.to_be_bytes());
-        let ip_start = f.len();
-        f.extend_from_slice(&[0x45, 0]);
-        f.extend_from_slice(&(ip_len as u16).to_be_bytes());
-        f.extend_from_slice(&ip_id.to_be_bytes());
-        f.extend_from_slice(&0x4000u16.to_be_bytes()); // DF
-        f.extend_from_slice(&[64, 17, 0, 0]);
-        f.extend_from_slice(&self.src.ip);
-        f.extend_from_slice(&self.dst.ip);
-        let csum = ip_checksum(&f[ip_start..ip_start + IP_HLEN]);
-        f[ip_start + 10..ip_start + 12].copy_from_slice(&csum.to_be_bytes());
+        let ip_start = f.len() + 2;
+        if let Some((src, dst)) = v4 {
+            let ip_len = IP_HLEN + udp_len;
+            f.extend_from_slice(&ETHERTYPE_IPV4.to_be_bytes());
+            f.extend_from_slice(&[0x45, self.tclass]);
+            f.extend_from_slice(&(ip_len as u16).to_be_bytes());
+            f.extend_from_slice(&ip_id.to_be_bytes());
+            f.extend_from_slice(&0x4000u16.to_be_bytes()); // DF
+            f.extend_from_slice(&[hop_limit, 17, 0, 0]);
+            f.extend_from_slice(&src);
+            f.extend_from_slice(&dst);
+            let csum = ip_checksum(&f[ip_start..ip_start + IP_HLEN]);
+            f[ip_start + 10..ip_start + 12].copy_from_slice(&csum.to_be_bytes());
+        } else {
+            f.extend_from_slice(&ETHERTYPE_IPV6.to_be_bytes());
+            let first = (6 << 28) | (u32::from(self.tclass) << 20) | (self.flow_label & 0xf_ffff);
+            f.extend_from_slice(&first.to_be_bytes());
+            f.extend_from_slice(&(udp_len as u16).to_be_bytes());
+            f.extend_from_slice(&[17, hop_limit]);
+            f.extend_from_slice(&self.src.ip.0);
+            f.extend_from_slice(&self.dst.ip.0);
+        }
         f.extend_from_slice(&self.sport.to_be_bytes());
         f.extend_from_slice(&ROCE_PORT.to_be_bytes());
         f.extend_from_slice(&(udp_len as u16).to_be_bytes());
+        // UDP checksum 0: RoCEv2 leaves it to the ICRC, over IPv6 too (as rxe).
         f.extend_from_slice(&[0, 0]);
         // BTH
         f.push(self.opcode);
@@ -233,53 +321,89 @@ impl Packet<'_> {
         }
         f.extend_from_slice(self.payload);
         f.resize(f.len() + pad, 0);
-        let c = icrc(&f);
+        let c = icrc(&f, ETH_HLEN + ip_hlen + UDP_HLEN);
         f.extend_from_slice(&c.to_le_bytes());
         f
     }
 
-    /// Decode and verify a frame.
+    /// Decode and verify a frame. The UDP checksum is not checked (the
+    /// ICRC covers what it would).
     pub fn decode(f: &[u8]) -> Result<Packet<'_>, ParseError> {
-        if f.len() < BTH_OFF || f[12..14] != [0x08, 0x00] {
+        if f.len() < ETH_HLEN {
             return Err(ParseError::NotRoce);
         }
+        let ethertype = u16::from_be_bytes([f[12], f[13]]);
         let ip = &f[ETH_HLEN..];
-        if ip[0] != 0x45 || ip[9] != 17 {
-            return Err(ParseError::NotRoce);
-        }
-        let udp = &ip[IP_HLEN..];
+        // (IP header length, IP packet length, source, destination, traffic
+        // class, flow label, hop limit)
+        let (ip_hlen, ip_len, src, dst, tclass, flow_label, hop_limit) = match ethertype {
+            ETHERTYPE_IPV4 => {
+                if ip.len() < IP_HLEN + UDP_HLEN || ip[0] != 0x45 || ip[9] != 17 {
+                    return Err(ParseError::NotRoce);
+                }
+                (
+                    IP_HLEN,
+                    usize::from(u16::from_be_bytes([ip[2], ip[3]])),
+                    Gid::v4(ip[12..16].try_into().unwrap()),
+                    Gid::v4(ip[16..20].try_into().unwrap()),
+                    ip[1],
+                    0,
+                    ip[8],
+                )
+            }
+            ETHERTYPE_IPV6 => {
+                if ip.len() < IP6_HLEN + UDP_HLEN || ip[0] >> 4 != 6 || ip[6] != 17 {
+                    return Err(ParseError::NotRoce);
+                }
+                let first = u32::from_be_bytes(ip[0..4].try_into().unwrap());
+                (
+                    IP6_HLEN,
+                    IP6_HLEN + usize::from(u16::from_be_bytes([ip[4], ip[5]])),
+                    Gid(ip[8..24].try_into().unwrap()),
+                    Gid(ip[24..40].try_into().unwrap()),
+                    (first >> 20) as u8,
+                    first & 0xf_ffff,
+                    ip[7],
+                )
+            }
+            _ => return Err(ParseError::NotRoce),
+        };
+        let udp = &ip[ip_hlen..];
         if u16::from_be_bytes([udp[2], udp[3]]) != ROCE_PORT {
             return Err(ParseError::NotRoce);
         }
-        let ip_len = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
         let udp_len = usize::from(u16::from_be_bytes([udp[4], udp[5]]));
         if ip_len > f.len() - ETH_HLEN
-            || ip_len < IP_HLEN
-            || udp_len != ip_len - IP_HLEN
+            || ip_len < ip_hlen
+            || udp_len != ip_len - ip_hlen
             || udp_len < UDP_HLEN + BTH_LEN + ICRC_LEN
         {
             return Err(ParseError::Malformed);
         }
         // Ethernet may pad short frames: the IP length is authoritative.
         let f = &f[..ETH_HLEN + ip_len];
+        let bth = ETH_HLEN + ip_hlen + UDP_HLEN;
         let end = f.len() - ICRC_LEN;
         let want = u32::from_le_bytes(f[end..].try_into().unwrap());
-        if icrc(&f[..end]) != want {
+        if icrc(&f[..end], bth) != want {
             return Err(ParseError::Icrc);
         }
-        let b = &f[BTH_OFF..];
+        let b = &f[bth..];
         let opcode = b[0];
         let (has_reth, has_imm, has_aeth) = layout(opcode).ok_or(ParseError::Opcode(opcode))?;
         let pad = usize::from((b[1] >> 4) & 3);
         let mut p = Packet {
             src: Endpoint {
                 mac: f[6..12].try_into().unwrap(),
-                ip: ip[12..16].try_into().unwrap(),
+                ip: src,
             },
             dst: Endpoint {
                 mac: f[0..6].try_into().unwrap(),
-                ip: ip[16..20].try_into().unwrap(),
+                ip: dst,
             },
+            tclass,
+            flow_label,
+            hop_limit,
             sport: u16::from_be_bytes([udp[0], udp[1]]),
             opcode,
             solicited: b[1] & 0x80 != 0,
@@ -288,7 +412,7 @@ impl Packet<'_> {
             psn: u32::from_be_bytes(b[8..12].try_into().unwrap()) & PSN_MASK,
             ..Default::default()
         };
-        let mut off = BTH_OFF + BTH_LEN;
+        let mut off = bth + BTH_LEN;
         let need = |n: usize, off: usize| {
             if off + n > end {
                 Err(ParseError::Malformed)
@@ -327,22 +451,24 @@ impl Packet<'_> {
 /// Compute the ICRC of frame `f` again, in its last 4 bytes (a test's
 /// frame whose headers it changed). Frames too short to have one are left.
 pub fn reseal(f: &mut [u8]) {
-    if f.len() < BTH_OFF + BTH_LEN + ICRC_LEN {
+    let bth = bth_offset(f);
+    if f.len() < bth + BTH_LEN + ICRC_LEN {
         return;
     }
     let end = f.len() - ICRC_LEN;
-    let c = icrc(&f[..end]);
+    let c = icrc(&f[..end], bth);
     f[end..].copy_from_slice(&c.to_le_bytes());
 }
 
-/// If `f` is an ARP request for `me.ip`, the reply to send.
+/// If `f` is an ARP request for `me.ip` (an IPv4 GID), the reply to send.
 pub fn arp_reply(f: &[u8], me: &Endpoint) -> Option<Vec<u8>> {
+    let ip = me.ip.to_v4()?;
     // Ethernet + ARP for IPv4 over Ethernet: htype 1, ptype 0x0800, hlen 6,
     // plen 4, oper 1 (request).
     if f.len() < ETH_HLEN + 28
         || f[12..14] != [0x08, 0x06]
         || f[14..22] != [0, 1, 0x08, 0x00, 6, 4, 0, 1]
-        || f[38..42] != me.ip
+        || f[38..42] != ip
     {
         return None;
     }
@@ -352,7 +478,7 @@ pub fn arp_reply(f: &[u8], me: &Endpoint) -> Option<Vec<u8>> {
     r.extend_from_slice(&me.mac);
     r.extend_from_slice(&[0x08, 0x06, 0, 1, 0x08, 0x00, 6, 4, 0, 2]);
     r.extend_from_slice(&me.mac);
-    r.extend_from_slice(&me.ip);
+    r.extend_from_slice(&ip);
     r.extend_from_slice(sha);
     r.extend_from_slice(spa);
     r.resize(60, 0);
@@ -372,7 +498,7 @@ mod tests {
     fn ep(n: u8) -> Endpoint {
         Endpoint {
             mac: [0x02, 0, 0, 0, 0, n],
-            ip: [10, 0, 0, n],
+            ip: Gid::v4([10, 0, 0, n]),
         }
     }
 
@@ -401,6 +527,7 @@ mod tests {
             }),
             imm: Some(0x0102_0304),
             payload,
+            hop_limit: 64,
             ..Default::default()
         };
         let f = p.encode(7);
@@ -410,6 +537,117 @@ mod tests {
             "14-byte Ethernet header plus 4-byte aligned rest"
         );
         assert_eq!(Packet::decode(&f), Ok(p));
+    }
+
+    fn ep6(n: u8) -> Endpoint {
+        let mut gid = [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, n];
+        gid[1] = 0x9a;
+        Endpoint {
+            mac: [0x02, 0, 0, 0, 0, n],
+            ip: Gid(gid),
+        }
+    }
+
+    #[test]
+    fn ipv6_write_round_trips_with_its_grh_fields() {
+        let payload = [0x5au8; 37];
+        let p = Packet {
+            src: ep6(1),
+            dst: ep6(2),
+            tclass: 0xb8,
+            flow_label: 0xa_bcde,
+            hop_limit: 3,
+            sport: 0xc777,
+            opcode: op::WRITE_ONLY,
+            dqpn: 17,
+            ackreq: true,
+            psn: 5,
+            reth: Some(Reth {
+                va: 0x1000,
+                rkey: 9,
+                len: payload.len() as u32,
+            }),
+            payload: &payload,
+            ..Default::default()
+        };
+        let f = p.encode(1);
+        assert_eq!(&f[12..14], &[0x86, 0xdd]);
+        assert_eq!(f[ETH_HLEN] >> 4, 6, "IPv6");
+        assert_eq!(f[ETH_HLEN + 6], 17, "next header UDP");
+        assert_eq!(
+            usize::from(u16::from_be_bytes([f[ETH_HLEN + 4], f[ETH_HLEN + 5]])),
+            f.len() - ETH_HLEN - IP6_HLEN,
+            "payload length"
+        );
+        assert_eq!(&f[BTH_OFF6 - 6..BTH_OFF6 - 4], &ROCE_PORT.to_be_bytes());
+        assert_eq!(Packet::decode(&f), Ok(p));
+        // An IPv4 GID at one end only: the destination decides.
+        let q = Packet {
+            src: ep6(1),
+            dst: ep(2),
+            opcode: op::ACK,
+            aeth: Some((aeth::ACK, 1)),
+            ..Default::default()
+        };
+        assert_eq!(&q.encode(1)[12..14], &[0x08, 0x00]);
+    }
+
+    #[test]
+    fn ipv6_icrc_masks_class_flow_label_hop_limit_and_udp_checksum() {
+        let p = Packet {
+            src: ep6(1),
+            dst: ep6(2),
+            opcode: op::WRITE_ONLY,
+            reth: Some(Reth::default()),
+            payload: &[1, 2, 3, 4, 5],
+            ..Default::default()
+        };
+        let f = p.encode(1);
+        let ip = ETH_HLEN;
+        // Traffic class, flow label, hop limit and the UDP checksum may
+        // change in flight.
+        for i in [
+            ip,
+            ip + 1,
+            ip + 2,
+            ip + 3,
+            ip + 7,
+            BTH_OFF6 - 2,
+            BTH_OFF6 - 1,
+        ] {
+            let mut g = f.clone();
+            g[i] ^= if i == ip { 0x0f } else { 0xa5 };
+            assert!(Packet::decode(&g).is_ok(), "byte {i}");
+        }
+        // The addresses, the UDP source port and everything from the BTH on
+        // but resv8a are covered (what decoding checks first, the lengths,
+        // next header and destination port, fail before the ICRC).
+        for i in (ip + 8..ip + IP6_HLEN + 2).chain(BTH_OFF6..f.len()) {
+            if i == BTH_OFF6 + 4 {
+                continue;
+            }
+            let mut g = f.clone();
+            g[i] ^= 0x10;
+            assert_eq!(Packet::decode(&g), Err(ParseError::Icrc), "byte {i}");
+        }
+        let mut g = f.clone();
+        g[ip] = 0x4f; // version 4 in an IPv6 frame
+        assert_eq!(Packet::decode(&g), Err(ParseError::NotRoce));
+        let mut g = f.clone();
+        g[ip + 6] = 0; // hop-by-hop options: not for this device
+        assert_eq!(Packet::decode(&g), Err(ParseError::NotRoce));
+        let mut g = f.clone();
+        reseal(&mut g);
+        assert_eq!(g, f, "reseal finds the IPv6 BTH");
+    }
+
+    #[test]
+    fn ipv4_gids_are_the_mapped_addresses() {
+        let g = Gid::v4([192, 0, 2, 7]);
+        assert_eq!(g.0[10..], [0xff, 0xff, 192, 0, 2, 7]);
+        assert_eq!(g.to_v4(), Some([192, 0, 2, 7]));
+        assert_eq!(ep6(1).ip.to_v4(), None);
+        assert_eq!(Gid::default(), Gid::v4([0; 4]));
     }
 
     #[test]
@@ -511,15 +749,15 @@ mod tests {
         req.extend_from_slice(&ep(1).mac);
         req.extend_from_slice(&[0x08, 0x06, 0, 1, 0x08, 0x00, 6, 4, 0, 1]);
         req.extend_from_slice(&ep(1).mac);
-        req.extend_from_slice(&ep(1).ip);
+        req.extend_from_slice(&[10, 0, 0, 1]);
         req.extend_from_slice(&[0; 6]);
-        req.extend_from_slice(&me.ip);
+        req.extend_from_slice(&[10, 0, 0, 2]);
         let r = arp_reply(&req, &me).unwrap();
         assert_eq!(&r[0..6], &ep(1).mac);
         assert_eq!(&r[20..22], &[0, 2], "reply");
         assert_eq!(&r[22..28], &me.mac);
-        assert_eq!(&r[28..32], &me.ip);
-        assert_eq!(&r[38..42], &ep(1).ip);
+        assert_eq!(&r[28..32], &[10, 0, 0, 2]);
+        assert_eq!(&r[38..42], &[10, 0, 0, 1]);
         assert!(arp_reply(&req, &ep(3)).is_none());
         assert!(arp_reply(&req[..40], &me).is_none());
     }

@@ -5,7 +5,7 @@
 
 use crate::qp::{Cqe, QpCtx, Wqe};
 use crate::regs::*;
-use crate::roce::{Endpoint, Packet};
+use crate::roce::{Endpoint, Gid, Packet};
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Ipv4Addr, UdpSocket};
@@ -518,7 +518,7 @@ impl Emu {
         let hi = self.rd(base + PORT_MAC_HI).to_le_bytes();
         Endpoint {
             mac: [lo[0], lo[1], lo[2], lo[3], hi[0], hi[1]],
-            ip: self.rd(base + PORT_IPV4).to_be_bytes(),
+            ip: Gid::v4(self.rd(base + PORT_IPV4).to_be_bytes()),
         }
     }
 }

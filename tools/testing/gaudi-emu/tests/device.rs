@@ -5,7 +5,7 @@
 
 use gaudi_emu::qp::{Cqe, QpCtx, Region, Wqe};
 use gaudi_emu::regs::*;
-use gaudi_emu::roce::{aeth, op, Endpoint, Packet, Reth};
+use gaudi_emu::roce::{aeth, op, Endpoint, Gid, Packet, Reth};
 use gaudi_emu::testkit::{udp_ports, Emu, Peer, TestCq, TestQp};
 use std::path::Path;
 use std::process::Command;
@@ -309,7 +309,7 @@ fn commands_validate_their_input() {
         "RTR needs a destination"
     );
     ctx.dest.mac = [2, 0, 0, 0, 0, 1];
-    ctx.dest.ip = [10, 0, 0, 1];
+    ctx.dest.ip = Gid::v4([10, 0, 0, 1]);
     ctx.log_mtu = 14;
     assert_eq!(
         e.cmd(CMD_QP_WRITE, 0, 3, &ctx.encode()),
@@ -616,21 +616,31 @@ fn read_pcap(path: &Path) -> Vec<Vec<u8>> {
     out
 }
 
-/// The RoCEv2 ICRC (IBA Annex A17) of an Ethernet/IPv4 frame, computed
-/// bit by bit: CRC-32 over 8 bytes of 0xff, the IP header with TOS, TTL
-/// and checksum set to ones, the UDP header with its checksum set to
-/// ones, the BTH with resv8a set to ones, and the rest up to the ICRC.
+/// The RoCEv2 ICRC (IBA Annex A17) of an Ethernet/IPv4 or IPv6 frame,
+/// computed bit by bit: CRC-32 over 8 bytes of 0xff, the IP header with
+/// its variant fields set to ones (IPv4: TOS, TTL and checksum; IPv6, as
+/// rxe masks them: traffic class, flow label and hop limit), the UDP
+/// header with its checksum set to ones, the BTH with resv8a set to ones,
+/// and the rest up to the ICRC.
 fn icrc_bitwise(frame: &[u8]) -> u32 {
     let mut msg = vec![0xffu8; 8];
     let body = &frame[14..frame.len() - 4];
     let mut masked = body.to_vec();
-    masked[1] = 0xff;
-    masked[8] = 0xff;
-    masked[10] = 0xff;
-    masked[11] = 0xff;
-    masked[26] = 0xff;
-    masked[27] = 0xff;
-    masked[32] = 0xff;
+    let udp = if frame[12..14] == [0x86, 0xdd] {
+        masked[0] |= 0x0f;
+        masked[1..4].fill(0xff);
+        masked[7] = 0xff;
+        40
+    } else {
+        masked[1] = 0xff;
+        masked[8] = 0xff;
+        masked[10] = 0xff;
+        masked[11] = 0xff;
+        20
+    };
+    masked[udp + 6] = 0xff;
+    masked[udp + 7] = 0xff;
+    masked[udp + 8 + 4] = 0xff;
     msg.extend_from_slice(&masked);
     let mut crc = u32::MAX;
     for byte in msg {
@@ -644,6 +654,152 @@ fn icrc_bitwise(frame: &[u8]) -> u32 {
         }
     }
     !crc
+}
+
+/// RoCEv2 over IPv6 as the device encodes it is what Wireshark dissects
+/// as such, with the GRH fields where IPv6 has them, and its ICRC is the
+/// one computed bit by bit with rxe's IPv6 masks.
+#[test]
+fn ipv6_frames_decode_as_roce_in_wireshark() {
+    let dir = std::env::temp_dir().join(format!("gaudi-emu-ipv6-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let pcap = dir.join("ipv6.pcap");
+    let gid = |n: u8| Gid([0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, n]);
+    let payload = pattern(300, 4);
+    let pkts = [
+        Packet {
+            src: Endpoint {
+                mac: [2, 0, 0, 0, 0, 1],
+                ip: gid(1),
+            },
+            dst: Endpoint {
+                mac: [2, 0, 0, 0, 0, 2],
+                ip: gid(2),
+            },
+            tclass: 0x68,
+            flow_label: 0x1_2345,
+            hop_limit: 9,
+            sport: 0xd001,
+            opcode: op::WRITE_ONLY_IMM,
+            dqpn: 0x44,
+            ackreq: true,
+            psn: 77,
+            reth: Some(Reth {
+                va: 0x7000,
+                rkey: 0x1234,
+                len: 300,
+            }),
+            imm: Some(0xabcd),
+            payload: &payload,
+            ..Default::default()
+        },
+        Packet {
+            src: Endpoint {
+                mac: [2, 0, 0, 0, 0, 2],
+                ip: gid(2),
+            },
+            dst: Endpoint {
+                mac: [2, 0, 0, 0, 0, 1],
+                ip: gid(1),
+            },
+            sport: 0xd002,
+            opcode: op::ACK,
+            dqpn: 0x55,
+            psn: 77,
+            aeth: Some((aeth::ACK, 1)),
+            ..Default::default()
+        },
+    ];
+    let frames: Vec<Vec<u8>> = pkts.iter().map(|p| p.encode(0)).collect();
+    let mut file = vec![];
+    file.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
+    file.extend_from_slice(&2u16.to_le_bytes());
+    file.extend_from_slice(&4u16.to_le_bytes());
+    file.extend_from_slice(&[0; 8]);
+    file.extend_from_slice(&65535u32.to_le_bytes());
+    file.extend_from_slice(&1u32.to_le_bytes());
+    for f in &frames {
+        file.extend_from_slice(&[0; 8]);
+        file.extend_from_slice(&(f.len() as u32).to_le_bytes());
+        file.extend_from_slice(&(f.len() as u32).to_le_bytes());
+        file.extend_from_slice(f);
+    }
+    std::fs::write(&pcap, file).unwrap();
+    let out = Command::new("tshark")
+        .arg("-r")
+        .arg(&pcap)
+        .args(["-T", "fields", "-E", "separator=,"])
+        .args([
+            "-e",
+            "frame.protocols",
+            "-e",
+            "ipv6.tclass",
+            "-e",
+            "ipv6.flow",
+        ])
+        .args([
+            "-e",
+            "ipv6.hlim",
+            "-e",
+            "ipv6.dst",
+            "-e",
+            "infiniband.bth.opcode",
+        ])
+        .args([
+            "-e",
+            "infiniband.bth.destqp",
+            "-e",
+            "infiniband.invariant.crc",
+        ])
+        .output()
+        .expect("run tshark (Debian package tshark)");
+    std::fs::remove_dir_all(&dir).ok();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let rows: Vec<Vec<&str>> = text.lines().map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len(), 2, "{text}");
+    assert_eq!(
+        rows[0][..7],
+        [
+            "eth:ethertype:ipv6:udp:infiniband:data",
+            "0x00000068",
+            "0x012345",
+            "9",
+            "2001:db8::2",
+            "11",
+            "0x000044"
+        ],
+        "{text}"
+    );
+    assert_eq!(
+        rows[1][..7],
+        [
+            "eth:ethertype:ipv6:udp:infiniband",
+            "0x00000000",
+            "0x000000",
+            "64",
+            "2001:db8::1",
+            "17",
+            "0x000055"
+        ],
+        "{text}"
+    );
+    for (f, r) in frames.iter().zip(&rows) {
+        let wire = u32::from_str_radix(r[7].trim_start_matches("0x"), 16).unwrap();
+        assert_eq!(
+            wire,
+            u32::from_be_bytes(f[f.len() - 4..].try_into().unwrap())
+        );
+        assert_eq!(
+            icrc_bitwise(f),
+            u32::from_le_bytes(f[f.len() - 4..].try_into().unwrap()),
+            "ICRC valid"
+        );
+    }
 }
 
 #[test]
@@ -821,7 +977,7 @@ fn rkey_revoke_refuses_the_rest_of_an_incoming_write() {
         base + 1,
         Endpoint {
             mac: [2, 0, 0, 0, 0, 0x99],
-            ip: [10, 9, 9, 9],
+            ip: Gid::v4([10, 9, 9, 9]),
         },
     );
     let eb = b.endpoint(0);

@@ -712,7 +712,7 @@ impl Device {
             src: q.map_or_else(
                 || Endpoint {
                     mac: [0x02, 0xf0, 0x22, 0, 0, rng.next_u32() as u8],
-                    ip: rng.next_u32().to_be_bytes(),
+                    ip: crate::roce::Gid::v4(rng.next_u32().to_be_bytes()),
                 },
                 |q| q.ctx.dest,
             ),

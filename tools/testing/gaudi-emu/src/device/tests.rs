@@ -547,7 +547,7 @@ fn qp_write_validates_the_region() {
         log_mtu: 12,
         dest: Endpoint {
             mac: [2, 0, 0, 0, 0, 1],
-            ip: [10, 0, 0, 1],
+            ip: Gid::v4([10, 0, 0, 1]),
         },
         min_rnr_timer: 32,
         ..good
@@ -1283,7 +1283,7 @@ fn fuzz_cqe_writes_what_it_reports() {
     d.cq(2, CQ_VA + 0x1_0000, 4);
     let peer = Endpoint {
         mac: [2, 0, 0, 0, 0, 9],
-        ip: [10, 9, 9, 9],
+        ip: Gid::v4([10, 9, 9, 9]),
     };
     d.qp(10, peer, 1, (1, 0x55), |_| {});
     d.qp(11, peer, 1, (1, 0), |c| c.flags = 0);
