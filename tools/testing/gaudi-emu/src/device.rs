@@ -80,8 +80,10 @@ impl Default for Options {
 
 pub const MAX_MTU_LOG: u8 = 13;
 pub const MAX_MSG_LEN: u32 = 1 << 31;
-pub const FW_VERSION_STR: &str = "gaudi-emu 1.2";
+pub const FW_VERSION_STR: &str = "gaudi-emu 1.3";
 pub const MSIX_VECTORS: u32 = 8;
+/// (1.3) Entries of each port's GID table.
+pub const GID_TABLE_LEN: usize = 16;
 
 /// Per-port packet counters.
 #[derive(Clone, Copy, Debug, Default)]
@@ -142,7 +144,16 @@ pub struct Inject {
 }
 
 pub struct Port {
+    /// The station address (PORT_MAC, writable from 1.3) and the factory
+    /// IPv4 address (PORT_IPV4).
     pub ep: Endpoint,
+    /// The MAC a reset restores.
+    factory_mac: [u8; 6],
+    /// (1.3) The GID table: RoCEv2 frames to these addresses are the
+    /// RDMA engine's.
+    pub gids: [Option<Gid>; GID_TABLE_LEN],
+    /// (1.3) The Ethernet rings.
+    pub eth: eth::Rings,
     pub link_up: bool,
     pub counters: Counters,
     pub inject: Inject,
@@ -202,15 +213,34 @@ fn default_ep(instance: u8, port: usize) -> Endpoint {
     }
 }
 
+/// The GID table after a reset: entry 0 is the factory IPv4 address.
+fn reset_gids(ep: &Endpoint) -> [Option<Gid>; GID_TABLE_LEN] {
+    let mut g = [None; GID_TABLE_LEN];
+    g[0] = Some(ep.ip);
+    g
+}
+
+impl Port {
+    /// Whether `ip` is a valid entry of the GID table.
+    fn has_gid(&self, ip: &Gid) -> bool {
+        self.gids.iter().flatten().any(|g| g == ip)
+    }
+}
+
 impl Device {
     pub fn new(opts: Options, vectors: Arc<Vectors>) -> std::io::Result<Self> {
         let ports = (0..opts.ports)
-            .map(|p| Port {
-                ep: opts
-                    .addrs
+            .map(|p| {
+                opts.addrs
                     .get(&p)
                     .copied()
-                    .unwrap_or_else(|| default_ep(opts.instance, p)),
+                    .unwrap_or_else(|| default_ep(opts.instance, p))
+            })
+            .map(|ep| Port {
+                ep,
+                factory_mac: ep.mac,
+                gids: reset_gids(&ep),
+                eth: eth::Rings::default(),
                 link_up: true,
                 counters: Counters::default(),
                 inject: Inject::default(),
@@ -433,6 +463,10 @@ impl Device {
             let p = ((off - PORT_BASE) / PORT_STRIDE) as usize;
             return self.port_read(p, (off - PORT_BASE) % PORT_STRIDE);
         }
+        if (ETH_BASE..ETH_BASE + ETH_STRIDE * self.ports.len() as u64).contains(&off) {
+            let p = ((off - ETH_BASE) / ETH_STRIDE) as usize;
+            return self.eth_read(p, (off - ETH_BASE) % ETH_STRIDE);
+        }
         if (CMD_DATA..CMD_DATA + CMD_DATA_LEN as u64).contains(&off) {
             if self.opts.strict {
                 self.audit_cmd_data(off, false);
@@ -471,6 +505,8 @@ impl Device {
             DEVMEM_SIZE_LO => self.mem.dev.size() as u32,
             DEVMEM_SIZE_HI => (self.mem.dev.size() as u64 >> 32) as u32,
             NUM_VECTORS => MSIX_VECTORS,
+            MAX_GIDS => GID_TABLE_LEN as u32,
+            ETH_MAX_FRAME => eth::MAX_FRAME as u32,
             MMU_ROOT_LO => self.mmu.root as u32,
             MMU_ROOT_HI => (self.mmu.root >> 32) as u32,
             MMU_CTRL => u32::from(self.mmu.enabled) * MMU_CTRL_ENABLE,
@@ -536,6 +572,21 @@ impl Device {
             }
             let p = ((off - DB_BASE) / DB_STRIDE) as usize;
             self.doorbell(p, (off - DB_BASE) % DB_STRIDE, val);
+            return;
+        }
+        if (PORT_BASE..PORT_BASE + PORT_STRIDE * self.ports.len() as u64).contains(&off) {
+            let p = ((off - PORT_BASE) / PORT_STRIDE) as usize;
+            let mac = &mut self.ports[p].ep.mac;
+            match (off - PORT_BASE) % PORT_STRIDE {
+                PORT_MAC_LO => mac[0..4].copy_from_slice(&val.to_le_bytes()),
+                PORT_MAC_HI => mac[4..6].copy_from_slice(&val.to_le_bytes()[..2]),
+                r => log::debug!("port {p}: write to read-only register {r:#x}"),
+            }
+            return;
+        }
+        if (ETH_BASE..ETH_BASE + ETH_STRIDE * self.ports.len() as u64).contains(&off) {
+            let p = ((off - ETH_BASE) / ETH_STRIDE) as usize;
+            self.eth_write(p, (off - ETH_BASE) % ETH_STRIDE, val);
             return;
         }
         if (CMD_DATA..CMD_DATA + CMD_DATA_LEN as u64).contains(&off) {
@@ -620,6 +671,9 @@ impl Device {
             p.cqs.clear();
             p.tx.clear();
             p.link_up = true;
+            p.ep.mac = p.factory_mac;
+            p.gids = reset_gids(&p.ep);
+            p.eth = eth::Rings::default();
         }
         self.ready = !self.opts.reset_hangs;
         self.busy_until =
@@ -785,6 +839,7 @@ impl Device {
             },
             CMD_RKEY_REVOKE => self.rkey_revoke(),
             CMD_DEVMEM_FILL => self.devmem_fill(),
+            CMD_GID_SET => self.gid_set(port, index),
             _ => EINVAL,
         };
         // Invalidation contract: once a command that removed a context, a
@@ -848,6 +903,17 @@ impl Device {
         if !self.mem.dev.fill(off, len, pattern) {
             return EINVAL;
         }
+        0
+    }
+
+    fn gid_set(&mut self, port: usize, index: u32) -> u32 {
+        let Some(entry) = self.ports[port].gids.get_mut(index as usize) else {
+            return EINVAL;
+        };
+        let gid = Gid(self.cmd_data[..16].try_into().unwrap());
+        *entry = (u32::from_le_bytes(self.cmd_data[16..20].try_into().unwrap()) & GID_VALID != 0)
+            .then_some(gid);
+        log::debug!("port {port}: GID {index} = {entry:x?}");
         0
     }
 
@@ -961,8 +1027,20 @@ impl Device {
             {
                 return EINVAL;
             }
-            if new.dest.ip == Gid::v4([0; 4]) {
-                return EOPNOTSUPP;
+            let gids = &self.ports[port].gids;
+            if new.has_grh() {
+                let src = gids.get(usize::from(new.sgid_index)).copied().flatten();
+                if src.is_none_or(|s| s.to_v4().is_some() != new.dest.ip.to_v4().is_some()) {
+                    log::info!("QP {port}/{qpn}: source GID {} refused", new.sgid_index);
+                    return EINVAL;
+                }
+            } else {
+                if new.dest.ip == Gid::v4([0; 4]) {
+                    return EOPNOTSUPP;
+                }
+                if gids[0].is_none_or(|g| g.to_v4().is_none()) {
+                    return EINVAL;
+                }
             }
             if new.min_rnr_timer > aeth::TIMER_MASK {
                 return EINVAL;
@@ -977,10 +1055,20 @@ impl Device {
             return EINVAL;
         }
         let ports = &mut self.ports[port];
+        // (1.3) The source address as the GID table has it now.
+        let sgid = if new.has_grh() {
+            usize::from(new.sgid_index)
+        } else {
+            0
+        };
+        let src_gid = ports.gids.get(sgid).copied().flatten();
         match ports.qps.get_mut(&qpn) {
             Some(q) if new.state != QPS_RESET => {
                 let was = q.ctx.state;
                 q.ctx = new;
+                if new.state >= QPS_RTR {
+                    q.src_gid = src_gid.unwrap_or_default();
+                }
                 if was < QPS_RTR && new.state >= QPS_RTR {
                     q.epsn = new.rq_psn;
                 }
@@ -1197,6 +1285,16 @@ impl Device {
         p.tx.push((at, f));
     }
 
+    /// Where QP `qpn` sends from: the port's station address and the
+    /// source address QP_WRITE took from the GID table.
+    fn source(&self, port: usize, qpn: u32) -> Endpoint {
+        let p = &self.ports[port];
+        Endpoint {
+            mac: p.ep.mac,
+            ip: p.qps[&qpn].src_gid,
+        }
+    }
+
     /// Frames due for sending on `port`.
     pub fn take_tx(&mut self, port: usize, now: Instant) -> Vec<Vec<u8>> {
         let p = &mut self.ports[port];
@@ -1304,7 +1402,7 @@ impl Device {
     /// Send one packet of the WQE at `send_pos`. Returns false when the QP
     /// cannot make progress.
     fn send_next_packet(&mut self, port: usize, qpn: u32, now: Instant) -> bool {
-        let src = self.ports[port].ep;
+        let src = self.source(port, qpn);
         let q = self.ports[port].qps.get_mut(&qpn).unwrap();
         let pos = q.send_pos;
         let p = &mut q.pending[pos];
@@ -1341,6 +1439,9 @@ impl Device {
         let pkt = Packet {
             src,
             dst: ctx.dest,
+            tclass: ctx.tclass,
+            flow_label: ctx.flow_label,
+            hop_limit: ctx.hop_limit,
             sport: ctx.udp_sport | 0xc000,
             opcode,
             solicited: false,
@@ -1355,7 +1456,6 @@ impl Device {
             imm: (last && imm).then_some(p.wqe.imm),
             aeth: None,
             payload: &payload,
-            ..Default::default()
         };
         self.queue_frame(port, &pkt, now);
         let q = self.ports[port].qps.get_mut(&qpn).unwrap();
@@ -1373,11 +1473,14 @@ impl Device {
     }
 
     fn send_ack(&mut self, port: usize, qpn: u32, psn: u32, syndrome: u8, now: Instant) {
-        let src = self.ports[port].ep;
+        let src = self.source(port, qpn);
         let q = &self.ports[port].qps[&qpn];
         let pkt = Packet {
             src,
             dst: q.ctx.dest,
+            tclass: q.ctx.tclass,
+            flow_label: q.ctx.flow_label,
+            hop_limit: q.ctx.hop_limit,
             sport: q.ctx.udp_sport | 0xc000,
             opcode: op::ACK,
             dqpn: q.ctx.dest_qpn,
@@ -1424,10 +1527,28 @@ impl Device {
             self.ports[port].counters.rx_drops += 1;
             return;
         }
-        if let Some(reply) = crate::roce::arp_reply(frame, &self.ports[port].ep) {
-            let p = &mut self.ports[port];
-            p.counters.tx = p.counters.tx.wrapping_add(1);
-            p.tx.push((now, reply));
+        let eth = self.eth_enabled(port);
+        if !eth {
+            if let Some(reply) = crate::roce::arp_reply(frame, &self.ports[port].ep) {
+                let p = &mut self.ports[port];
+                p.counters.tx = p.counters.tx.wrapping_add(1);
+                p.tx.push((now, reply));
+                return;
+            }
+        }
+        // (1.3) RoCEv2 to the port's MAC and one of its GIDs is the RDMA
+        // engine's; the rest is the receive ring's (with the rings off, it
+        // is dropped).
+        let p = &self.ports[port];
+        let ours = frame.len() >= 6
+            && frame[..6] == p.ep.mac
+            && crate::roce::roce_destination(frame).is_some_and(|ip| p.has_gid(&ip));
+        if !ours {
+            if eth {
+                self.eth_receive(port, frame);
+            } else {
+                self.ports[port].counters.rx_drops += 1;
+            }
             return;
         }
         let pkt = match Packet::decode(frame) {
@@ -1443,10 +1564,6 @@ impl Device {
             }
         };
         let p = &mut self.ports[port];
-        if pkt.dst.mac != p.ep.mac || pkt.dst.ip != p.ep.ip {
-            p.counters.rx_drops += 1;
-            return;
-        }
         p.counters.rx += 1;
         let qpn = pkt.dqpn;
         let Some(q) = p.qps.get(&qpn) else {
@@ -1746,6 +1863,7 @@ impl Device {
             return;
         }
         for port in 0..self.ports.len() {
+            self.eth_transmit(port, now);
             let qpns: Vec<u32> = self.ports[port]
                 .qps
                 .iter()
@@ -1811,6 +1929,7 @@ fn set_hi(r: &mut u64, v: u32) {
     *r = (*r & 0xffff_ffff) | (u64::from(v) << 32);
 }
 
+pub mod eth;
 pub mod fuzz;
 
 #[cfg(test)]

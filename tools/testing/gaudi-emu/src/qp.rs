@@ -35,8 +35,10 @@ impl Region {
     }
 }
 
-/// The QP context as the driver writes it through CMD_DATA (96 bytes;
-/// software written for model 1.1 writes the first 64 and zeros after).
+/// The QP context as the driver writes it through CMD_DATA (112 bytes;
+/// software written for model 1.1 writes the first 64 and zeros after, for
+/// 1.2 the first 96, and never sets [`QPF_GRH`], without which the rest is
+/// not read).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct QpCtx {
     pub state: u8,
@@ -56,9 +58,17 @@ pub struct QpCtx {
     pub remote_rkey: u32,
     /// The one rkey incoming WRITEs must carry.
     pub local_rkey: u32,
+    /// The destination: with [`QPF_GRH`] its GID is the context's
+    /// destination GID, else the IPv4 address at offset 48.
     pub dest: Endpoint,
     pub udp_sport: u16,
     pub flags: u32,
+    /// (1.3, with [`QPF_GRH`]) The GRH fields: source GID index, hop
+    /// limit, traffic class and flow label (20 bits).
+    pub sgid_index: u8,
+    pub hop_limit: u8,
+    pub tclass: u8,
+    pub flow_label: u32,
     /// (1.2) Bounds and addresses incoming WRITEs when [`QPF_REGION`] is set.
     pub region: Region,
     /// (1.2) RNR NAKs in a row the requester accepts, 0 to 7
@@ -85,9 +95,11 @@ fn u64_at(b: &[u8], o: usize) -> u64 {
 }
 
 impl QpCtx {
-    pub const LEN: usize = 96;
+    pub const LEN: usize = 112;
 
     pub fn decode(b: &[u8]) -> Self {
+        let flags = u32_at(b, 56);
+        let grh = flags & QPF_GRH != 0;
         Self {
             state: b[0],
             log_mtu: b[1],
@@ -103,10 +115,18 @@ impl QpCtx {
             local_rkey: u32_at(b, 36),
             dest: Endpoint {
                 mac: b[40..46].try_into().unwrap(),
-                ip: Gid::v4(b[48..52].try_into().unwrap()),
+                ip: if grh {
+                    Gid(b[96..112].try_into().unwrap())
+                } else {
+                    Gid::v4(b[48..52].try_into().unwrap())
+                },
             },
             udp_sport: u16::from_le_bytes([b[52], b[53]]),
-            flags: u32_at(b, 56),
+            flags,
+            sgid_index: if grh { b[54] } else { 0 },
+            hop_limit: if grh { b[46] } else { 0 },
+            tclass: if grh { b[47] } else { 0 },
+            flow_label: if grh { u32_at(b, 60) & 0xf_ffff } else { 0 },
             region: Region {
                 iova: u64_at(b, 64),
                 len: u64_at(b, 72),
@@ -132,7 +152,15 @@ impl QpCtx {
         b[32..36].copy_from_slice(&self.remote_rkey.to_le_bytes());
         b[36..40].copy_from_slice(&self.local_rkey.to_le_bytes());
         b[40..46].copy_from_slice(&self.dest.mac);
-        b[48..52].copy_from_slice(&self.dest.ip.to_v4().unwrap_or_default());
+        if self.has_grh() {
+            b[46] = self.hop_limit;
+            b[47] = self.tclass;
+            b[54] = self.sgid_index;
+            b[60..64].copy_from_slice(&self.flow_label.to_le_bytes());
+            b[96..112].copy_from_slice(&self.dest.ip.0);
+        } else {
+            b[48..52].copy_from_slice(&self.dest.ip.to_v4().unwrap_or_default());
+        }
         b[52..54].copy_from_slice(&self.udp_sport.to_le_bytes());
         b[56..60].copy_from_slice(&self.flags.to_le_bytes());
         b[64..72].copy_from_slice(&self.region.iova.to_le_bytes());
@@ -149,6 +177,11 @@ impl QpCtx {
 
     pub fn has_region(&self) -> bool {
         self.flags & QPF_REGION != 0
+    }
+
+    /// (1.3) The addresses are GIDs.
+    pub fn has_grh(&self) -> bool {
+        self.flags & QPF_GRH != 0
     }
 
     /// What the context grants a WRITE carrying `rkey`, if anything: rkey
@@ -328,6 +361,9 @@ pub struct Qp {
     pub msn: u32,
     pub recv: Option<RecvWrite>,
     pub nak_sent: bool,
+    /// (1.3) The source address, taken from the GID table when QP_WRITE
+    /// set the context's addresses.
+    pub src_gid: Gid,
 }
 
 impl Qp {
@@ -349,6 +385,7 @@ impl Qp {
             msn: 0,
             recv: None,
             nak_sent: false,
+            src_gid: Gid::default(),
         }
     }
 
@@ -365,6 +402,34 @@ impl Qp {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn grh_fields_are_read_only_with_grh() {
+        let mut b = [0u8; QpCtx::LEN];
+        b[46] = 9; // hop limit
+        b[47] = 0x68; // traffic class
+        b[48..52].copy_from_slice(&[10, 0, 0, 7]);
+        b[54] = 3; // source GID index
+        b[60..64].copy_from_slice(&0xfff1_2345u32.to_le_bytes());
+        b[96..112].copy_from_slice(&[0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
+        let c = QpCtx::decode(&b);
+        assert_eq!(c.dest.ip, Gid::v4([10, 0, 0, 7]), "1.2: IPv4 at 48");
+        assert_eq!(
+            (c.sgid_index, c.hop_limit, c.tclass, c.flow_label),
+            (0, 0, 0, 0)
+        );
+        b[56] = QPF_GRH as u8;
+        let c = QpCtx::decode(&b);
+        assert_eq!(c.dest.ip.0[..4], [0x20, 1, 0xd, 0xb8]);
+        assert_eq!(c.dest.ip.0[15], 2);
+        assert_eq!(
+            (c.sgid_index, c.hop_limit, c.tclass, c.flow_label),
+            (3, 9, 0x68, 0x1_2345)
+        );
+        let e = c.encode();
+        assert_eq!(QpCtx::decode(&e), c);
+        assert_eq!(e[48..52], [0; 4], "the IPv4 field is not written with GRH");
+    }
 
     #[test]
     fn layouts_round_trip() {
@@ -394,10 +459,11 @@ mod tests {
             },
             rnr_retry: 6,
             min_rnr_timer: 31,
+            ..Default::default()
         };
         let b = c.encode();
         assert_eq!(QpCtx::decode(&b), c);
-        assert_eq!(b.len(), 96);
+        assert_eq!(b.len(), 112);
         assert_eq!(
             u64::from_le_bytes(b[64..72].try_into().unwrap()),
             0x7f00_1234_5000

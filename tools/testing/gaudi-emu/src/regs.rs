@@ -62,6 +62,10 @@ pub const DEVMEM_SIZE_LO: u64 = 0x0060;
 pub const DEVMEM_SIZE_HI: u64 = 0x0064;
 /// MSI-X vectors.
 pub const NUM_VECTORS: u64 = 0x0068;
+/// (1.3) Entries of each port's GID table.
+pub const MAX_GIDS: u64 = 0x006c;
+/// (1.3) Largest Ethernet frame the rings carry, without FCS.
+pub const ETH_MAX_FRAME: u64 = 0x0070;
 /// Firmware version: [`FW_VERSION_LEN`] bytes of NUL-padded ASCII.
 pub const FW_VERSION: u64 = 0x0100;
 pub const FW_VERSION_LEN: usize = 32;
@@ -128,6 +132,10 @@ pub const CMD_RKEY_REVOKE: u32 = 0x06;
 pub const CMD_DEVMEM_FILL: u32 = 0x07;
 /// DEVMEM_FILL offsets and lengths are multiples of this.
 pub const DEVMEM_FILL_ALIGN: u64 = 4096;
+/// (1.3) Write GID table entry `index` of the port: the GID in CMD_DATA
+/// bytes 0..15, [`GID_VALID`] in bytes 16..19.
+pub const CMD_GID_SET: u32 = 0x08;
+pub const GID_VALID: u32 = 1 << 0;
 
 // ---- Ports -------------------------------------------------------------
 
@@ -155,6 +163,53 @@ pub const PORT_ICRC_ERRORS: u64 = 0x28;
 /// (1.2) RNR NAKs sent (a CQ with no room for a WRITE with immediate).
 pub const PORT_RNR_NAKS_SENT: u64 = 0x2c;
 
+// ---- Ethernet rings (1.3) ------------------------------------------------
+
+/// Per-port Ethernet blocks: `ETH_BASE + port * ETH_STRIDE + reg`.
+pub const ETH_BASE: u64 = 0x3000;
+pub const ETH_STRIDE: u64 = 0x40;
+/// Transmit and receive ring bus addresses (16-byte aligned).
+pub const ETH_TX_BASE_LO: u64 = 0x00;
+pub const ETH_TX_BASE_HI: u64 = 0x04;
+pub const ETH_RX_BASE_LO: u64 = 0x08;
+pub const ETH_RX_BASE_HI: u64 = 0x0c;
+/// [`ETH_LOG_SIZE_TX`], [`ETH_LOG_SIZE_RX`]: log2 of the descriptors.
+pub const ETH_LOG_SIZE: u64 = 0x10;
+pub const ETH_LOG_SIZE_TX: Field = Field::new("tx", 7, 0);
+pub const ETH_LOG_SIZE_RX: Field = Field::new("rx", 15, 8);
+/// [`ETH_CTRL_ENABLE`], [`ETH_CTRL_PROMISC`], [`ETH_CTRL_ALLMULTI`].
+pub const ETH_CTRL: u64 = 0x14;
+pub const ETH_CTRL_ENABLE: u32 = 1 << 0;
+pub const ETH_CTRL_PROMISC: u32 = 1 << 1;
+pub const ETH_CTRL_ALLMULTI: u32 = 1 << 2;
+/// Producer (driver) and consumer (device) indexes, 16-bit.
+pub const ETH_TX_PI: u64 = 0x18;
+pub const ETH_TX_CI: u64 = 0x1c;
+pub const ETH_RX_PI: u64 = 0x20;
+pub const ETH_RX_CI: u64 = 0x24;
+/// [`ETH_ARM_TX`], [`ETH_ARM_RX`]: arm for one `ETH` event.
+pub const ETH_ARM: u64 = 0x28;
+pub const ETH_ARM_TX: Field = Field::new("tx", 31, 16);
+pub const ETH_ARM_RX: Field = Field::new("rx", 15, 0);
+/// Counters (read-only).
+pub const ETH_RX_NOBUF: u64 = 0x2c;
+pub const ETH_RX_FILTERED: u64 = 0x30;
+pub const ETH_ERRORS: u64 = 0x34;
+pub const ETH_TX_FRAMES: u64 = 0x38;
+pub const ETH_RX_FRAMES: u64 = 0x3c;
+
+/// Ring sizes: log2 of the descriptors.
+pub const ETH_MIN_LOG_SIZE: u32 = 4;
+pub const ETH_MAX_LOG_SIZE: u32 = 12;
+/// Descriptor size and flags.
+pub const ETH_DESC_SIZE: usize = 16;
+pub const ETH_DESC_DONE: u16 = 1 << 0;
+pub const ETH_DESC_ERROR: u16 = 1 << 1;
+/// Shortest frame a transmit descriptor may give, and the minimum frame
+/// length the device pads to.
+pub const ETH_MIN_FRAME: usize = 14;
+pub const ETH_PAD_TO: usize = 60;
+
 // ---- Doorbells ---------------------------------------------------------
 
 /// One 4 KiB doorbell page per port: `DB_BASE + port * DB_STRIDE`.
@@ -177,9 +232,10 @@ const _: () = assert!(DB_QPN.mask() == DB_CQN.mask() && DB_PI.mask() == DB_CI.ma
 
 /// "GAU2".
 pub const ID_MAGIC: u32 = 0x4741_5532;
-/// Programming model 1.2 (1.1 added the RING page-table bit; 1.2 the
-/// QP's local region, RNR NAKs, RKEY_REVOKE and DEVMEM_FILL).
-pub const MODEL_VERSION: u32 = VERSION_MAJOR.put(1) | VERSION_MINOR.put(2);
+/// Programming model 1.3 (1.1 added the RING page-table bit; 1.2 the
+/// QP's local region, RNR NAKs, RKEY_REVOKE and DEVMEM_FILL; 1.3 the
+/// Ethernet rings, the GID table, GRH QP contexts and IPv6).
+pub const MODEL_VERSION: u32 = VERSION_MAJOR.put(1) | VERSION_MINOR.put(3);
 pub const STATUS_READY: u32 = 1 << 0;
 pub const STATUS_FATAL: u32 = 1 << 1;
 pub const RESET_MAGIC: u32 = 0x5245_5345;
@@ -285,6 +341,19 @@ macro_rules! port_reg {
     };
 }
 
+/// A per-port Ethernet register (its constant is the offset in the block).
+macro_rules! eth_reg {
+    ($name:ident $(, [$($f:expr),* $(,)?])?) => {
+        RegDef {
+            name: stringify!($name),
+            offset: ETH_BASE + $name,
+            count: MAX_PORTS as u32,
+            stride: ETH_STRIDE,
+            fields: &[$($($f),*)?],
+        }
+    };
+}
+
 /// A doorbell (its constant is the offset in the port's doorbell page).
 macro_rules! doorbell {
     ($name:ident, [$($f:expr),* $(,)?]) => {
@@ -338,6 +407,8 @@ pub const REGISTER_MAP: &[RegDef] = &[
     reg!(DEVMEM_SIZE_LO),
     reg!(DEVMEM_SIZE_HI),
     reg!(NUM_VECTORS),
+    reg!(MAX_GIDS),
+    reg!(ETH_MAX_FRAME),
     reg!(FW_VERSION[FW_VERSION_LEN / 4]),
     // Device MMU.
     reg!(MMU_ROOT_LO),
@@ -372,6 +443,30 @@ pub const REGISTER_MAP: &[RegDef] = &[
     port_reg!(PORT_NAKS_SENT),
     port_reg!(PORT_ICRC_ERRORS),
     port_reg!(PORT_RNR_NAKS_SENT),
+    // Ethernet rings.
+    eth_reg!(ETH_TX_BASE_LO),
+    eth_reg!(ETH_TX_BASE_HI),
+    eth_reg!(ETH_RX_BASE_LO),
+    eth_reg!(ETH_RX_BASE_HI),
+    eth_reg!(ETH_LOG_SIZE, [ETH_LOG_SIZE_TX, ETH_LOG_SIZE_RX]),
+    eth_reg!(
+        ETH_CTRL,
+        [
+            Field::bit("enable", ETH_CTRL_ENABLE),
+            Field::bit("promisc", ETH_CTRL_PROMISC),
+            Field::bit("allmulti", ETH_CTRL_ALLMULTI)
+        ]
+    ),
+    eth_reg!(ETH_TX_PI),
+    eth_reg!(ETH_TX_CI),
+    eth_reg!(ETH_RX_PI),
+    eth_reg!(ETH_RX_CI),
+    eth_reg!(ETH_ARM, [ETH_ARM_TX, ETH_ARM_RX]),
+    eth_reg!(ETH_RX_NOBUF),
+    eth_reg!(ETH_RX_FILTERED),
+    eth_reg!(ETH_ERRORS),
+    eth_reg!(ETH_TX_FRAMES),
+    eth_reg!(ETH_RX_FRAMES),
     // Doorbells.
     doorbell!(DB_SQ, [DB_QPN, DB_PI]),
     doorbell!(DB_CQ, [DB_CQN, DB_CI]),
@@ -419,6 +514,8 @@ pub const EV_CQ_OVERFLOW: u8 = 4;
 pub const EV_MMU_FAULT: u8 = 5;
 pub const EV_DEVICE_FATAL: u8 = 6;
 pub const EV_COMPLETION: u8 = 7;
+/// (1.3) The port's Ethernet rings were armed and a consumer index moved.
+pub const EV_ETH: u8 = 8;
 
 /// QP states.
 pub const QPS_RESET: u8 = 0;
@@ -432,6 +529,9 @@ pub const QPF_REMOTE_WRITE: u32 = 1 << 0;
 /// (1.2) The local region of the context bounds incoming WRITEs and
 /// addresses them by iova.
 pub const QPF_REGION: u32 = 1 << 1;
+/// (1.3) The context's addresses are GIDs: source GID index, destination
+/// GID, hop limit, traffic class, flow label.
+pub const QPF_GRH: u32 = 1 << 2;
 
 /// RNR retry count meaning "retry without limit".
 pub const RNR_RETRY_FOREVER: u8 = 7;
@@ -451,7 +551,7 @@ mod tests {
 
     #[test]
     fn fields() {
-        assert_eq!(MODEL_VERSION, 0x0001_0002);
+        assert_eq!(MODEL_VERSION, 0x0001_0003);
         assert_eq!(CMD_OPCODE.mask(), 0xff00_0000);
         assert_eq!(CMD_PORT.get(0xffff_ffff), 0x1f);
         assert_eq!(CMD_INDEX.put(0x1_2345), 0x2345);

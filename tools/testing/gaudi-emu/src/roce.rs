@@ -448,6 +448,25 @@ impl Packet<'_> {
     }
 }
 
+/// The destination address of `f` if it is IPv4 or IPv6 (without
+/// extension headers) to UDP port 4791: a RoCEv2 frame for whoever has
+/// that address (the rest is checked when it is decoded).
+pub fn roce_destination(f: &[u8]) -> Option<Gid> {
+    let ip = f.get(ETH_HLEN..)?;
+    let (dst, udp) = match u16::from_be_bytes([*f.get(12)?, *f.get(13)?]) {
+        ETHERTYPE_IPV4 if ip.first() == Some(&0x45) && ip.get(9) == Some(&17) => (
+            Gid::v4(ip.get(16..20)?.try_into().unwrap()),
+            ip.get(IP_HLEN..)?,
+        ),
+        ETHERTYPE_IPV6 if ip.first()? >> 4 == 6 && ip.get(6) == Some(&17) => (
+            Gid(ip.get(24..40)?.try_into().unwrap()),
+            ip.get(IP6_HLEN..)?,
+        ),
+        _ => return None,
+    };
+    (udp.get(2..4)? == ROCE_PORT.to_be_bytes()).then_some(dst)
+}
+
 /// Compute the ICRC of frame `f` again, in its last 4 bytes (a test's
 /// frame whose headers it changed). Frames too short to have one are left.
 pub fn reseal(f: &mut [u8]) {

@@ -206,8 +206,23 @@ fn registers_and_capabilities() {
     let fw: Vec<u8> = (0..FW_VERSION_LEN as u64 / 4)
         .flat_map(|i| e.rd(FW_VERSION + 4 * i).to_le_bytes())
         .collect();
-    assert!(fw.starts_with(b"gaudi-emu 1.2\0"));
+    assert!(fw.starts_with(b"gaudi-emu 1.3\0"));
     assert_eq!(e.rd(PORT_BASE + PORT_RNR_NAKS_SENT), 0);
+    assert_eq!((e.rd(MAX_GIDS), e.rd(ETH_MAX_FRAME)), (16, 9216));
+    // (1.3) The station address is writable; a reset restores it.
+    let mac = (e.rd(PORT_BASE + PORT_MAC_LO), e.rd(PORT_BASE + PORT_MAC_HI));
+    e.wr(PORT_BASE + PORT_MAC_LO, 0x4433_2202);
+    e.wr(PORT_BASE + PORT_MAC_HI, 0xffff_6655);
+    assert_eq!(e.rd(PORT_BASE + PORT_MAC_LO), 0x4433_2202);
+    assert_eq!(e.rd(PORT_BASE + PORT_MAC_HI), 0x6655);
+    e.wr(PORT_BASE + PORT_IPV4, 0);
+    assert_ne!(e.rd(PORT_BASE + PORT_IPV4), 0, "PORT_IPV4 stays read-only");
+    e.wr(RESET, RESET_MAGIC);
+    assert_eq!(e.rd(STATUS) & STATUS_READY, STATUS_READY);
+    assert_eq!(
+        (e.rd(PORT_BASE + PORT_MAC_LO), e.rd(PORT_BASE + PORT_MAC_HI)),
+        mac
+    );
     // Read-only registers ignore writes; scratch holds until reset.
     e.wr(ID, 0);
     e.wr(NUM_PORTS, 99);

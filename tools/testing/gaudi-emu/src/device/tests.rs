@@ -1507,3 +1507,427 @@ fn fuzz_wire_survives_counts_and_lands_nothing() {
         assert_eq!(counts(&lines[1])["rx"], k["bad_qpn"] + k["garbage"]);
     }
 }
+
+// ---- Addresses and Ethernet rings (1.3) ---------------------------------
+
+fn gid6(n: u8) -> Gid {
+    Gid([0xfd, 0x9a, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, n])
+}
+
+/// Set GID table entry `index` of port 0.
+fn gid_set(d: &mut Dev, index: u32, gid: Option<Gid>) -> u32 {
+    let mut data = [0u8; 20];
+    if let Some(g) = gid {
+        data[..16].copy_from_slice(&g.0);
+        data[16] = GID_VALID as u8;
+    }
+    d.cmd(CMD_GID_SET, index, &data)
+}
+
+/// Two devices whose QPs address each other by GID: each has `gid(side)`
+/// at GID index 3 (a is side 1, b side 2).
+fn grh_rig(gid: impl Fn(u8) -> Gid, tweak: impl Fn(&mut QpCtx)) -> (Rig, TCq, TQp, TCq) {
+    let mut a = Dev::new(1, |_| {});
+    let mut b = Dev::new(2, |_| {});
+    assert_eq!(gid_set(&mut a, 3, Some(gid(1))), 0);
+    assert_eq!(gid_set(&mut b, 3, Some(gid(2))), 0);
+    let (ma, mb) = (a.d.ports[0].ep.mac, b.d.ports[0].ep.mac);
+    let cqa = a.cq(1, CQ_VA, 6);
+    let cqb = b.cq(1, CQ_VA, 6);
+    let grh = |c: &mut QpCtx| {
+        c.flags |= QPF_GRH;
+        c.sgid_index = 3;
+        c.hop_limit = 5;
+        c.tclass = 0x20;
+        c.flow_label = 0x5_4321;
+        tweak(c);
+    };
+    let qpa = a.qp(
+        QPN_A,
+        Endpoint {
+            mac: mb,
+            ip: gid(2),
+        },
+        QPN_B,
+        (KEY_B, KEY_A),
+        grh,
+    );
+    b.qp(
+        QPN_B,
+        Endpoint {
+            mac: ma,
+            ip: gid(1),
+        },
+        QPN_A,
+        (KEY_A, KEY_B),
+        grh,
+    );
+    (Rig { a, b }, cqa, qpa, cqb)
+}
+
+#[test]
+fn grh_qps_write_over_ipv6_and_ipv4_gids() {
+    for (gid, v6) in [
+        (gid6 as fn(u8) -> Gid, true),
+        (|n| Gid::v4([192, 0, 2, n]), false),
+    ] {
+        let (mut r, mut cqa, mut qpa, _) = grh_rig(gid, |_| {});
+        let len = 3 * MTU + 5;
+        let data = pattern(len, 7);
+        let src = r.a.buffer(SRC_VA, len, 0);
+        r.a.put(src, &data);
+        let dst = r.b.buffer(DST_VA, 4 * MTU, PTE_WRITE);
+        r.a.post(&mut qpa, wqe(len, DST_VA, None));
+        let frames = r.sent_by_a();
+        assert_eq!(frames.len(), 4);
+        for f in &frames {
+            let p = Packet::decode(f).unwrap();
+            assert_eq!((p.src.ip, p.dst.ip), (gid(1), gid(2)));
+            assert_eq!((p.hop_limit, p.tclass), (5, 0x20));
+            assert_eq!(p.flow_label, if v6 { 0x5_4321 } else { 0 });
+            assert_eq!(&f[12..14], if v6 { &[0x86, 0xdd] } else { &[0x08, 0x00] });
+        }
+        r.deliver_to_b(&frames);
+        r.run();
+        assert_eq!(r.a.poll(&mut cqa).unwrap().status, ST_SUCCESS, "v6 {v6}");
+        let got = r.b.get(dst, 4 * MTU);
+        assert_eq!(&got[..len], &data[..]);
+        assert!(got[len..].iter().all(|&x| x == 0), "nothing after");
+        assert_eq!(r.b.counters().rx, 4);
+    }
+}
+
+#[test]
+fn grh_contexts_need_a_valid_source_of_the_destination_family() {
+    let mut d = Dev::new(1, |_| {});
+    d.cq(1, CQ_VA, 6);
+    d.buffer(SQ_VA, WQE_SIZE << 6, PTE_RING);
+    let mut ctx = QpCtx {
+        log_mtu: 12,
+        cqn: 1,
+        sq_base: SQ_VA,
+        sq_log_size: 6,
+        dest_qpn: 1,
+        dest: Endpoint {
+            mac: [2, 0, 0, 0, 0, 9],
+            ip: gid6(9),
+        },
+        flags: QPF_GRH,
+        sgid_index: 3,
+        ..Default::default()
+    };
+    ctx.state = QPS_INIT;
+    assert_eq!(d.cmd(CMD_QP_WRITE, 5, &ctx.encode()), 0);
+    ctx.state = QPS_RTR;
+    assert_eq!(
+        d.cmd(CMD_QP_WRITE, 5, &ctx.encode()),
+        EINVAL,
+        "entry 3 clear"
+    );
+    assert_eq!(gid_set(&mut d, 3, Some(Gid::v4([10, 1, 1, 1]))), 0);
+    assert_eq!(
+        d.cmd(CMD_QP_WRITE, 5, &ctx.encode()),
+        EINVAL,
+        "IPv4 source, IPv6 destination"
+    );
+    ctx.sgid_index = 200;
+    assert_eq!(
+        d.cmd(CMD_QP_WRITE, 5, &ctx.encode()),
+        EINVAL,
+        "index beyond the table"
+    );
+    assert_eq!(
+        gid_set(&mut d, 16, Some(gid6(1))),
+        EINVAL,
+        "GID_SET beyond the table"
+    );
+    assert_eq!(gid_set(&mut d, 4, Some(gid6(1))), 0);
+    ctx.sgid_index = 4;
+    assert_eq!(d.cmd(CMD_QP_WRITE, 5, &ctx.encode()), 0);
+    assert_eq!(d.d.ports[0].qps[&5].src_gid, gid6(1));
+    // A later GID_SET does not change the QP's source.
+    assert_eq!(gid_set(&mut d, 4, None), 0);
+    assert_eq!(d.d.ports[0].qps[&5].src_gid, gid6(1));
+    // Without GRH, GID entry 0 must be IPv4.
+    let mut old = QpCtx {
+        dest: Endpoint {
+            mac: [2, 0, 0, 0, 0, 9],
+            ip: Gid::v4([10, 9, 9, 9]),
+        },
+        flags: 0,
+        sgid_index: 0,
+        ..ctx
+    };
+    old.state = QPS_INIT;
+    assert_eq!(d.cmd(CMD_QP_WRITE, 6, &old.encode()), 0);
+    old.state = QPS_RTR;
+    assert_eq!(gid_set(&mut d, 0, Some(gid6(2))), 0);
+    assert_eq!(d.cmd(CMD_QP_WRITE, 6, &old.encode()), EINVAL);
+    assert_eq!(gid_set(&mut d, 0, Some(Gid::v4([10, 1, 0, 1]))), 0);
+    assert_eq!(d.cmd(CMD_QP_WRITE, 6, &old.encode()), 0);
+    assert_eq!(d.d.ports[0].qps[&6].src_gid, Gid::v4([10, 1, 0, 1]));
+    // A reset restores entry 0 to the factory address and clears the rest.
+    d.wr(RESET, RESET_MAGIC);
+    let ep = d.d.ports[0].ep;
+    assert_eq!(d.d.ports[0].gids[0], Some(ep.ip));
+    assert!(d.d.ports[0].gids[1..].iter().all(Option::is_none));
+}
+
+/// Port 0's Ethernet rings: `1 << log` descriptors each, receive buffers
+/// of `buf` bytes posted in every receive descriptor.
+struct Rings {
+    tx: u64,
+    rx: u64,
+    bufs: Vec<u64>,
+    log: u32,
+    tx_pi: u16,
+}
+
+const ETH0: u64 = ETH_BASE;
+
+impl Dev {
+    fn rings(&mut self, log: u32, buf: usize) -> Rings {
+        let n = 1usize << log;
+        let tx = self.alloc(n * ETH_DESC_SIZE);
+        let rx = self.alloc(n * ETH_DESC_SIZE);
+        let bufs: Vec<u64> = (0..n).map(|_| self.alloc(buf)).collect();
+        for (i, b) in bufs.iter().enumerate() {
+            let d = eth::Desc {
+                addr: *b,
+                len: buf as u16,
+                flags: 0,
+            };
+            self.put(rx + (i * ETH_DESC_SIZE) as u64, &d.encode());
+        }
+        self.wr64(ETH0 + ETH_TX_BASE_LO, tx);
+        self.wr64(ETH0 + ETH_RX_BASE_LO, rx);
+        self.wr(ETH0 + ETH_LOG_SIZE, log | log << 8);
+        self.wr(ETH0 + ETH_CTRL, ETH_CTRL_ENABLE);
+        self.wr(ETH0 + ETH_RX_PI, n as u32);
+        Rings {
+            tx,
+            rx,
+            bufs,
+            log,
+            tx_pi: 0,
+        }
+    }
+
+    /// Queue `frame` on the transmit ring (its buffer allocated here).
+    fn eth_send(&mut self, r: &mut Rings, frame: &[u8]) {
+        let b = self.alloc(frame.len().max(1));
+        self.put(b, frame);
+        let d = eth::Desc {
+            addr: b,
+            len: frame.len() as u16,
+            flags: 0,
+        };
+        let at = r.tx + u64::from(r.tx_pi % (1 << r.log)) * ETH_DESC_SIZE as u64;
+        self.put(at, &d.encode());
+        r.tx_pi = r.tx_pi.wrapping_add(1);
+        self.wr(ETH0 + ETH_TX_PI, u32::from(r.tx_pi));
+    }
+
+    fn desc(&mut self, ring: u64, i: u16) -> eth::Desc {
+        eth::Desc::decode(
+            &self
+                .get(ring + u64::from(i) * ETH_DESC_SIZE as u64, ETH_DESC_SIZE)
+                .try_into()
+                .unwrap(),
+        )
+    }
+}
+
+fn frame(dst: [u8; 6], ethertype: u16, len: usize, seed: u8) -> Vec<u8> {
+    let mut f = dst.to_vec();
+    f.extend_from_slice(&[2, 0x77, 0, 0, 0, 1]);
+    f.extend_from_slice(&ethertype.to_be_bytes());
+    f.extend(pattern(len - 14, seed));
+    f
+}
+
+#[test]
+fn eth_transmit_ring_sends_frames_as_built() {
+    let mut d = Dev::new(1, |_| {});
+    let mut r = d.rings(4, 2048);
+    let small = frame([0xff; 6], 0x0806, 42, 1);
+    let big = frame([2, 0, 0, 0, 0, 2], 0x0800, 9216, 2);
+    d.eth_send(&mut r, &small);
+    d.eth_send(&mut r, &big);
+    assert_eq!(d.rd(ETH0 + ETH_TX_CI), 0, "sent later, not at the doorbell");
+    d.d.step(d.now);
+    let sent = d.d.take_tx(0, d.now);
+    let mut padded = small.clone();
+    padded.resize(60, 0);
+    assert_eq!(sent, [padded, big]);
+    assert_eq!(d.rd(ETH0 + ETH_TX_CI), 2);
+    assert_eq!(d.rd(ETH0 + ETH_TX_FRAMES), 2);
+    for i in 0..2 {
+        assert_eq!(d.desc(r.tx, i).flags, ETH_DESC_DONE);
+    }
+    assert_eq!(d.counters().tx, 0, "not RoCE frames");
+    // Lengths out of range are refused, the frame not sent.
+    for len in [13, 9217] {
+        d.eth_send(&mut r, &vec![0xee; len]);
+    }
+    d.d.step(d.now);
+    assert!(d.d.take_tx(0, d.now).is_empty());
+    assert_eq!(d.desc(r.tx, 2).flags, ETH_DESC_DONE | ETH_DESC_ERROR);
+    assert_eq!(d.desc(r.tx, 3).flags, ETH_DESC_DONE | ETH_DESC_ERROR);
+    assert_eq!((d.rd(ETH0 + ETH_TX_CI), d.rd(ETH0 + ETH_ERRORS)), (4, 2));
+    // A link that is down finishes frames without sending them.
+    d.d.set_link(0, false);
+    d.eth_send(&mut r, &small);
+    d.d.step(d.now);
+    assert!(d.d.take_tx(0, d.now).is_empty());
+    assert_eq!((d.rd(ETH0 + ETH_TX_CI), d.rd(ETH0 + ETH_TX_FRAMES)), (5, 2));
+    // A producer index far ahead sends one ring's worth.
+    d.d.set_link(0, true);
+    d.wr(ETH0 + ETH_TX_PI, u32::from(r.tx_pi.wrapping_add(100)));
+    d.d.step(d.now);
+    assert_eq!(d.rd(ETH0 + ETH_TX_CI), 5 + 16);
+    // A descriptor ring outside memory: audited, the rings stop.
+    let audit = d.d.audit();
+    d.wr(ETH0 + ETH_CTRL, 0);
+    d.wr64(ETH0 + ETH_TX_BASE_LO, 0x4000);
+    d.wr(ETH0 + ETH_CTRL, ETH_CTRL_ENABLE);
+    d.wr(ETH0 + ETH_TX_PI, 1);
+    d.d.step(d.now);
+    assert_eq!(d.d.audit(), audit + 1);
+    assert_eq!(d.rd(ETH0 + ETH_CTRL) & ETH_CTRL_ENABLE, 0);
+}
+
+#[test]
+fn eth_receive_ring_takes_what_the_filter_and_buffers_allow() {
+    let mut d = Dev::new(1, |_| {});
+    let mac = d.d.ports[0].ep.mac;
+    let r = d.rings(4, 1600);
+    // Poison the buffers: what follows a frame must stay as it was.
+    for &b in &r.bufs {
+        d.put(b, &[0xa5; 1600]);
+    }
+    let f = frame(mac, 0x0800, 100, 3);
+    d.d.receive(0, &f, d.now);
+    assert_eq!(d.rd(ETH0 + ETH_RX_CI), 1);
+    let desc = d.desc(r.rx, 0);
+    assert_eq!((desc.len, desc.flags), (100, ETH_DESC_DONE));
+    let got = d.get(r.bufs[0], 1600);
+    assert_eq!(&got[..100], &f[..]);
+    assert!(
+        got[100..].iter().all(|&x| x == 0xa5),
+        "nothing past the frame"
+    );
+    // Broadcast taken; another unicast MAC and multicast filtered.
+    d.d.receive(0, &frame([0xff; 6], 0x0806, 60, 4), d.now);
+    d.d.receive(0, &frame([2, 9, 9, 9, 9, 9], 0x0800, 60, 5), d.now);
+    d.d.receive(0, &frame([0x33, 0x33, 0, 0, 0, 1], 0x86dd, 80, 6), d.now);
+    assert_eq!(
+        (d.rd(ETH0 + ETH_RX_CI), d.rd(ETH0 + ETH_RX_FILTERED)),
+        (2, 2)
+    );
+    // allmulti takes multicast, promisc everything.
+    d.wr(ETH0 + ETH_CTRL, ETH_CTRL_ENABLE | ETH_CTRL_ALLMULTI);
+    d.d.receive(0, &frame([0x33, 0x33, 0, 0, 0, 1], 0x86dd, 80, 6), d.now);
+    d.d.receive(0, &frame([2, 9, 9, 9, 9, 9], 0x0800, 60, 5), d.now);
+    assert_eq!(
+        (d.rd(ETH0 + ETH_RX_CI), d.rd(ETH0 + ETH_RX_FILTERED)),
+        (3, 3)
+    );
+    d.wr(ETH0 + ETH_CTRL, ETH_CTRL_ENABLE | ETH_CTRL_PROMISC);
+    d.d.receive(0, &frame([2, 9, 9, 9, 9, 9], 0x0800, 60, 5), d.now);
+    assert_eq!(d.rd(ETH0 + ETH_RX_CI), 4);
+    // Longer than its buffer: dropped, the descriptor says so.
+    d.d.receive(0, &frame(mac, 0x0800, 1601, 7), d.now);
+    let desc = d.desc(r.rx, 4);
+    assert_eq!((desc.len, desc.flags), (0, ETH_DESC_DONE | ETH_DESC_ERROR));
+    assert_eq!((d.rd(ETH0 + ETH_RX_CI), d.rd(ETH0 + ETH_ERRORS)), (5, 1));
+    assert!(d.get(r.bufs[4], 1600).iter().all(|&x| x == 0xa5));
+    // No buffer left: dropped and counted.
+    for i in 0..11 {
+        d.d.receive(0, &frame(mac, 0x0800, 60, i), d.now);
+    }
+    assert_eq!(
+        (d.rd(ETH0 + ETH_RX_CI), d.rd(ETH0 + ETH_RX_FRAMES)),
+        (16, 15)
+    );
+    d.d.receive(0, &frame(mac, 0x0800, 60, 99), d.now);
+    assert_eq!((d.rd(ETH0 + ETH_RX_CI), d.rd(ETH0 + ETH_RX_NOBUF)), (16, 1));
+    // Posting a buffer again (descriptor 0, reused) takes the next frame.
+    d.wr(ETH0 + ETH_RX_PI, 17);
+    d.d.receive(0, &frame(mac, 0x0800, 70, 8), d.now);
+    assert_eq!(d.rd(ETH0 + ETH_RX_CI), 17);
+    assert_eq!(d.desc(r.rx, 0).len, 70);
+}
+
+#[test]
+fn eth_arm_raises_one_event_when_an_index_moves() {
+    let mut d = Dev::new(1, |_| {});
+    let mac = d.d.ports[0].ep.mac;
+    let mut r = d.rings(4, 256);
+    d.events();
+    d.wr(ETH0 + ETH_ARM, 0);
+    assert!(d.events().is_empty(), "nothing moved yet");
+    d.d.receive(0, &frame(mac, 0x0800, 60, 1), d.now);
+    d.d.receive(0, &frame(mac, 0x0800, 60, 2), d.now);
+    assert_eq!(
+        d.events(),
+        [(EV_ETH, 1, 0)],
+        "one event, at the first frame"
+    );
+    d.eth_send(&mut r, &frame([0xff; 6], 0x0800, 60, 3));
+    d.d.step(d.now);
+    assert!(d.events().is_empty(), "not armed");
+    // Armed with what the driver saw (rx 1, tx 0): behind, so at once.
+    d.wr(ETH0 + ETH_ARM, 1);
+    assert_eq!(d.events(), [(EV_ETH, 2, 1)]);
+    d.wr(ETH0 + ETH_ARM, 1 << 16 | 2);
+    d.eth_send(&mut r, &frame([0xff; 6], 0x0800, 60, 4));
+    assert!(d.events().is_empty());
+    d.d.step(d.now);
+    assert_eq!(d.events(), [(EV_ETH, 2, 2)], "a transmit completion");
+}
+
+#[test]
+fn eth_rings_get_what_is_not_roce_for_the_port() {
+    let (mut r, _, mut qpa, _) = Rig::new(6, |_| {}, |_| {}, |_| {});
+    let ip_b = r.b.d.ports[0].ep.ip;
+    r.b.rings(4, 2048);
+    // ARP for b's address reaches the ring; the device does not answer.
+    let mut arp = vec![0xff; 6];
+    arp.extend_from_slice(&[2, 0, 0, 0, 0, 1, 0x08, 0x06, 0, 1, 0x08, 0x00, 6, 4, 0, 1]);
+    arp.extend_from_slice(&[2, 0, 0, 0, 0, 1, 10, 0, 0, 1, 0, 0, 0, 0, 0, 0]);
+    arp.extend_from_slice(&ip_b.to_v4().unwrap());
+    r.b.d.receive(0, &arp, r.b.now);
+    assert!(
+        r.b.d.take_tx(0, r.b.now).is_empty(),
+        "no ARP reply from the device"
+    );
+    assert_eq!(r.b.rd(ETH0 + ETH_RX_CI), 1);
+    // RoCE to b's GID goes to the engine, not the ring.
+    let len = 100;
+    let src = r.a.buffer(SRC_VA, len, 0);
+    r.a.put(src, &pattern(len, 1));
+    r.b.buffer(DST_VA, 4096, PTE_WRITE);
+    r.a.post(&mut qpa, wqe(len, DST_VA, None));
+    let frames = r.sent_by_a();
+    r.deliver_to_b(&frames);
+    assert_eq!((r.b.counters().rx, r.b.rd(ETH0 + ETH_RX_CI)), (1, 1));
+    // The same frame to an address b does not have: the ring's.
+    let mut other = frames[0].clone();
+    other[ETH_HLEN_T + 16..ETH_HLEN_T + 20].copy_from_slice(&[10, 66, 0, 1]);
+    crate::roce::reseal(&mut other);
+    r.b.d.receive(0, &other, r.b.now);
+    assert_eq!((r.b.counters().rx, r.b.rd(ETH0 + ETH_RX_CI)), (1, 2));
+    // Once b has that address (GID_SET), the engine takes it.
+    assert_eq!(gid_set(&mut r.b, 1, Some(Gid::v4([10, 66, 0, 1]))), 0);
+    r.b.d.receive(0, &other, r.b.now);
+    assert_eq!((r.b.counters().rx, r.b.rd(ETH0 + ETH_RX_CI)), (2, 2));
+    // To b's address but another MAC: the ring's filter drops it.
+    let mut wrong_mac = frames[0].clone();
+    wrong_mac[..6].copy_from_slice(&[2, 1, 1, 1, 1, 1]);
+    r.b.d.receive(0, &wrong_mac, r.b.now);
+    assert_eq!(r.b.rd(ETH0 + ETH_RX_FILTERED), 1);
+    assert_eq!(r.b.counters().rx, 2);
+}
+
+const ETH_HLEN_T: usize = crate::roce::ETH_HLEN;
