@@ -14,6 +14,7 @@ MOD=$KOUT/drivers/infiniband/hw/gaudi/gaudi_ib.ko
 BUSYBOX=$ENVROOT/usr/bin/busybox
 VERBS=$CACHE/cargo-target/release/gaudi-verbs-test
 RDMA_TOOL=$ENVROOT/usr/bin/rdma
+ETHTOOL=$ENVROOT/usr/sbin/ethtool
 
 # The software RoCE peer of write_to_rxe: the kernel's rxe and a libibverbs
 # program (Debian's rdma-core) built in the environment.
@@ -30,8 +31,9 @@ fi
 [ -x "$BUSYBOX" ] || die "busybox missing from the build environment"
 [ -x "$VERBS" ] || die "$VERBS missing: build the test programs first"
 [ -x "$RDMA_TOOL" ] || die "rdma (iproute2) missing from the build environment"
+[ -x "$ETHTOOL" ] || die "ethtool missing from the build environment"
 
-inputs=("$MOD" "$BUSYBOX" "$VERBS" "$RDMA_TOOL" "$RXE_PEER" "$KOUT/include/config/kernel.release" "$TOP/tools/testing/vm/init"
+inputs=("$MOD" "$BUSYBOX" "$VERBS" "$RDMA_TOOL" "$ETHTOOL" "$RXE_PEER" "$KOUT/include/config/kernel.release" "$TOP/tools/testing/vm/init"
 	"$TOP/tools/testing/guest" "$0")
 if [ -f "$OUT" ] && [ -z "$(find "${inputs[@]}" -newer "$OUT" -print -quit)" ]; then
 	exit 0
@@ -66,6 +68,11 @@ add_program() { # PATH DEST
 	done
 }
 add_program /usr/bin/rdma /usr/bin/rdma
+# iproute2's ip (network namespaces, addresses of both families; busybox's
+# shell runs its own applet for "ip", so guest-lib.sh points the name at
+# this one), and ethtool.
+add_program /usr/bin/ip /usr/bin/ip
+add_program /usr/sbin/ethtool /usr/sbin/ethtool
 add_program "$VERBS" /usr/bin/gaudi-verbs-test
 add_program "$RXE_PEER" /usr/bin/rxe-peer
 add_program "$RXE_PROVIDER" "$RXE_PROVIDER"

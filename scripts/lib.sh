@@ -16,7 +16,7 @@ SUITE=trixie
 
 ENV_PKGS="make gcc libc6-dev flex bison bc libelf-dev libssl-dev cpio kmod python3
 xz-utils zstd rsync clang lld llvm libclang-dev bindgen busybox-static patch ca-certificates tshark
-iproute2 libibverbs-dev ibverbs-providers"
+iproute2 ethtool libibverbs-dev ibverbs-providers"
 ENV_BPO_PKGS="rustc cargo rust-src rustfmt rust-clippy qemu-system-x86 $KPKG=$KVER_PIN"
 
 log() { printf '==> %s\n' "$*" >&2; }
@@ -45,9 +45,11 @@ in_env() {
 			mkdir -p "$R$d"
 			mount --bind "$d" "$R$d"
 		done
-		# Trust what the host trusts (site proxies with their own CA).
+		# Trust what the host trusts (site proxies with their own CA), except
+		# while apt runs (IN_ENV_NO_CA=1): upgrading ca-certificates rewrites
+		# the file, which a bind mount would keep busy.
 		ca=/etc/ssl/certs/ca-certificates.crt
-		if [ -f "$ca" ] && [ -f "$R$ca" ]; then
+		if [ -z "${IN_ENV_NO_CA:-}" ] && [ -f "$ca" ] && [ -f "$R$ca" ]; then
 			mount --bind "$ca" "$R$ca"
 		fi
 		exec chroot "$R" /usr/bin/env PATH=/usr/sbin:/usr/bin:/sbin:/bin \

@@ -47,7 +47,9 @@ if [ ! -e "$ENVROOT/.bootstrapped" ]; then
 fi
 
 # Install (or complete) the package set; apt-get skips what is there.
-apt_env() { in_env env DEBIAN_FRONTEND=noninteractive apt-get -q -y "$@"; }
+apt_env() { IN_ENV_NO_CA=1 in_env env DEBIAN_FRONTEND=noninteractive apt-get -q -y "$@"; }
+# A run that stopped half way left packages to configure.
+IN_ENV_NO_CA=1 in_env dpkg --configure -a >>"$CACHE/apt.log" 2>&1 || true
 log "apt-get update"
 apt_env update >/dev/null
 log "installing toolchain from $SUITE"

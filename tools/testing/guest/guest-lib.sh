@@ -24,6 +24,9 @@ gaudi_devices() {
 	return 0
 }
 
+# iproute2's ip, not busybox's applet (which the shell would run instead).
+ip() { /usr/bin/ip "$@"; }
+
 # Name of the driver bound to PCI function $1, or nothing.
 bound_driver() {
 	[ -L "/sys/bus/pci/devices/$1/driver" ] &&
@@ -264,6 +267,52 @@ nic_with_mac() {
 	for i in /sys/class/net/*; do
 		case "$(cat "$i/address")" in "$1"*) basename "$i" && return 0 ;; esac
 	done
+}
+
+# Bring up port 1's network interface (dev_port 0 of the Gaudi2) with IPv4
+# address $1/24 and IPv6 address $2/64, MTU 9000, and no IPv6
+# autoconfiguration traffic of its own; prints its name.
+data_if_up() {
+	d=$(gaudi_devices | head -n 1)
+	for i in /sys/class/net/*; do
+		[ "$(basename "$(readlink "$i/device" 2>/dev/null)")" = "$d" ] || continue
+		[ "$(cat "$i/dev_port" 2>/dev/null || echo 0)" = 0 ] || continue
+		n=$(basename "$i")
+		break
+	done
+	[ -n "${n:-}" ] || fail "no network interface of $d"
+	sysctl -qw "net.ipv6.conf.$n.accept_ra=0" "net.ipv6.conf.$n.router_solicitations=0" 2>/dev/null || true
+	ip link set "$n" mtu 9000 || fail "$n: MTU 9000 refused"
+	ip addr add "$1/24" dev "$n" || fail "$n: cannot add $1"
+	ip addr add "$2/64" dev "$n" nodad || fail "$n: cannot add $2"
+	ip link set "$n" up || fail "$n: cannot bring it up"
+	echo "$n"
+}
+
+# Take one TCP connection on port $1 and store what it carries in file $2,
+# until the sender closes. (A plain "nc -l" ends the connection as soon as
+# its own input ends, which cuts the sender off.)
+recv_file() {
+	nc -l -p "$1" -e /bin/sh -c "cat >$2"
+}
+
+# Send standard input to port $2 of host $1 (TCP), waiting up to $3 seconds
+# (default 60) for the other side to listen.
+send_to() {
+	cat >/tmp/send_to.$$
+	t=0
+	until nc -w 10 "$1" "$2" </tmp/send_to.$$ 2>/dev/null; do
+		t=$((t + 1))
+		[ $t -lt "${3:-60}" ] || { rm -f /tmp/send_to.$$; return 1; }
+		sleep 1
+	done
+	rm -f /tmp/send_to.$$
+}
+
+# Frames and bytes sent, then received, by interface $1.
+counters() {
+	s=/sys/class/net/$1/statistics
+	echo "$(cat $s/tx_packets) $(cat $s/tx_bytes) $(cat $s/rx_packets) $(cat $s/rx_bytes)"
 }
 
 # Soft-RoCE (rxe0) on the NIC whose MAC starts with $1, with address $2/24;

@@ -53,6 +53,8 @@ pub(crate) const CQ_OVERFLOW: u8 = 4;
 pub(crate) const MMU_FAULT: u8 = 5;
 pub(crate) const DEVICE_FATAL: u8 = 6;
 pub(crate) const COMPLETION: u8 = 7;
+/// (1.3) A port's Ethernet rings moved after they were armed.
+pub(crate) const ETH: u8 = 8;
 
 /// The event queue of a device.
 pub(crate) struct EventQueue {

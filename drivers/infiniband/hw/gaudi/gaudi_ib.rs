@@ -21,6 +21,7 @@ use kernel::{
         ThreadedHandler,
         ThreadedIrqReturn, //
     },
+    net::ethernet,
     pci,
     prelude::*,
     rdma::{
@@ -42,6 +43,7 @@ use kernel::{
 mod cmd;
 mod dv;
 mod eq;
+mod eth;
 mod hbm;
 mod hw;
 mod ib;
@@ -89,6 +91,9 @@ struct VectorHandler {
     irqs: Atomic<u32>,
     /// Where events go, once the InfiniBand device exists (vector 0 only).
     ib: SetOnce<rdma::DeviceHandle<ib::GaudiRdma>>,
+    /// The ports' network devices (vector 0 only), each unregistered when the PCI device is
+    /// unbound or this handler dropped.
+    eth: SetOnce<KVec<Devres<ethernet::Registration<eth::EthDriver>>>>,
 }
 
 impl ThreadedHandler for VectorHandler {
@@ -200,6 +205,7 @@ impl VectorHandler {
                     port + 1,
                     if up { "up" } else { "down" }
                 );
+                self.with_netdev(port, |n| if up { n.carrier_on() } else { n.carrier_off() });
                 let event = if up {
                     Event::PortActive(port + 1)
                 } else {
@@ -211,6 +217,18 @@ impl VectorHandler {
                 }
             }
             eq::DEVICE_FATAL => self.fatal("device fatal error"),
+            eq::ETH => {
+                if self
+                    .with_netdev(u32::from(e.port), |n| n.schedule_napi())
+                    .is_none()
+                {
+                    dev_dbg!(
+                        dev,
+                        "Ethernet event for port index {} without a netdev\n",
+                        e.port
+                    );
+                }
+            }
             eq::COMPLETION => {
                 let found = self.with_ib(|ib| ib.with_cq(e.data0, |cq| cq.notify_completion()));
                 if found == Some(None) {
@@ -314,6 +332,16 @@ impl VectorHandler {
         }
     }
 
+    /// Run `f` on the network device of port index `port` if it exists and is registered.
+    fn with_netdev<R>(
+        &self,
+        port: u32,
+        f: impl FnOnce(&ethernet::Device<eth::EthDriver>) -> R,
+    ) -> Option<R> {
+        let reg = self.eth.as_ref()?.get(port as usize)?.try_access()?;
+        Some(f(reg.device()))
+    }
+
     /// Run `f` on the InfiniBand device if it exists and is registered.
     fn with_ib<R>(&self, f: impl FnOnce(&rdma::Device<ib::GaudiRdma>) -> R) -> Option<R> {
         self.ib.as_ref()?.with_device(f)
@@ -334,6 +362,10 @@ impl VectorHandler {
                 "{}: removing the InfiniBand device; unbind and bind the PCI device to recover\n",
                 why
             );
+        }
+        // The ports' interfaces stay, without carrier, until the PCI device is unbound.
+        for port in 0..self.shared.ports {
+            self.with_netdev(port, |n| n.carrier_off());
         }
         if let Some(ib) = self.ib.as_ref() {
             let _ = ib.dispatch_event(Event::DeviceFatal);
@@ -671,6 +703,7 @@ impl pci::Driver for GaudiIbDriver {
                 vector,
                 irqs: Atomic::new(0),
                 ib: SetOnce::new(),
+                eth: SetOnce::new(),
             })
         };
         let msix = pci::IrqTypes::default().with(pci::IrqType::MsiX);
@@ -698,6 +731,30 @@ impl pci::Driver for GaudiIbDriver {
         GaudiIb::test_interrupts(pdev, &shared, &irqs, kind)?;
         irqs.start_poll(0, PRESENCE_PERIOD)?;
         shared.eq.enable(shared.bar.access(pdev.as_ref())?);
+
+        // The network devices are registered before the InfiniBand device, whose ports refer
+        // to them, so that they are unregistered after it.
+        let mut netdevs = KVec::with_capacity(caps.ports as usize, GFP_KERNEL)?;
+        for index in 0..caps.ports as usize {
+            let opts = ethernet::Options {
+                mac: ib::port_mac(shared.bar.access(pdev.as_ref())?, index)?,
+                max_mtu: eth::MAX_MTU,
+                dev_port: index as u16,
+                tx_ring: eth::RING_LEN,
+                rx_ring: eth::RING_LEN,
+            };
+            let data = eth::Port::new(shared.clone(), index);
+            let reg = ethernet::Registration::new(pdev.as_ref(), &opts, data).inspect_err(|e| {
+                dev_err!(
+                    pdev,
+                    "cannot register the network device of port {}: {:?}\n",
+                    index + 1,
+                    e
+                )
+            })?;
+            netdevs.push(reg, GFP_KERNEL)?;
+        }
+        irqs.handler(0).ok_or(EINVAL)?.eth.populate(netdevs);
 
         let ib = rdma::Registration::new(
             pdev.as_ref(),

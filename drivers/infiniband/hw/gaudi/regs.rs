@@ -141,6 +141,48 @@ register! {
     /// Link speed in Mb/s.
     pub(crate) PORT_SPEED(u32)[32, stride = 0x40] @ 0x2010 {}
 
+    /// (1.3) Per-port Ethernet registers at `0x3000 + port * 0x40`: transmit ring bus
+    /// address, 31:0 (16-byte aligned).
+    pub(crate) ETH_TX_BASE_LO(u32)[32, stride = 0x40] @ 0x3000 {}
+    /// Transmit ring bus address, 63:32.
+    pub(crate) ETH_TX_BASE_HI(u32)[32, stride = 0x40] @ 0x3004 {}
+    /// Receive ring bus address, 31:0 (16-byte aligned).
+    pub(crate) ETH_RX_BASE_LO(u32)[32, stride = 0x40] @ 0x3008 {}
+    /// Receive ring bus address, 63:32.
+    pub(crate) ETH_RX_BASE_HI(u32)[32, stride = 0x40] @ 0x300c {}
+    /// log2 of each ring's descriptors.
+    pub(crate) ETH_LOG_SIZE(u32)[32, stride = 0x40] @ 0x3010 {
+        /// Receive ring.
+        15:8 rx;
+        /// Transmit ring.
+        7:0 tx;
+    }
+    /// The rings' control.
+    pub(crate) ETH_CTRL(u32)[32, stride = 0x40] @ 0x3014 {
+        /// Take every multicast frame.
+        2:2 allmulti => bool;
+        /// Take every frame.
+        1:1 promisc => bool;
+        /// Enabled (enabling zeroes the indexes).
+        0:0 enable => bool;
+    }
+    /// Transmit producer index (16 bits).
+    pub(crate) ETH_TX_PI(u32)[32, stride = 0x40] @ 0x3018 {}
+    /// Receive producer index (16 bits).
+    pub(crate) ETH_RX_PI(u32)[32, stride = 0x40] @ 0x3020 {}
+    /// Arm for one `ETH` event, with the consumer indexes the driver has seen.
+    pub(crate) ETH_ARM(u32)[32, stride = 0x40] @ 0x3028 {
+        /// Transmit descriptors finished.
+        31:16 tx;
+        /// Receive descriptors filled.
+        15:0 rx;
+    }
+    /// Frames for the receive ring dropped: no buffer posted.
+    pub(crate) ETH_RX_NOBUF(u32)[32, stride = 0x40] @ 0x302c {}
+    /// Frames dropped by the receive filter.
+    pub(crate) ETH_RX_FILTERED(u32)[32, stride = 0x40] @ 0x3030 {}
+    /// Transmit descriptors refused, received frames longer than their buffer.
+    pub(crate) ETH_ERRORS(u32)[32, stride = 0x40] @ 0x3034 {}
     /// Doorbell pages at `0x10000 + port * 0x1000`: a send queue's producer index.
     pub(crate) DB_SQ(u32)[32, stride = 0x1000] @ 0x10000 {
         /// QP number.
@@ -188,8 +230,8 @@ pub(crate) const RESET_MAGIC: u32 = 0x5245_5345;
 pub(crate) const MODEL_MAJOR: u32 = 1;
 /// The oldest minor version the driver drives: 1.1 added the page-table bit that keeps queues
 /// out of reach of work requests, 1.2 the region an incoming WRITE must stay in, key
-/// revocation and the device memory fill.
-pub(crate) const MODEL_MINOR_MIN: u32 = 2;
+/// revocation and the device memory fill, 1.3 the Ethernet rings of the ports.
+pub(crate) const MODEL_MINOR_MIN: u32 = 3;
 
 /// Largest counts the 16-bit fields of [`CMD`] and the doorbells can name: QPs and CQs per
 /// port, and WQEs (a producer index must tell a full ring from an empty one).

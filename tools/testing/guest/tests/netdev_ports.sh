@@ -1,0 +1,60 @@
+# SPDX-License-Identifier: GPL-2.0
+# One Ethernet interface per port, with the port's MAC address (the
+# emulator's 02:1d:a3:00:00:PP), linked to its InfiniBand port; its carrier
+# follows the port's link (injected down and up); ethtool names the driver,
+# the bus address, the link speed, the rings and the device's counters; a
+# new unicast MAC address is taken, a multicast one refused.
+. /lib/gaudi/guest-lib.sh
+load_driver
+dev=$(gaudi_devices | head -n 1)
+ports=$(kparam ports 24)
+n=0
+for p in $(seq 0 $((ports - 1))); do
+	mac=$(printf '02:1d:a3:00:00:%02x' "$p")
+	ifc=$(nic_with_mac "$mac")
+	[ -n "$ifc" ] || fail "no interface with port $((p + 1))'s MAC $mac"
+	drv=$(basename "$(readlink "/sys/class/net/$ifc/device/driver")")
+	[ "$drv" = gaudi_ib ] || fail "$ifc ($mac) belongs to $drv"
+	[ "$(basename "$(readlink "/sys/class/net/$ifc/device")")" = "$dev" ] ||
+		fail "$ifc is not a child of $dev"
+	n=$((n + 1))
+done
+total=0
+for i in /sys/class/net/*; do
+	[ "$(basename "$(readlink "$i/device/driver" 2>/dev/null)")" = gaudi_ib ] && total=$((total + 1))
+done
+[ "$total" = "$ports" ] || fail "$total gaudi_ib interfaces for $ports ports"
+echo "$n interfaces, one per port, with the ports' MAC addresses"
+ifc=$(nic_with_mac 02:1d:a3:00:00:00)
+ip link set "$ifc" up || fail "ip link set $ifc up failed"
+wait_carrier() { # IFACE 0|1
+	i=0
+	while [ "$(cat "/sys/class/net/$1/carrier" 2>/dev/null)" != "$2" ]; do
+		i=$((i + 1))
+		[ $i -lt 50 ] || fail "$1: carrier not $2 5 s after the link change"
+		sleep 0.1
+	done
+}
+wait_carrier "$ifc" 1
+emu_ctl link 0 down >/dev/null || fail "emulator: link down failed"
+wait_carrier "$ifc" 0
+ip link show "$ifc" | grep -q 'NO-CARRIER' || fail "ip link does not show NO-CARRIER"
+emu_ctl link 0 up >/dev/null || fail "emulator: link up failed"
+wait_carrier "$ifc" 1
+echo "$ifc: carrier followed the link down and up"
+info=$(ethtool -i "$ifc") || fail "ethtool -i failed"
+echo "$info" | grep -qx 'driver: gaudi_ib' || { echo "$info"; fail "ethtool -i does not name gaudi_ib"; }
+echo "$info" | grep -qx "bus-info: $dev" || { echo "$info"; fail "ethtool -i does not name $dev"; }
+settings=$(ethtool "$ifc") || fail "ethtool failed"
+echo "$settings" | grep -q 'Speed: 100000Mb/s' || { echo "$settings"; fail "no 100000Mb/s"; }
+echo "$settings" | grep -q 'Link detected: yes' || { echo "$settings"; fail "no link detected"; }
+rings=$(ethtool -g "$ifc") || fail "ethtool -g failed"
+[ "$(echo "$rings" | grep -c '^RX:[[:space:]]*32$')" = 2 ] || { echo "$rings"; fail "ethtool -g: not 32 RX descriptors"; }
+ethtool -S "$ifc" | grep -q 'rx_no_buffer: ' || fail "ethtool -S lacks the device's counters"
+echo "ethtool: driver, bus, speed, rings and counters"
+ip link set "$ifc" address 02:1d:a3:aa:bb:cc || fail "cannot change the MAC address"
+[ "$(cat "/sys/class/net/$ifc/address")" = 02:1d:a3:aa:bb:cc ] || fail "MAC address not changed"
+ip link set "$ifc" address 01:00:5e:00:00:01 2>/dev/null && fail "a multicast MAC address was accepted"
+echo "$ifc: MAC address changed, a multicast one refused"
+ip link set "$ifc" address 02:1d:a3:00:00:00
+ip link set "$ifc" down
