@@ -680,17 +680,15 @@ fn ipv6_frames_decode_as_roce_in_wireshark() {
     std::fs::create_dir_all(&dir).unwrap();
     let pcap = dir.join("ipv6.pcap");
     let gid = |n: u8| Gid([0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, n]);
+    let ep = |n: u8| Endpoint {
+        mac: [2, 0, 0, 0, 0, n],
+        ip: gid(n),
+    };
     let payload = pattern(300, 4);
     let pkts = [
         Packet {
-            src: Endpoint {
-                mac: [2, 0, 0, 0, 0, 1],
-                ip: gid(1),
-            },
-            dst: Endpoint {
-                mac: [2, 0, 0, 0, 0, 2],
-                ip: gid(2),
-            },
+            src: ep(1),
+            dst: ep(2),
             tclass: 0x68,
             flow_label: 0x1_2345,
             hop_limit: 9,
@@ -709,14 +707,8 @@ fn ipv6_frames_decode_as_roce_in_wireshark() {
             ..Default::default()
         },
         Packet {
-            src: Endpoint {
-                mac: [2, 0, 0, 0, 0, 2],
-                ip: gid(2),
-            },
-            dst: Endpoint {
-                mac: [2, 0, 0, 0, 0, 1],
-                ip: gid(1),
-            },
+            src: ep(2),
+            dst: ep(1),
             sport: 0xd002,
             opcode: op::ACK,
             dqpn: 0x55,
@@ -726,20 +718,16 @@ fn ipv6_frames_decode_as_roce_in_wireshark() {
         },
     ];
     let frames: Vec<Vec<u8>> = pkts.iter().map(|p| p.encode(0)).collect();
-    let mut file = vec![];
-    file.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
-    file.extend_from_slice(&2u16.to_le_bytes());
-    file.extend_from_slice(&4u16.to_le_bytes());
-    file.extend_from_slice(&[0; 8]);
-    file.extend_from_slice(&65535u32.to_le_bytes());
-    file.extend_from_slice(&1u32.to_le_bytes());
+    // The emulator's own pcap header, then one record per frame.
+    let mut w = gaudi_emu::engine::open_capture(pcap.to_str().unwrap()).unwrap();
     for f in &frames {
-        file.extend_from_slice(&[0; 8]);
-        file.extend_from_slice(&(f.len() as u32).to_le_bytes());
-        file.extend_from_slice(&(f.len() as u32).to_le_bytes());
-        file.extend_from_slice(f);
+        let len = (f.len() as u32).to_le_bytes();
+        for part in [&[0u8; 8][..], &len, &len, f] {
+            std::io::Write::write_all(&mut w, part).unwrap();
+        }
     }
-    std::fs::write(&pcap, file).unwrap();
+    std::io::Write::flush(&mut w).unwrap();
+    drop(w);
     let out = Command::new("tshark")
         .arg("-r")
         .arg(&pcap)
