@@ -556,27 +556,15 @@ fn capture_decodes_as_roce_with_valid_icrc() {
     a.emu.post(&mut a.qp, write_wqe(len, Some(0x0102_0304)));
     assert_eq!(expect_cqe(&mut a.emu, &mut a.cq).status, ST_SUCCESS);
     a.emu.ctl("capture 0 off");
-    let out = Command::new("tshark")
-        .arg("-r")
-        .arg(&pcap)
-        .args(["-T", "fields", "-E", "separator=,"])
-        .args([
-            "-e",
+    let text = tshark_fields(
+        &pcap,
+        &[
             "frame.protocols",
-            "-e",
             "infiniband.bth.opcode",
-            "-e",
             "infiniband.bth.psn",
-        ])
-        .args(["-e", "infiniband.invariant.crc"])
-        .output()
-        .expect("run tshark (Debian package tshark)");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+            "infiniband.invariant.crc",
+        ],
     );
-    let text = String::from_utf8(out.stdout).unwrap();
     let rows: Vec<Vec<&str>> = text.lines().map(|l| l.split(',').collect()).collect();
     assert_eq!(rows.len(), 4, "{text}");
     // FIRST, MIDDLE, LAST_WITH_IMM out; one ACK back; PSNs from 1000.
@@ -606,6 +594,24 @@ fn capture_decodes_as_roce_with_valid_icrc() {
             u32::from_le_bytes(g[g.len() - 4..].try_into().unwrap())
         );
     }
+}
+
+/// Wireshark's `fields` of every frame of `pcap`, a line per frame, comma
+/// separated.
+fn tshark_fields(pcap: &Path, fields: &[&str]) -> String {
+    let out = Command::new("tshark")
+        .arg("-r")
+        .arg(pcap)
+        .args(["-T", "fields", "-E", "separator=,"])
+        .args(fields.iter().flat_map(|f| ["-e", f]))
+        .output()
+        .expect("run tshark (Debian package tshark)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
 }
 
 /// Frame `f`'s ICRC is what Wireshark decoded (`wire`, its hex field) and
@@ -732,41 +738,20 @@ fn ipv6_frames_decode_as_roce_in_wireshark() {
     }
     std::io::Write::flush(&mut w).unwrap();
     drop(w);
-    let out = Command::new("tshark")
-        .arg("-r")
-        .arg(&pcap)
-        .args(["-T", "fields", "-E", "separator=,"])
-        .args([
-            "-e",
+    let text = tshark_fields(
+        &pcap,
+        &[
             "frame.protocols",
-            "-e",
             "ipv6.tclass",
-            "-e",
             "ipv6.flow",
-        ])
-        .args([
-            "-e",
             "ipv6.hlim",
-            "-e",
             "ipv6.dst",
-            "-e",
             "infiniband.bth.opcode",
-        ])
-        .args([
-            "-e",
             "infiniband.bth.destqp",
-            "-e",
             "infiniband.invariant.crc",
-        ])
-        .output()
-        .expect("run tshark (Debian package tshark)");
-    std::fs::remove_dir_all(&dir).ok();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        ],
     );
-    let text = String::from_utf8(out.stdout).unwrap();
+    std::fs::remove_dir_all(&dir).ok();
     let rows: Vec<Vec<&str>> = text.lines().map(|l| l.split(',').collect()).collect();
     assert_eq!(rows.len(), 2, "{text}");
     assert_eq!(
