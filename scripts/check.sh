@@ -31,7 +31,7 @@ KUNIT_ARGS='kunit.filter_glob=rust_* loglevel=7'
 SESSIONS=(
 	"main|--strict|boot,probe,msix,ibdev_single_device_all_ports,uverbs_ioctl,ownership,pd_single,mr_register,mr_no_foreign_frames,port_events,device_fatal,unbind_rebind,kmemleak_clean||gaudi.ports=24|2048"
 	"dv|--strict --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|dv_write,dv_foreign_address,qp_set_same_index,uapi_bad_attrs,hbm_scrubbed,dv_unbind,limits_enforced,log_ratelimited,kmemleak_clean||gaudi.ports=24|3072"
-	"write|--strict --ports 2 --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|mr_out_of_bounds,rkey_bounds,unsupported_opcodes,write_loopback,write_errors,cq_no_overflow,netdev_ports,kmemleak_clean||gaudi.ports=2|3072"
+	"write|--strict --ports 2 --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|write_errors,mr_out_of_bounds,rkey_bounds,unsupported_opcodes,write_loopback,cq_no_overflow,netdev_ports,roce_gid_table,modify_qp_av_refused,netdev_unbind,kmemleak_clean||gaudi.ports=2|3072"
 	"rebind|--strict --ports 2|probe,rebind||gaudi.ports=2"
 	"queues|--strict --ports 2 --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|rings_wrap,sq_full,cq_overflow,eq_overflow,device_errors,wire_faults,link_flap_traffic,fatal_under_traffic,emulator_crash||gaudi.ports=2|1024"
 	"concurrency|--strict --msi --ports 2 --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|concurrency,hot_unplug||gaudi.ports=2 acpi=force|1024|2"
@@ -50,8 +50,8 @@ SESSIONS=(
 # on the link of A's port 1.
 RXE_NIC=$(nic data @P1@ @P0@ 02:00:00:00:00:02)
 PAIRS=(
-	"two_hosts|--strict --ports 2 --link 0=@P0@:@P1@|write_two_hosts,dv_write_two_hosts,hbm_dmabuf_p2p,netdev_traffic|gaudi.ports=2 gaudi.mgmt=10.99.0.1 gaudi.peer=10.99.0.2|--strict --instance 1 --ports 2 --link 0=@P1@:@P0@|write_two_hosts_target,dv_write_two_hosts_target,hbm_dmabuf_p2p_target,netdev_traffic_target|gaudi.ports=2 gaudi.mgmt=10.99.0.2 gaudi.peer=10.99.0.1|2048|"
-	"rxe|--strict --ports 2 --link 0=@P0@:@P1@|write_to_rxe|gaudi.ports=2 gaudi.mgmt=10.99.0.1 gaudi.peer=10.99.0.2|none|write_to_rxe_target|gaudi.mgmt=10.99.0.2 gaudi.peer=10.99.0.1|1024|$RXE_NIC"
+	"two_hosts|--strict --ports 2 --link 0=@P0@:@P1@|write_two_hosts,write_av,dv_write_two_hosts,hbm_dmabuf_p2p,netdev_traffic|gaudi.ports=2 gaudi.mgmt=10.99.0.1 gaudi.peer=10.99.0.2|--strict --instance 1 --ports 2 --link 0=@P1@:@P0@|write_two_hosts_target,write_av_target,dv_write_two_hosts_target,hbm_dmabuf_p2p_target,netdev_traffic_target|gaudi.ports=2 gaudi.mgmt=10.99.0.2 gaudi.peer=10.99.0.1|2048|"
+	"rxe|--strict --ports 2 --link 0=@P0@:@P1@|write_to_rxe,write_from_rxe|gaudi.ports=2 gaudi.mgmt=10.99.0.1 gaudi.peer=10.99.0.2|none|write_to_rxe_target,write_from_rxe_target|gaudi.mgmt=10.99.0.2 gaudi.peer=10.99.0.1|1024|$RXE_NIC"
 )
 # The benchmark (BENCH=1, "make bench"): these sessions instead; their
 # "bench:" lines are printed at the end. bench_two_hosts: both VMs have a

@@ -69,7 +69,7 @@ pub use device::{
     Registration, Ucontext, UserMr,
 };
 pub use types::{
-    DeviceAttr, Event, Gid, LinkLayer, Mtu, PhysState, PortAttr, PortImmutable, PortProtocol,
-    PortSpeed, PortState, PortWidth,
+    DeviceAttr, Event, Gid, GidAttr, GidType, LinkLayer, Mtu, PhysState, PortAttr, PortImmutable,
+    PortProtocol, PortSpeed, PortState, PortWidth,
 };
 pub use udata::{Udata, User};

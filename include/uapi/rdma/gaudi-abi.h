@@ -14,7 +14,7 @@
 #include <linux/types.h>
 
 /* Increment on incompatible changes of the structures below. */
-#define GAUDI_IB_UVERBS_ABI_VERSION 1
+#define GAUDI_IB_UVERBS_ABI_VERSION 2
 
 /* Response of the user context allocation. */
 struct gaudi_ib_alloc_ucontext_resp {
@@ -62,12 +62,11 @@ struct gaudi_ib_reg_mr_resp {
 
 /*
  * Driver data of a queue pair modification (IB_USER_VERBS_CMD_MODIFY_QP),
- * given to INIT->RTR and RTR/RTS->RTS: what struct ib_qp_attr has no field
- * for. The NIC resolves no addresses: the destination is given here.
+ * given to INIT->RTR and RTR/RTS->RTS: the keys, which struct ib_qp_attr
+ * has no field for. The destination is the standard address vector (ABI 2;
+ * ABI 1 carried a MAC, an IPv4 address and a UDP port here).
  */
 enum gaudi_ib_modify_qp_flags {
-	/* dmac, dest_ipv4 and udp_sport are given (required for RTR) */
-	GAUDI_IB_MODIFY_QP_DEST = 1 << 0,
 	/* remote_rkey is given */
 	GAUDI_IB_MODIFY_QP_REMOTE_RKEY = 1 << 1,
 	/* local_rkey is given */
@@ -85,14 +84,6 @@ struct gaudi_ib_modify_qp {
 	 * registered with IB_ACCESS_REMOTE_WRITE; 0 accepts none
 	 */
 	__u32 local_rkey;
-	/* destination MAC (unicast) */
-	__u8 dmac[6];
-	__u8 reserved0[2];
-	/* destination IPv4 address, first octet first */
-	__u8 dest_ipv4[4];
-	/* UDP source port, low 14 bits; 0: derived from the QP numbers */
-	__u16 udp_sport;
-	__u16 reserved1;
 };
 
 #endif /* GAUDI_ABI_USER_H */

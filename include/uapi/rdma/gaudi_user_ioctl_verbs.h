@@ -147,7 +147,10 @@ struct gaudi_ib_qp_set_modify {
 	__u8 dmac[6];
 	/* RTR: UDP source port, low 14 bits; 0: derived from the QP numbers */
 	__u16 udp_sport;
-	/* RTR: destination IPv4 address, first octet first */
+	/*
+	 * RTR: destination IPv4 address, first octet first; the QP sends
+	 * from the port's first IPv4 GID (an address of its network device)
+	 */
 	__u8 dest_ipv4[4];
 	__u32 reserved1;
 };

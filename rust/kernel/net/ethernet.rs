@@ -172,6 +172,30 @@ pub trait Driver: Sized + 'static {
     }
 }
 
+/// A registered network device of any driver (`struct net_device`), as other subsystems refer
+/// to it: a `&NetDev` exists only while the device is registered, or in a callback of its
+/// driver that runs during its unregistration (see [`Device::net_dev`]).
+///
+/// # Invariants
+///
+/// The `struct net_device` is live, and registered or being unregistered, for as long as a
+/// reference to it is live.
+#[repr(transparent)]
+pub struct NetDev(Opaque<bindings::net_device>);
+
+// SAFETY: `NetDev` gives only its address, to functions of other subsystems that are
+// thread-safe.
+unsafe impl Send for NetDev {}
+// SAFETY: As above.
+unsafe impl Sync for NetDev {}
+
+impl NetDev {
+    /// The raw `struct net_device`.
+    pub fn as_raw(&self) -> *mut bindings::net_device {
+        self.0.get()
+    }
+}
+
 /// An Ethernet device of driver `T`: the `struct net_device` with its NAPI context and the
 /// driver's data.
 ///
@@ -231,6 +255,15 @@ impl<T: Driver> Device<T> {
     /// The driver's data.
     pub fn data(&self) -> &T::Data {
         &self.data
+    }
+
+    /// The device as other subsystems refer to it (to attach it to an RDMA port, say).
+    pub fn net_dev(&self) -> &NetDev {
+        // SAFETY: `ndev` is the live `struct net_device` of this device (type invariants), and
+        // `NetDev` is a transparent wrapper of it. A `&Device` reaches driver code only from a
+        // `Registration` (registered until dropped) or in a callback of the device (registered
+        // or being unregistered), so the invariants of `NetDev` hold while the reference lives.
+        unsafe { &*self.as_raw().cast::<NetDev>() }
     }
 
     /// The parent device the registration was made for: bound while this device exists (the

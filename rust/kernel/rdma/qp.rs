@@ -25,7 +25,7 @@
 //! # let _ = QpAttrMask::STATE;
 //! ```
 
-use crate::{bindings, prelude::*, rdma::Gid, rdma::Mtu};
+use crate::{bindings, prelude::*, rdma::Gid, rdma::GidAttr, rdma::Mtu};
 
 /// The state of a queue pair (`enum ib_qp_state`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -262,6 +262,9 @@ pub struct AddressVector {
     pub flow_label: u32,
     /// Destination MAC, for RoCE (resolved by the core).
     pub dmac: [u8; 6],
+    /// The source GID entry `sgid_index` names, as the core looked it up (`None` if it did
+    /// not: the address vector has no global route).
+    pub sgid: Option<GidAttr>,
 }
 
 /// Attributes of a queue pair change (`struct ib_qp_attr` and its mask).
@@ -396,6 +399,13 @@ impl<'a> QpAttr<'a> {
         } else {
             [0; 6]
         };
+        let sgid = if ah.grh.sgid_attr.is_null() {
+            None
+        } else {
+            // SAFETY: The core holds a reference to the entry of a modification's address
+            // vector for the whole call (`rdma_fill_sgid_attr()`).
+            GidAttr::from_raw(unsafe { &*ah.grh.sgid_attr })
+        };
         Some(AddressVector {
             port_num: ah.port_num,
             dgid,
@@ -404,6 +414,7 @@ impl<'a> QpAttr<'a> {
             traffic_class: ah.grh.traffic_class,
             flow_label: ah.grh.flow_label,
             dmac,
+            sgid,
         })
     }
 }
@@ -561,5 +572,24 @@ mod tests {
         assert_eq!(av.dgid, Gid::from_ipv4([10, 1, 2, 3]));
         assert_eq!(av.hop_limit, 64);
         assert_eq!(av.dmac, [2, 0, 0, 0, 0, 9]);
+        assert_eq!(av.sgid, None);
+
+        let mut entry = pin_init::zeroed::<bindings::ib_gid_attr>();
+        entry.gid.raw = Gid::from_ipv4([10, 1, 2, 4]).0;
+        entry.gid_type = bindings::ib_gid_type_IB_GID_TYPE_ROCE_UDP_ENCAP;
+        entry.index = 2;
+        entry.port_num = 3;
+        raw.ah_attr.grh.sgid_attr = &entry;
+        raw.ah_attr.grh.sgid_index = 2;
+        let av = QpAttr::new(&raw, QpAttrMask::AV).av().unwrap();
+        assert_eq!(
+            av.sgid,
+            Some(GidAttr {
+                port: 3,
+                index: 2,
+                gid: Gid::from_ipv4([10, 1, 2, 4]),
+                gid_type: crate::rdma::GidType::RoceV2,
+            })
+        );
     }
 }

@@ -340,6 +340,56 @@ impl Gid {
     }
 }
 
+/// The kind of a GID table entry (`enum ib_gid_type`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GidType {
+    /// An InfiniBand GID.
+    Ib,
+    /// A RoCE v1 GID (Ethernet, EtherType 0x8915).
+    RoceV1,
+    /// A RoCE v2 GID (UDP/IP): an IPv6 address or an IPv4-mapped one.
+    RoceV2,
+}
+
+impl GidType {
+    fn from_raw(raw: u32) -> Option<Self> {
+        match raw {
+            bindings::ib_gid_type_IB_GID_TYPE_IB => Some(Self::Ib),
+            bindings::ib_gid_type_IB_GID_TYPE_ROCE => Some(Self::RoceV1),
+            bindings::ib_gid_type_IB_GID_TYPE_ROCE_UDP_ENCAP => Some(Self::RoceV2),
+            _ => None,
+        }
+    }
+}
+
+/// An entry of a RoCE port's GID table as the core's GID cache hands it to a driver
+/// (`struct ib_gid_attr`): the core derives the entries from the addresses of the port's
+/// network device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GidAttr {
+    /// The port, from 1.
+    pub port: u32,
+    /// The index of the entry in the port's table (below `gid_tbl_len`).
+    pub index: u32,
+    /// The GID.
+    pub gid: Gid,
+    /// Its kind.
+    pub gid_type: GidType,
+}
+
+impl GidAttr {
+    /// The entry `raw` describes; `None` for a kind this abstraction does not know.
+    pub(crate) fn from_raw(raw: &bindings::ib_gid_attr) -> Option<Self> {
+        Some(Self {
+            port: raw.port_num,
+            index: u32::from(raw.index),
+            // SAFETY: The `raw` member of `union ib_gid` is its bytes, always valid.
+            gid: Gid(unsafe { raw.gid.raw }),
+            gid_type: GidType::from_raw(raw.gid_type)?,
+        })
+    }
+}
+
 /// An asynchronous event (`enum ib_event_type`) with what it concerns.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Event {

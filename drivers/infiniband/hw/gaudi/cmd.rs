@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The command interface: QP and CQ contexts, key revocation and the device memory fill.
+//! The command interface: QP and CQ contexts, key revocation, the device memory fill and the
+//! GID tables.
 //!
 //! Documentation/infiniband/gaudi/device-model.rst ("Command interface") is the reference. A
 //! command writes its argument to `CMD_DATA`, starts with the write of `CMD` and has finished
@@ -35,6 +36,8 @@ pub(crate) const CMD_QP_DESTROY: u32 = 0x05;
 pub(crate) const CMD_RKEY_REVOKE: u32 = 0x06;
 /// (1.2) Fill a range of device memory with a 32-bit pattern.
 pub(crate) const CMD_DEVMEM_FILL: u32 = 0x07;
+/// (1.3) Write an entry of a port's GID table.
+pub(crate) const CMD_GID_SET: u32 = 0x08;
 
 /// The device's command interface: serialises commands (one outstanding at a time).
 #[pin_data]

@@ -32,7 +32,7 @@ use kernel::{
             Presence,
             RemoveReason, //
         },
-        Mtu,
+        Gid, Mtu,
     },
     sync::{
         new_mutex,
@@ -518,6 +518,7 @@ struct Modify;
 impl Modify {
     /// Check `req` for a move to `state` and fold it into `a`.
     fn apply(
+        dev: &rdma::Device<GaudiRdma>,
         d: &crate::ib::IbDev,
         ctx: &rdma::Ucontext<GaudiRdma>,
         index: u32,
@@ -557,11 +558,24 @@ impl Modify {
                     }
                     a.access = Access::REMOTE_WRITE.bits();
                 }
+                // From the port's first IPv4 address (a GID the core derived from its network
+                // device) to the peer's.
+                let Some((sgid_index, _)) = d.first_ipv4_gid(a.port) else {
+                    kernel::ibdev_info_ratelimited!(
+                        dev,
+                        "QP set {}: port {} has no IPv4 address to send from\n",
+                        index,
+                        a.port
+                    );
+                    return Err(EADDRNOTAVAIL);
+                };
                 a.dest_qpn = req.dest_qpn;
                 a.rq_psn = req.rq_psn;
                 a.path = Path {
                     dmac: req.dmac,
-                    dest_ipv4: req.dest_ipv4,
+                    dgid: Gid::from_ipv4(req.dest_ipv4),
+                    sgid_index: sgid_index as u8,
+                    hop_limit: 64,
                     udp_sport: if req.udp_sport == 0 {
                         ((index ^ req.dest_qpn) & 0x3fff) as u16
                     } else {
@@ -616,7 +630,7 @@ impl Method for Modify {
         let mut attrs = set.attrs.lock();
         let mut a = *attrs.get(slot).ok_or(EINVAL)?;
         a.port = port;
-        let state = Modify::apply(d, ctx, set.index, &req, &mut a)?;
+        let state = Modify::apply(dev, d, ctx, set.index, &req, &mut a)?;
         let bindings = d.bindings();
         d.resolve_local(&bindings, ctx.data().pd_id(), &mut a);
         // The device checks the transition itself.

@@ -473,6 +473,7 @@ impl GaudiIb<'_> {
             max_mtu: bar.read(regs::MAX_MTU).into_raw(),
             page_sizes: bar.read(regs::MMU_PAGE_SIZES).into_raw(),
             max_msg: bar.read(regs::MAX_MSG).into_raw(),
+            max_gids: bar.read(regs::MAX_GIDS).into_raw(),
             // Checked by `identify`.
             model: bar.read(regs::VERSION).into_raw(),
         };
@@ -492,6 +493,8 @@ impl GaudiIb<'_> {
             Some("MAX_CQE/MAX_SQE")
         } else if caps.max_mtu < 256 || caps.page_sizes & (1 << 12) == 0 || caps.max_msg == 0 {
             Some("MAX_MTU/MMU_PAGE_SIZES/MAX_MSG")
+        } else if caps.max_gids == 0 || caps.max_gids > regs::MAX_GIDS_LIMIT {
+            Some("MAX_GIDS")
         } else {
             None
         };
@@ -754,8 +757,19 @@ impl pci::Driver for GaudiIbDriver {
             })?;
             netdevs.push(reg, GFP_KERNEL)?;
         }
-        irqs.handler(0).ok_or(EINVAL)?.eth.populate(netdevs);
-
+        // Each InfiniBand port is attached to its network device: the core derives the port's
+        // GIDs from the device's addresses and resolves address vectors through it.
+        let handler = irqs.handler(0).ok_or(EINVAL)?;
+        handler.eth.populate(netdevs);
+        let netdevs = handler.eth.as_ref().ok_or(EINVAL)?;
+        let mut regs = KVec::with_capacity(netdevs.len(), GFP_KERNEL)?;
+        for reg in netdevs {
+            regs.push(reg.access(pdev.as_ref())?, GFP_KERNEL)?;
+        }
+        let mut ndevs = KVec::with_capacity(regs.len(), GFP_KERNEL)?;
+        for reg in &regs {
+            ndevs.push(reg.device().net_dev(), GFP_KERNEL)?;
+        }
         let ib = rdma::Registration::new(
             pdev.as_ref(),
             &<LocalModule as kernel::ModuleMetadata>::THIS_MODULE,
@@ -763,14 +777,15 @@ impl pci::Driver for GaudiIbDriver {
                 ports: caps.ports,
                 comp_vectors: 1,
                 node_type: rdma::NodeType::Ca,
-                // The NIC's ports are not Linux network interfaces.
-                roce_gids_from_driver: true,
+                netdevs: &ndevs,
                 // The node GUID is the EUI-64 of the first port's MAC address.
                 node_guid: ib::eui64(ib::port_mac(shared.bar.access(pdev.as_ref())?, 0)?),
             },
             ib::IbDev::new(shared.clone(), caps, pdev.device_id().into(), hbm.clone()),
         )
         .inspect_err(|e| dev_err!(pdev, "cannot register the InfiniBand device: {:?}\n", e))?;
+        drop(ndevs);
+        drop(regs);
         {
             let reg = ib.access(pdev.as_ref())?;
             let dev = reg.device();

@@ -133,7 +133,7 @@ pub(crate) struct CqContext {
     pub(crate) vector: u32,
 }
 
-/// The argument of `QP_WRITE` and the result of `QP_READ` ("QP context", model 1.2).
+/// The argument of `QP_WRITE` and the result of `QP_READ` ("QP context", model 1.3).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable)]
 pub(crate) struct QpContext {
@@ -161,15 +161,21 @@ pub(crate) struct QpContext {
     /// Every WRITE to this QP must carry it.
     pub(crate) local_rkey: u32,
     pub(crate) dmac: [u8; 6],
-    pub(crate) reserved0: [u8; 2],
-    /// First octet first.
+    /// (1.3) Hop limit (IPv4 TTL; 0 sends 64).
+    pub(crate) hop_limit: u8,
+    /// (1.3) Traffic class (IPv4 DSCP and ECN).
+    pub(crate) traffic_class: u8,
+    /// Without [`QPF_GRH`]: the destination, first octet first.
     pub(crate) dest_ipv4: [u8; 4],
     /// UDP source port (its low 14 bits).
     pub(crate) udp_sport: u16,
-    pub(crate) reserved1: u16,
-    /// [`QPF_REMOTE_WRITE`], [`QPF_REGION`].
+    /// (1.3) With [`QPF_GRH`]: the source GID entry.
+    pub(crate) sgid_index: u8,
+    pub(crate) reserved1: u8,
+    /// [`QPF_REMOTE_WRITE`], [`QPF_REGION`], [`QPF_GRH`].
     pub(crate) flags: u32,
-    pub(crate) reserved2: u32,
+    /// (1.3) IPv6 flow label, bits 19:0.
+    pub(crate) flow_label: u32,
     /// (1.2) The local region: the iova peers name, its length, and the device VA of byte
     /// `region_iova`.
     pub(crate) region_iova: u64,
@@ -180,6 +186,8 @@ pub(crate) struct QpContext {
     /// (1.2) The minimum RNR timer the responder asks for (5-bit encoding).
     pub(crate) min_rnr_timer: u8,
     pub(crate) reserved3: [u8; 6],
+    /// (1.3) With [`QPF_GRH`]: the destination GID.
+    pub(crate) dgid: [u8; 16],
 }
 
 /// [`QpContext::flags`]: incoming RDMA WRITEs allowed.
@@ -187,6 +195,22 @@ pub(crate) const QPF_REMOTE_WRITE: u32 = 1 << 0;
 /// [`QpContext::flags`] (1.2): incoming WRITEs address the context's region by its iova and
 /// must stay inside it.
 pub(crate) const QPF_REGION: u32 = 1 << 1;
+/// [`QpContext::flags`] (1.3): the QP sends from GID entry `sgid_index` to `dgid`, with the
+/// hop limit, traffic class and flow label of the context.
+pub(crate) const QPF_GRH: u32 = 1 << 2;
+
+/// The argument of `GID_SET` (1.3).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable)]
+pub(crate) struct GidEntry {
+    /// An IPv6 address, or an IPv4 one as `::ffff:a.b.c.d`.
+    pub(crate) gid: [u8; 16],
+    /// [`GID_VALID`], or 0 to clear the entry.
+    pub(crate) flags: u32,
+}
+
+/// [`GidEntry::flags`]: the entry is valid.
+pub(crate) const GID_VALID: u32 = 1 << 0;
 
 // Device QP states ([`QpContext::state`]).
 pub(crate) const QPS_RESET: u8 = 0;
@@ -225,7 +249,12 @@ const _: () = {
     assert!(size_of::<Wqe>() == 32);
     assert!(size_of::<Cqe>() == 32);
     assert!(size_of::<CqContext>() == 16);
-    assert!(size_of::<QpContext>() == 96);
+    assert!(size_of::<QpContext>() == 112);
+    assert!(size_of::<GidEntry>() == 20);
+    assert!(core::mem::offset_of!(QpContext, hop_limit) == 46);
+    assert!(core::mem::offset_of!(QpContext, sgid_index) == 54);
+    assert!(core::mem::offset_of!(QpContext, flow_label) == 60);
+    assert!(core::mem::offset_of!(QpContext, dgid) == 96);
     assert!(core::mem::offset_of!(QpContext, dmac) == 40);
     assert!(core::mem::offset_of!(QpContext, flags) == 56);
     assert!(core::mem::offset_of!(QpContext, region_iova) == 64);

@@ -15,6 +15,7 @@ use kernel::{
         self,
         cq::WcSink,
         qp::{
+            AddressVector,
             CqInit,
             QpAttr,
             QpAttrMask,
@@ -39,6 +40,8 @@ use kernel::{
         DeviceAttr,
         DmabufMr,
         Gid,
+        GidAttr,
+        GidType,
         MrKeys,
         Mtu,
         PhysState,
@@ -70,11 +73,12 @@ use kernel::{
 };
 
 use crate::{
-    dv,
+    cmd, dv,
     hbm::{
         self,
         Hbm, //
     },
+    hw,
     ids::Ids,
     mmu,
     mr::{
@@ -112,6 +116,8 @@ pub(crate) struct Caps {
     pub(crate) max_mtu: u32,
     pub(crate) page_sizes: u32,
     pub(crate) max_msg: u32,
+    /// Entries of each port's GID table.
+    pub(crate) max_gids: u32,
     /// The programming model, major << 16 | minor.
     pub(crate) model: u32,
 }
@@ -146,6 +152,10 @@ pub(crate) struct IbDev {
     next_pd: Atomic<u32>,
     /// QP and CQ numbers in use.
     pub(crate) ids: Arc<Ids>,
+    /// The GID tables as the core's GID cache last set them (`max_gids` entries per port, port
+    /// 1 first; the zero GID is a free entry): what the device sends from.
+    #[pin]
+    gids: Mutex<KVVec<Gid>>,
 }
 
 impl IbDev {
@@ -173,6 +183,11 @@ impl IbDev {
             bind <- kernel::new_mutex!(()),
             next_pd: Atomic::new(1),
             ids: Arc::pin_init(Ids::new(caps.ports, caps.max_qps, caps.max_cqs)?, GFP_KERNEL)?,
+            gids <- kernel::new_mutex!(KVVec::from_elem(
+                Gid::default(),
+                (caps.ports * caps.max_gids) as usize,
+                GFP_KERNEL
+            )?),
         })
     }
 
@@ -260,6 +275,55 @@ impl IbDev {
             }
             _ => p.local_rkey = 0,
         }
+    }
+
+    /// Write entry `index` of the GID table of `port` on the device (`None` clears it) and
+    /// keep it, as the core's GID cache asks.
+    fn set_gid(&self, port: u32, index: u32, gid: Option<Gid>) -> Result {
+        let port_index = self.port_index(port)?;
+        if index >= self.caps.max_gids {
+            return Err(EINVAL);
+        }
+        let slot = port_index * self.caps.max_gids as usize + index as usize;
+        let entry = hw::GidEntry {
+            gid: gid.unwrap_or_default().0,
+            flags: if gid.is_some() { hw::GID_VALID } else { 0 },
+        };
+        let mut gids = self.gids.lock();
+        let res = self
+            .shared
+            .command(cmd::CMD_GID_SET, port_index as u32, index, &entry, &mut ());
+        // A dead or gone device sends nothing: the entry is gone with it.
+        if res.is_ok() || gid.is_none() {
+            *gids.get_mut(slot).ok_or(EINVAL)? = gid.unwrap_or_default();
+        }
+        match res {
+            Err(EIO) | Err(ENODEV) if gid.is_none() => Ok(()),
+            r => r,
+        }
+    }
+
+    /// The GID of entry `index` of the table of `port`, if it is valid.
+    pub(crate) fn gid(&self, port: u32, index: u32) -> Option<Gid> {
+        let port_index = self.port_index(port).ok()?;
+        if index >= self.caps.max_gids {
+            return None;
+        }
+        let slot = port_index * self.caps.max_gids as usize + index as usize;
+        self.gids
+            .lock()
+            .get(slot)
+            .copied()
+            .filter(|g| *g != Gid::default())
+    }
+
+    /// The first valid IPv4 GID of `port` and its index.
+    pub(crate) fn first_ipv4_gid(&self, port: u32) -> Option<(u32, Gid)> {
+        (0..self.caps.max_gids).find_map(|i| {
+            self.gid(port, i)
+                .filter(|g| g.to_ipv4().is_some())
+                .map(|g| (i, g))
+        })
     }
 
     /// The index (from 0) of `port` (numbered from 1), if the device has it.
@@ -428,10 +492,9 @@ pub(crate) struct Pd {
     pub(crate) id: u32,
 }
 
-const MODIFY_QP_DEST: u32 = uapi::gaudi_ib_modify_qp_flags_GAUDI_IB_MODIFY_QP_DEST;
 const MODIFY_QP_REMOTE_RKEY: u32 = uapi::gaudi_ib_modify_qp_flags_GAUDI_IB_MODIFY_QP_REMOTE_RKEY;
 const MODIFY_QP_LOCAL_RKEY: u32 = uapi::gaudi_ib_modify_qp_flags_GAUDI_IB_MODIFY_QP_LOCAL_RKEY;
-const MODIFY_QP_FLAGS: u32 = MODIFY_QP_DEST | MODIFY_QP_REMOTE_RKEY | MODIFY_QP_LOCAL_RKEY;
+const MODIFY_QP_FLAGS: u32 = MODIFY_QP_REMOTE_RKEY | MODIFY_QP_LOCAL_RKEY;
 
 /// The protection domain number user space sees (one PD per context).
 const PDN: u32 = 1;
@@ -501,7 +564,7 @@ impl rdma::Driver for GaudiRdma {
             max_mtu: Mtu::Mtu4096,
             active_mtu: Mtu::Mtu4096,
             phys_mtu: d.caps.max_mtu,
-            gid_tbl_len: 1,
+            gid_tbl_len: d.caps.max_gids,
             pkey_tbl_len: 1,
             max_msg_sz: d.caps.max_msg,
             // 100GbE: four lanes of 25 Gb/s.
@@ -512,20 +575,30 @@ impl rdma::Driver for GaudiRdma {
         })
     }
 
-    fn get_port_immutable(_dev: &rdma::Device<Self>, _port: u32) -> Result<PortImmutable> {
+    fn get_port_immutable(dev: &rdma::Device<Self>, _port: u32) -> Result<PortImmutable> {
         Ok(PortImmutable {
             pkey_tbl_len: 1,
-            gid_tbl_len: 1,
+            gid_tbl_len: dev.data().caps.max_gids,
             protocol: PortProtocol::RoceV2,
             max_mad_size: 0,
         })
     }
 
-    fn query_gid(dev: &rdma::Device<Self>, port: u32, index: u32) -> Result<Gid> {
-        if index != 0 {
+    /// A port's state is its link's, which the device reports (`PORT_UP`, `PORT_DOWN`)
+    /// and the event queue's handler passes on; the RDMA engine does not depend on the
+    /// administrative state of the port's network interface.
+    fn report_port_event(_dev: &rdma::Device<Self>, _port: u32) {}
+
+    fn add_gid(dev: &rdma::Device<Self>, attr: &GidAttr) -> Result {
+        // The ports carry RoCE v2 only, so the core adds no other kind.
+        if attr.gid_type != GidType::RoceV2 {
             return Err(EINVAL);
         }
-        Ok(Gid::from_ipv4(dev.data().port_ipv4(port)?))
+        dev.data().set_gid(attr.port, attr.index, Some(attr.gid))
+    }
+
+    fn del_gid(dev: &rdma::Device<Self>, attr: &GidAttr) -> Result {
+        dev.data().set_gid(attr.port, attr.index, None)
     }
 
     fn query_pkey(dev: &rdma::Device<Self>, port: u32, index: u16) -> Result<u16> {
@@ -830,9 +903,8 @@ fn transition_attrs(cur: QpState, next: QpState) -> Option<(QpAttrMask, QpAttrMa
             QpAttrMask::PKEY_INDEX | QpAttrMask::ACCESS_FLAGS | QpAttrMask::PORT,
         ),
         (Init, Rtr) => (
-            QpAttrMask::PATH_MTU | QpAttrMask::DEST_QPN | QpAttrMask::RQ_PSN,
-            QpAttrMask::AV
-                | QpAttrMask::MAX_DEST_RD_ATOMIC
+            QpAttrMask::AV | QpAttrMask::PATH_MTU | QpAttrMask::DEST_QPN | QpAttrMask::RQ_PSN,
+            QpAttrMask::MAX_DEST_RD_ATOMIC
                 | QpAttrMask::MIN_RNR_TIMER
                 | QpAttrMask::ACCESS_FLAGS
                 | QpAttrMask::PKEY_INDEX,
@@ -950,15 +1022,9 @@ fn validate_modify(
         a.min_rnr_timer = t;
     }
 
-    // The peer: from the driver data, or for kernel callers from a resolved address vector.
-    let mut dest = false;
+    // The peer: the address vector, its MAC resolved by the core.
     if let Some(av) = attr.av() {
-        let ip = av.dgid.to_ipv4().ok_or(EOPNOTSUPP)?;
-        if av.dmac != [0; 6] {
-            a.path.dmac = av.dmac;
-            a.path.dest_ipv4 = ip;
-            dest = true;
-        }
+        a.path = av_path(dev, qp, &a, &av)?.with_keys(&a.path);
     }
     if let Some(u) = udata.filter(|u| u.in_len() > 0) {
         let req = u.read::<uapi::gaudi_ib_modify_qp>()?;
@@ -967,19 +1033,6 @@ fn validate_modify(
         }
         if req.flags != 0 && !matches!(next, QpState::Rtr | QpState::Rts) {
             return Err(EINVAL);
-        }
-        if req.flags & MODIFY_QP_DEST != 0 {
-            // A unicast MAC (bit 0 of the first byte clear) and an address.
-            if req.dmac == [0; 6] || req.dmac[0] & 1 != 0 || req.dest_ipv4 == [0; 4] {
-                return Err(EINVAL);
-            }
-            a.path = Path {
-                dmac: req.dmac,
-                dest_ipv4: req.dest_ipv4,
-                udp_sport: req.udp_sport & 0x3fff,
-                ..a.path
-            };
-            dest = true;
         }
         if req.flags & MODIFY_QP_REMOTE_RKEY != 0 {
             a.path.remote_rkey = req.remote_rkey;
@@ -996,22 +1049,73 @@ fn validate_modify(
             a.path.local_rkey = req.local_rkey;
         }
     }
-    if next == QpState::Rtr && cur == QpState::Init && !dest {
-        kernel::ibdev_info_ratelimited!(
-            dev,
-            "QP {}: RTR needs the destination (driver data, see uapi.rst)\n",
-            qp.qp_num()
-        );
-        return Err(EINVAL);
-    }
-    if a.path.udp_sport == 0 {
-        // As rdma_flow_label_to_udp_sport(): spread flows over the entropy range.
-        a.path.udp_sport = ((qp.qp_num() ^ a.dest_qpn) & 0x3fff) as u16;
+    if attr.av().is_some() || attr.dest_qp_num().is_some() {
+        a.path.udp_sport = udp_sport(a.path.flow_label, qp.qp_num(), a.dest_qpn);
     }
     if next == QpState::Reset {
         a = QpAttrs::default();
     }
     Ok((cur, next, a))
+}
+
+/// The path of `qp`, whose attributes are `a`, to the peer of the address vector `av`:
+/// RoCE v2 from a valid source GID of the QP's port to a unicast destination GID of the
+/// same family, at the MAC the core resolved (`EINVAL` otherwise).
+fn av_path(
+    dev: &rdma::Device<GaudiRdma>,
+    qp: &rdma::Qp<GaudiRdma>,
+    a: &QpAttrs,
+    av: &AddressVector,
+) -> Result<Path> {
+    let refuse = |why: &str| {
+        kernel::ibdev_dbg!(dev, "QP {}: address vector refused: {}\n", qp.qp_num(), why);
+        Err(EINVAL)
+    };
+    let Some(sgid) = av.sgid else {
+        return refuse("no global route");
+    };
+    if av.port_num != a.port || sgid.port != a.port {
+        return refuse("not the QP's port");
+    }
+    if sgid.gid_type != GidType::RoceV2 || u32::from(av.sgid_index) != sgid.index {
+        return refuse("source GID");
+    }
+    if av.dgid == Gid::default()
+        || av.dgid.0[0] == 0xff
+        || av.dgid.to_ipv4().is_some_and(|ip| ip[0] >= 224)
+    {
+        return refuse("destination GID not unicast");
+    }
+    if sgid.gid.to_ipv4().is_some() != av.dgid.to_ipv4().is_some() {
+        return refuse("source and destination of different families");
+    }
+    if av.dmac == [0; 6] || av.dmac[0] & 1 != 0 {
+        return refuse("destination MAC not unicast");
+    }
+    Ok(Path {
+        dmac: av.dmac,
+        dgid: av.dgid,
+        sgid_index: av.sgid_index,
+        hop_limit: av.hop_limit,
+        traffic_class: av.traffic_class,
+        flow_label: av.flow_label & 0xf_ffff,
+        ..Path::default()
+    })
+}
+
+/// The UDP source port of a RoCE v2 QP (the low 14 bits the device takes), from the flow
+/// label, or when there is none from the QP numbers, as the core's `rdma_get_udp_sport()`.
+fn udp_sport(flow_label: u32, lqpn: u32, rqpn: u32) -> u16 {
+    let fl = if flow_label != 0 {
+        flow_label
+    } else {
+        let mut v = u64::from(lqpn) * u64::from(rqpn);
+        v ^= v >> 20;
+        v ^= v >> 40;
+        (v & 0xf_ffff) as u32
+    };
+    let low = (fl & 0x3fff) ^ ((fl & 0xf_c000) >> 14);
+    low as u16
 }
 
 /// Move `qp` from `cur` to `next` with the checked attributes `a` on the device, and keep them

@@ -30,7 +30,7 @@ use kernel::{
             Opcode,
             SendWrs, //
         },
-        Mtu,
+        Gid, Mtu,
     },
     sync::{
         barrier::{
@@ -296,17 +296,38 @@ pub(crate) struct Region {
     pub(crate) va: u64,
 }
 
-/// Where the peer of a queue pair is, and its keys (`struct gaudi_ib_modify_qp`).
+/// Where the peer of a queue pair is (from the address vector: GIDs, the resolved MAC and the
+/// global route's fields), and its keys (`struct gaudi_ib_modify_qp`).
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Path {
     pub(crate) dmac: [u8; 6],
-    pub(crate) dest_ipv4: [u8; 4],
+    /// The destination GID; zero until RTR.
+    pub(crate) dgid: Gid,
+    /// The source GID entry of the QP's port.
+    pub(crate) sgid_index: u8,
+    pub(crate) hop_limit: u8,
+    pub(crate) traffic_class: u8,
+    /// IPv6 flow label (20 bits).
+    pub(crate) flow_label: u32,
+    /// UDP source port (its low 14 bits).
     pub(crate) udp_sport: u16,
     pub(crate) remote_rkey: u32,
     pub(crate) local_rkey: u32,
     /// The region of `local_rkey`, resolved each time the context is written (see
     /// `IbDev::resolve_local`); it goes with its key at deregistration.
     pub(crate) region: Region,
+}
+
+impl Path {
+    /// This path with the keys and region of `old`.
+    pub(crate) fn with_keys(self, old: &Path) -> Path {
+        Path {
+            remote_rkey: old.remote_rkey,
+            local_rkey: old.local_rkey,
+            region: old.region,
+            ..self
+        }
+    }
 }
 
 /// Attributes of a queue pair, as last written to the device.
@@ -603,15 +624,22 @@ pub(crate) fn qp_context(state: u8, cqn: u32, sq_va: u64, log_sq: u32, a: &QpAtt
         rq_psn: a.rq_psn,
         remote_rkey: p.remote_rkey,
         dmac: p.dmac,
-        dest_ipv4: p.dest_ipv4,
+        hop_limit: p.hop_limit,
+        traffic_class: p.traffic_class,
         udp_sport: p.udp_sport,
+        sgid_index: p.sgid_index,
+        flow_label: p.flow_label & 0xf_ffff,
+        dgid: p.dgid.0,
         rnr_retry: a.rnr_retry.min(7),
         min_rnr_timer: a.min_rnr_timer & 0x1f,
         ..Default::default()
     };
+    if p.dgid != Gid::default() {
+        c.flags |= hw::QPF_GRH;
+    }
     if remote_write {
         c.local_rkey = p.local_rkey;
-        c.flags = hw::QPF_REMOTE_WRITE | hw::QPF_REGION;
+        c.flags |= hw::QPF_REMOTE_WRITE | hw::QPF_REGION;
         c.region_iova = r.iova;
         c.region_length = r.length;
         c.region_va = r.va;

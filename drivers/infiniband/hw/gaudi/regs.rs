@@ -81,6 +81,8 @@ register! {
     pub(crate) DEVMEM_SIZE_LO(u32) @ 0x0060 {}
     /// Device memory (BAR 4) size in bytes, 63:32.
     pub(crate) DEVMEM_SIZE_HI(u32) @ 0x0064 {}
+    /// (1.3) Entries of each port's GID table.
+    pub(crate) MAX_GIDS(u32) @ 0x006c {}
 
     /// Device MMU: bus address of the level-0 table, 31:0 (4 KiB aligned).
     pub(crate) MMU_ROOT_LO(u32) @ 0x0200 {}
@@ -236,6 +238,8 @@ pub(crate) const MODEL_MINOR_MIN: u32 = 3;
 /// Largest counts the 16-bit fields of [`CMD`] and the doorbells can name: QPs and CQs per
 /// port, and WQEs (a producer index must tell a full ring from an empty one).
 pub(crate) const MAX_INDEXES: u32 = 1 << 16;
+/// The largest GID table the driver takes (the core's GID cache holds each entry).
+pub(crate) const MAX_GIDS_LIMIT: u32 = 256;
 pub(crate) const MAX_SQE_LIMIT: u32 = 1 << 15;
 /// Largest CQ the model allows.
 pub(crate) const MAX_CQE_LIMIT: u32 = 1 << 13;

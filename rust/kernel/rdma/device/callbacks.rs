@@ -97,6 +97,61 @@ pub(super) unsafe extern "C" fn query_gid<T: Driver>(
 
 /// # Safety
 ///
+/// Called only by the RDMA core, as this operation of a device of driver `T`, with a network
+/// device it holds.
+pub(super) unsafe extern "C" fn report_port_event<T: Driver>(
+    ib: *mut bindings::ib_device,
+    ndev: *mut bindings::net_device,
+    _event: crate::ffi::c_ulong,
+) {
+    let mut port = 0u32;
+    // SAFETY: `ib` is a registered device and `ndev` a live network device (the core holds
+    // both for the call); `port` is valid for writes.
+    if unsafe { bindings::ib_query_netdev_port(ib, ndev, &mut port) } != 0 {
+        return;
+    }
+    // SAFETY: `ib` is a device of driver `T`.
+    T::report_port_event(unsafe { dev::<T>(ib) }, port);
+}
+
+/// # Safety
+///
+/// Called only by the RDMA core's GID cache, as this operation of a device of driver `T`, with
+/// an entry of one of its ports.
+pub(super) unsafe extern "C" fn add_gid<T: Driver>(
+    attr: *const bindings::ib_gid_attr,
+    _context: *mut *mut core::ffi::c_void,
+) -> c_int {
+    from_result(|| {
+        // SAFETY: `attr` is valid for reads during the call, and its device is one of driver
+        // `T`.
+        let (raw, dev) = unsafe { (&*attr, dev::<T>((*attr).device)) };
+        let attr = GidAttr::from_raw(raw).ok_or(EINVAL)?;
+        T::add_gid(dev, &attr)?;
+        Ok(0)
+    })
+}
+
+/// # Safety
+///
+/// Called only by the RDMA core's GID cache, as this operation of a device of driver `T`, with
+/// an entry of one of its ports.
+pub(super) unsafe extern "C" fn del_gid<T: Driver>(
+    attr: *const bindings::ib_gid_attr,
+    _context: *mut *mut core::ffi::c_void,
+) -> c_int {
+    from_result(|| {
+        // SAFETY: `attr` is valid for reads during the call, and its device is one of driver
+        // `T`.
+        let (raw, dev) = unsafe { (&*attr, dev::<T>((*attr).device)) };
+        let attr = GidAttr::from_raw(raw).ok_or(EINVAL)?;
+        T::del_gid(dev, &attr)?;
+        Ok(0)
+    })
+}
+
+/// # Safety
+///
 /// Called only by the RDMA core, as this operation of a device of driver `T`.
 pub(super) unsafe extern "C" fn query_pkey<T: Driver>(
     ib: *mut bindings::ib_device,

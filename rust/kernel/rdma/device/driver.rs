@@ -56,6 +56,33 @@ pub trait Driver: Sized + Send + Sync + 'static {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
 
+    /// The core's GID cache wrote entry `attr.index` of the table of RoCE port `attr.port`
+    /// (derived from the addresses of the port's network device, see
+    /// [`Options::netdevs`]): make the device use it. Called for different ports
+    /// concurrently, never twice for one port at once; an entry is added only while free, so
+    /// a [`Driver::del_gid`] comes between two additions at one index.
+    ///
+    /// Drivers that implement it also implement [`Driver::del_gid`].
+    fn add_gid(_dev: &Device<Self>, _attr: &GidAttr) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// The network device attached to port `port` (see [`Options::netdevs`]) went up or down
+    /// or changed its carrier. Without this the core itself reports the port's state as the
+    /// network device's (up with carrier: `PORT_ACTIVE`, else `PORT_ERR`); a driver that
+    /// implements it reports port events itself ([`Device::dispatch_event`]), for ports whose
+    /// state is not their network device's.
+    fn report_port_event(_dev: &Device<Self>, _port: u32) {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// The core's GID cache removed entry `attr.index` of the table of RoCE port `attr.port`
+    /// (also for every entry when the device is unregistered). The core goes on whatever the
+    /// result.
+    fn del_gid(_dev: &Device<Self>, _attr: &GidAttr) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
     /// Entry `index` of the partition key table of `port`.
     fn query_pkey(_dev: &Device<Self>, _port: u32, _index: u16) -> Result<u16> {
         build_error!(VTABLE_DEFAULT_ERROR)

@@ -25,17 +25,23 @@ unsafe impl<T: Driver> Send for Registration<T> {}
 unsafe impl<T: Driver> Sync for Registration<T> {}
 
 /// How a device is registered.
-pub struct Options {
+pub struct Options<'a> {
     /// Physical ports, numbered from 1.
     pub ports: u32,
     /// Completion vectors.
     pub comp_vectors: u32,
     /// Node type (`enum rdma_node_type`).
     pub node_type: NodeType,
-    /// The ports are RoCE ports without a netdev: the core reads their GID table through
-    /// [`Driver::query_gid`] (`ib_device::roce_gids_from_driver`) instead of deriving it from
-    /// a netdev's addresses.
-    pub roce_gids_from_driver: bool,
+    /// The network devices of the ports, the first for port 1 (empty: none; else one for each
+    /// port). The core derives the GID tables of RoCE ports from their addresses (see
+    /// [`Driver::add_gid`]), resolves address vectors through them and names them
+    /// (`rdma link show`).
+    ///
+    /// The RDMA device holds a reference to each until it is unregistered; a network device
+    /// unregistered before the RDMA device makes its unregistration wait for that, so
+    /// register the network devices first against the same parent, as their [`Devres`] are
+    /// then released after this one.
+    pub netdevs: &'a [&'a NetDev],
     /// Node GUID (an EUI-64, for example derived from a MAC address), 0 for none.
     pub node_guid: u64,
 }
@@ -64,6 +70,21 @@ impl<T: Driver> Registration<T> {
         },
         query_gid: if T::HAS_QUERY_GID {
             Some(callbacks::query_gid::<T>)
+        } else {
+            None
+        },
+        report_port_event: if T::HAS_REPORT_PORT_EVENT {
+            Some(callbacks::report_port_event::<T>)
+        } else {
+            None
+        },
+        add_gid: if T::HAS_ADD_GID {
+            Some(callbacks::add_gid::<T>)
+        } else {
+            None
+        },
+        del_gid: if T::HAS_DEL_GID {
+            Some(callbacks::del_gid::<T>)
         } else {
             None
         },
@@ -170,7 +191,7 @@ impl<T: Driver> Registration<T> {
     pub fn new<E>(
         parent: &device::Device<Bound>,
         module: &'static ThisModule,
-        opts: Options,
+        opts: Options<'_>,
         data: impl PinInit<T::Data, E>,
     ) -> Result<Devres<Self>>
     where
@@ -184,6 +205,9 @@ impl<T: Driver> Registration<T> {
             assert!(core::mem::align_of::<Qp<T>>() <= bindings::ARCH_KMALLOC_MINALIGN);
         }
         if opts.ports == 0 || opts.ports > u32::from(u8::MAX) {
+            return Err(EINVAL);
+        }
+        if !opts.netdevs.is_empty() && opts.netdevs.len() != opts.ports as usize {
             return Err(EINVAL);
         }
         if let Some(defs) = T::UAPI {
@@ -225,7 +249,6 @@ impl<T: Driver> Registration<T> {
             (*raw).phys_port_cnt = opts.ports;
             (*raw).num_comp_vectors = opts.comp_vectors.max(1).min(i32::MAX as u32) as i32;
             (*raw).node_type = opts.node_type as u8;
-            (*raw).set_roce_gids_from_driver(opts.roce_gids_from_driver.into());
             (*raw).node_guid = opts.node_guid.to_be();
             if T::HAS_CREATE_CQ {
                 // Likewise polling and arming completion queues: these reach
@@ -245,6 +268,23 @@ impl<T: Driver> Registration<T> {
             (*raw).__bindgen_anon_1.dev.parent = parent.as_raw();
             if let Some(defs) = T::UAPI {
                 (*raw).driver_def = defs.as_ptr().cast();
+            }
+        }
+
+        for (port, ndev) in (1u32..).zip(opts.netdevs) {
+            // SAFETY: The device is allocated and not registered; `ndev` is a live network
+            // device (`NetDev` invariants), of which the core takes a reference, dropped when
+            // the device is unregistered or released. (Attaching one that is being
+            // unregistered is not unsound: its unregistration waits for that reference.)
+            let ret = unsafe { bindings::ib_device_set_netdev(ib.as_ptr(), ndev.as_raw(), port) };
+            if let Err(e) = to_result(ret) {
+                // SAFETY: The device was never registered; its release drops the references
+                // to the network devices set so far.
+                unsafe {
+                    Device::drop_fields(dev.as_ptr());
+                    bindings::ib_dealloc_device(ib.as_ptr());
+                }
+                return Err(e);
             }
         }
 

@@ -447,6 +447,10 @@ impl Context {
         qp.pi = 0;
         m.state = u32::from(crate::QPS_INIT);
         self.modify_qp_set(handle, qp.port, &m)?;
+        // The QP sends from the port's IPv4 address (a GID of its network interface).
+        let own = self.query_port(u64::from(qp.port))?.ipv4;
+        let port = u8::try_from(qp.port).map_err(io::Error::other)?;
+        crate::roce_address(port, own, Some(ipv4))?;
         m = gaudi_ib_qp_set_modify {
             state: u32::from(crate::QPS_RTR),
             dest_qpn,

@@ -313,8 +313,140 @@ pub struct ModifyQp {
     pub rnr_retry: u8,
     pub max_rd_atomic: u8,
     pub max_dest_rd_atomic: u8,
+    /// The address vector (with [`QP_AV`]).
+    pub ah: Ah,
     /// The driver data; `None` sends none.
     pub driver: Option<gaudi_ib_modify_qp>,
+}
+
+/// An address vector with a global route (`struct ib_uverbs_qp_dest`), as RoCE needs.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Ah {
+    pub port_num: u8,
+    pub dgid: [u8; 16],
+    pub sgid_index: u8,
+    pub hop_limit: u8,
+    pub traffic_class: u8,
+    pub flow_label: u32,
+}
+
+/// The IPv4-mapped GID of `ip` (`::ffff:a.b.c.d`).
+pub fn gid_v4(ip: [u8; 4]) -> [u8; 16] {
+    let mut g = [0u8; 16];
+    g[10] = 0xff;
+    g[11] = 0xff;
+    g[12..].copy_from_slice(&ip);
+    g
+}
+
+/// The name of the first InfiniBand device of gaudi_ib (`gaudi_0`).
+pub fn ib_name() -> io::Result<String> {
+    let path = find_device()?;
+    let n = path
+        .file_name()
+        .unwrap_or_default()
+        .to_string_lossy()
+        .into_owned();
+    let ibdev = std::fs::read_to_string(
+        Path::new("/sys/class/infiniband_verbs")
+            .join(n)
+            .join("ibdev"),
+    )?;
+    Ok(ibdev.trim().to_string())
+}
+
+/// The network interface of `port` (from 1) of InfiniBand device `ib`: the interface of the
+/// same PCI device whose `dev_port` is `port - 1`.
+pub fn port_netdev(ib: &str, port: u8) -> io::Result<String> {
+    let pci = std::fs::canonicalize(format!("/sys/class/infiniband/{ib}/device"))?;
+    for e in std::fs::read_dir("/sys/class/net")? {
+        let e = e?;
+        let Ok(dev) = std::fs::canonicalize(e.path().join("device")) else {
+            continue;
+        };
+        let dev_port = std::fs::read_to_string(e.path().join("dev_port")).unwrap_or_default();
+        if dev == pci && dev_port.trim() == (u32::from(port) - 1).to_string() {
+            return Ok(e.file_name().to_string_lossy().into_owned());
+        }
+    }
+    Err(io::Error::new(
+        io::ErrorKind::NotFound,
+        format!("no network interface for {ib} port {port}"),
+    ))
+}
+
+/// Run iproute2's `ip` with `args`.
+pub fn ip(args: &[&str]) -> io::Result<()> {
+    let out = std::process::Command::new("/usr/bin/ip")
+        .args(args)
+        .output()?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(io::Error::other(format!(
+            "ip {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )))
+    }
+}
+
+/// The index of GID `gid` in the table of `port` of InfiniBand device `ib`, as RoCE v2,
+/// if it is there.
+pub fn gid_index(ib: &str, port: u8, gid: &[u8; 16]) -> Option<u8> {
+    let want = gid
+        .chunks(2)
+        .map(|w| format!("{:02x}{:02x}", w[0], w[1]))
+        .collect::<Vec<_>>()
+        .join(":");
+    let base = format!("/sys/class/infiniband/{ib}/ports/{port}");
+    (0..=255u8).find(|i| {
+        std::fs::read_to_string(format!("{base}/gids/{i}")).is_ok_and(|g| g.trim() == want)
+            && std::fs::read_to_string(format!("{base}/gid_attrs/types/{i}"))
+                .is_ok_and(|t| t.trim() == "RoCE v2")
+    })
+}
+
+/// Make `port` of the gaudi device a RoCE v2 endpoint at `ipv4`: its network interface up with
+/// that address (a /32), a host route to `peer` through it (the core resolves the peer's MAC
+/// with ARP on that interface, also when the peer is another port of this host), and the
+/// index of the GID the core derived from the address, waited for. Idempotent.
+pub fn roce_address(port: u8, ipv4: [u8; 4], peer: Option<[u8; 4]>) -> io::Result<u8> {
+    let ib = ib_name()?;
+    let ifname = port_netdev(&ib, port)?;
+    let addr = format!("{}.{}.{}.{}", ipv4[0], ipv4[1], ipv4[2], ipv4[3]);
+    let gid = gid_v4(ipv4);
+    // IFF_UP: an interface that is down has no routes, not even to its own
+    // addresses.
+    let flags = std::fs::read_to_string(format!("/sys/class/net/{ifname}/flags"))?;
+    let up = u32::from_str_radix(flags.trim().trim_start_matches("0x"), 16).unwrap_or(0) & 1 != 0;
+    if !up {
+        ip(&["link", "set", "dev", &ifname, "up"])?;
+    }
+    if gid_index(&ib, port, &gid).is_none() {
+        ip(&["addr", "replace", &format!("{addr}/32"), "dev", &ifname])?;
+    }
+    if let Some(p) = peer.filter(|p| *p != ipv4) {
+        let to = format!("{}.{}.{}.{}/32", p[0], p[1], p[2], p[3]);
+        ip(&["route", "replace", &to, "dev", &ifname])?;
+        // Two ports of this host on one link (as the tests wire them):
+        // each must take ARP from an address of the other, which Linux
+        // drops as a martian source unless told to accept local ones.
+        std::fs::write("/proc/sys/net/ipv4/conf/all/accept_local", "1")?;
+    }
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(i) = gid_index(&ib, port, &gid) {
+            return Ok(i);
+        }
+        if start.elapsed() > std::time::Duration::from_secs(10) {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("no RoCE v2 GID for {addr} on {ib} port {port} ({ifname})"),
+            ));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }
 
 /// What `IB_USER_VERBS_CMD_QUERY_QP` reports (the fields this NIC uses).
@@ -517,6 +649,16 @@ impl Context {
             timeout: m.timeout,
             retry_cnt: m.retry_cnt,
             rnr_retry: m.rnr_retry,
+            dest: ib_uverbs_qp_dest {
+                dgid: m.ah.dgid,
+                flow_label: m.ah.flow_label,
+                sgid_index: m.ah.sgid_index,
+                hop_limit: m.ah.hop_limit,
+                traffic_class: m.ah.traffic_class,
+                is_global: 1,
+                port_num: m.ah.port_num,
+                ..Default::default()
+            },
             ..Default::default()
         };
         self.invoke_write_in(IB_USER_VERBS_CMD_MODIFY_QP, &cmd, m.driver.as_ref())
@@ -967,6 +1109,7 @@ impl Context {
 pub const IB_EVENT_DEVICE_FATAL: u32 = 8;
 pub const IB_EVENT_PORT_ACTIVE: u32 = 9;
 pub const IB_EVENT_PORT_ERR: u32 = 10;
+pub const IB_EVENT_GID_CHANGE: u32 = 18;
 
 /// The name of an `enum ib_event_type` value.
 pub fn event_name(kind: u32) -> &'static str {
@@ -974,6 +1117,7 @@ pub fn event_name(kind: u32) -> &'static str {
         IB_EVENT_DEVICE_FATAL => "DEVICE_FATAL",
         IB_EVENT_PORT_ACTIVE => "PORT_ACTIVE",
         IB_EVENT_PORT_ERR => "PORT_ERR",
+        IB_EVENT_GID_CHANGE => "GID_CHANGE",
         IB_EVENT_CQ_ERR => "CQ_ERR",
         IB_EVENT_QP_FATAL => "QP_FATAL",
         _ => "other",
@@ -990,9 +1134,22 @@ pub struct AsyncEvents {
 }
 
 impl AsyncEvents {
-    /// The next event, waiting up to `timeout`: `Ok(None)` on timeout, an
-    /// error (EIO) once the device is gone and every event was read.
+    /// The next event other than GID_CHANGE (which the tests' own address
+    /// set-up causes), waiting up to `timeout` in all: `Ok(None)` on
+    /// timeout, an error (EIO) once the device is gone and every event was
+    /// read.
     pub fn next(&self, timeout: std::time::Duration) -> io::Result<Option<AsyncEvent>> {
+        let start = std::time::Instant::now();
+        loop {
+            match self.next_any(timeout.saturating_sub(start.elapsed()))? {
+                Some(ev) if ev.event_type == IB_EVENT_GID_CHANGE => continue,
+                r => return Ok(r),
+            }
+        }
+    }
+
+    /// The next event of any kind, waiting up to `timeout`.
+    pub fn next_any(&self, timeout: std::time::Duration) -> io::Result<Option<AsyncEvent>> {
         let mut pfd = libc::pollfd {
             fd: self.fd.as_raw_fd(),
             events: libc::POLLIN,
@@ -1223,6 +1380,19 @@ pub fn errno(e: &io::Error) -> i32 {
     e.raw_os_error().unwrap_or(0)
 }
 
+/// The emulator's region hash (its `hash` command): FNV-1a over the
+/// little-endian 64-bit words of `data` (the last word zero-padded), then
+/// the length xored in.
+pub fn region_hash(data: &[u8]) -> u64 {
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    for w in data.chunks(8) {
+        let mut b = [0u8; 8];
+        b[..w.len()].copy_from_slice(w);
+        h = (h ^ u64::from_le_bytes(b)).wrapping_mul(0x100_0000_01b3);
+    }
+    h ^ data.len() as u64
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1248,17 +1418,4 @@ mod tests {
         assert_eq!(RDMA_DRIVER_GAUDI, 22);
         assert_eq!(ATTR_F_MANDATORY, 1);
     }
-}
-
-/// The emulator's region hash (its `hash` command): FNV-1a over the
-/// little-endian 64-bit words of `data` (the last word zero-padded), then
-/// the length xored in.
-pub fn region_hash(data: &[u8]) -> u64 {
-    let mut h = 0xcbf2_9ce4_8422_2325u64;
-    for w in data.chunks(8) {
-        let mut b = [0u8; 8];
-        b[..w.len()].copy_from_slice(w);
-        h = (h ^ u64::from_le_bytes(b)).wrapping_mul(0x100_0000_01b3);
-    }
-    h ^ data.len() as u64
 }

@@ -19,12 +19,17 @@ n=$(echo "$links" | grep -c '^link gaudi_0/[0-9]* ')
 active=$(echo "$links" | grep -c '^link gaudi_0/[0-9]* state ACTIVE ')
 [ "$active" = "$ports" ] || fail "expected $ports ACTIVE links, saw $active"
 [ -e /dev/infiniband/uverbs0 ] || fail "no /dev/infiniband/uverbs0"
-# GID 0 of each port is its IPv4-mapped address (the emulator's default
-# 10.0.P.1 for port index P), of type RoCE v2, in the core's GID cache.
+# Each port is attached to its network interface: rdma link names it, and
+# GID 0 is the port's default GID (fe80:: with the EUI-64 of its MAC, the
+# emulator's 02:1d:a3:00:00:P for port index P), of type RoCE v2, which the
+# core's GID cache derives from the interface.
 sys=/sys/class/infiniband/gaudi_0/ports
 p=1
 while [ $p -le "$ports" ]; do
-	want=$(printf '0000:0000:0000:0000:0000:ffff:0a00:%02x01' $((p - 1)))
+	ifc=$(nic_with_mac "$(printf '02:1d:a3:00:00:%02x' $((p - 1)))")
+	echo "$links" | grep -q "^link gaudi_0/$p .* netdev $ifc *\$" ||
+		fail "port $p: rdma link show does not name netdev $ifc"
+	want=$(printf 'fe80:0000:0000:0000:001d:a3ff:fe00:00%02x' $((p - 1)))
 	gid=$(cat $sys/$p/gids/0) || fail "port $p: no GID 0"
 	[ "$gid" = "$want" ] || fail "port $p: GID 0 is $gid, expected $want"
 	type=$(cat $sys/$p/gid_attrs/types/0) || fail "port $p: no GID 0 type"
@@ -32,4 +37,4 @@ while [ $p -le "$ports" ]; do
 	p=$((p + 1))
 done
 echo "GID 0 of port 1: $(cat $sys/1/gids/0) ($(cat $sys/1/gid_attrs/types/0))"
-echo "one device, $ports links, all ACTIVE, GIDs from the ports' addresses"
+echo "one device, $ports links, all ACTIVE, each with its interface and default GID"

@@ -25,6 +25,13 @@ for i in /sys/class/net/*; do
 done
 [ "$total" = "$ports" ] || fail "$total gaudi_ib interfaces for $ports ports"
 echo "$n interfaces, one per port, with the ports' MAC addresses"
+links=$(rdma link show) || fail "rdma link show failed"
+for p in $(seq 0 $((ports - 1))); do
+	ifc=$(nic_with_mac "$(printf '02:1d:a3:00:00:%02x' "$p")")
+	echo "$links" | grep -q "^link gaudi_0/$((p + 1)) .* netdev $ifc *\$" ||
+		{ echo "$links"; fail "rdma link show does not name $ifc for port $((p + 1))"; }
+done
+echo "rdma link show names each port's interface"
 ifc=$(nic_with_mac 02:1d:a3:00:00:00)
 ip link set "$ifc" up || fail "ip link set $ifc up failed"
 wait_carrier() { # IFACE 0|1

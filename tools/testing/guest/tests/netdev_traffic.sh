@@ -24,6 +24,10 @@ ip neigh show dev "$ifc" | grep -q '^10.10.0.2 lladdr 02:1d:a3:01:00:00' ||
 ip neigh show dev "$ifc" | grep -q '^fd00:10::2 lladdr 02:1d:a3:01:00:00' ||
 	{ ip neigh show dev "$ifc"; fail "no IPv6 neighbour entry for the peer's port"; }
 echo "$ifc ($mac): ping over IPv4 and IPv6, the peer's port resolved by Linux"
+# From here on the counters must add up frame for frame: the resolved
+# entries stay, so that no reachability probe crosses the link meanwhile.
+ip neigh replace 10.10.0.2 lladdr 02:1d:a3:01:00:00 dev "$ifc" nud permanent
+ip neigh replace fd00:10::2 lladdr 02:1d:a3:01:00:00 dev "$ifc" nud permanent
 head -c $((64 << 20)) /dev/urandom >/tmp/data
 sum=$(sha256sum </tmp/data | cut -d' ' -f1)
 # Counters from here on, on both sides: the interface is quiet. The other

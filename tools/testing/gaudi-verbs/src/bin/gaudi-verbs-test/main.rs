@@ -102,13 +102,14 @@
 
 use gaudi_verbs::uapi::*;
 use gaudi_verbs::{
-    errno, event_name, find_device, region_hash, AsyncEvents, Attr, CompChannel, Context, Cq,
-    EmuCtl, ModifyQp, Mr, Pd, Qp, QpCaps, SendWr, Sge, Wc, IB_EVENT_DEVICE_FATAL,
-    IB_EVENT_PORT_ACTIVE, IB_EVENT_PORT_ERR, IB_EVENT_QP_FATAL, MTU_1024, MTU_4096, QPS_ERR,
-    QPS_INIT, QPS_RESET, QPS_RTR, QPS_RTS, QP_ACCESS_FLAGS, QP_DEST_QPN, QP_MAX_DEST_RD_ATOMIC,
-    QP_PATH_MTU, QP_PKEY_INDEX, QP_PORT, QP_RETRY_CNT, QP_RNR_RETRY, QP_RQ_PSN, QP_SQ_PSN,
-    QP_STATE, QP_TIMEOUT, SEND_SIGNALED, WC_RECV_RDMA_WITH_IMM, WC_RETRY_EXC_ERR, WC_SUCCESS,
-    WC_WITH_IMM, WC_WR_FLUSH_ERR,
+    errno, event_name, find_device, gid_index, gid_v4, ib_name, ip, port_netdev, region_hash,
+    roce_address, Ah, AsyncEvents, Attr, CompChannel, Context, Cq, EmuCtl, ModifyQp, Mr, Pd, Qp,
+    QpCaps, SendWr, Sge, Wc, IB_EVENT_DEVICE_FATAL, IB_EVENT_GID_CHANGE, IB_EVENT_PORT_ACTIVE,
+    IB_EVENT_PORT_ERR, IB_EVENT_QP_FATAL, MTU_1024, MTU_4096, QPS_ERR, QPS_INIT, QPS_RESET,
+    QPS_RTR, QPS_RTS, QP_ACCESS_FLAGS, QP_AV, QP_DEST_QPN, QP_MAX_DEST_RD_ATOMIC, QP_PATH_MTU,
+    QP_PKEY_INDEX, QP_PORT, QP_RETRY_CNT, QP_RNR_RETRY, QP_RQ_PSN, QP_SQ_PSN, QP_STATE, QP_TIMEOUT,
+    SEND_SIGNALED, WC_RECV_RDMA_WITH_IMM, WC_RETRY_EXC_ERR, WC_SUCCESS, WC_WITH_IMM,
+    WC_WR_FLUSH_ERR,
 };
 use std::io::Write;
 use std::process::exit;
@@ -384,8 +385,16 @@ fn listen() -> (Context, AsyncEvents) {
     (ctx, events)
 }
 
+/// The next asynchronous event within `timeout`; GID_CHANGE events (the
+/// ports' addresses, which tests set up) are passed over unless
+/// `waiting_for` names one.
 fn next_event(events: &AsyncEvents, timeout: Duration, waiting_for: &str) -> (u32, u64) {
-    match events.next(timeout) {
+    let got = if waiting_for.starts_with("GID_CHANGE") {
+        events.next_any(timeout)
+    } else {
+        events.next(timeout)
+    };
+    match got {
         Ok(Some(ev)) => {
             println!(
                 "event {} ({}) element {}",
@@ -435,6 +444,236 @@ fn events(args: &[String]) {
         Err(e) => fail(format!("reading events: {e}")),
     }
     println!("PASS");
+}
+
+/// `roce-gid-table --port P`: an IPv4 and an IPv6 address added to the
+/// port's network interface become RoCE v2 GIDs of the port (sysfs and
+/// `QUERY_GID_TABLE`, naming the interface), with a GID_CHANGE event for
+/// the port; deleted, they go, with another event.
+fn roce_gid_table(args: &[String]) {
+    let port = arg(args, "--port", Some(2)) as u8;
+    let timeout = Duration::from_secs(10);
+    let ib = ib_name().unwrap_or_else(|e| fail(format!("device name: {e}")));
+    let ifc = port_netdev(&ib, port).unwrap_or_else(|e| fail(format!("{e}")));
+    let ifindex: u32 = std::fs::read_to_string(format!("/sys/class/net/{ifc}/ifindex"))
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or_else(|| fail(format!("no ifindex for {ifc}")));
+    println!("# port {port} is {ifc} (ifindex {ifindex})");
+    let (ctx, events) = listen();
+    let run = |a: &[&str]| ip(a).unwrap_or_else(|e| fail(format!("{e}")));
+    run(&["link", "set", "dev", &ifc, "up"]);
+    // Bringing the interface up changes no GID (its link-local address is
+    // the default GID); let anything it did settle.
+    while let Ok(Some(ev)) = events.next_any(Duration::from_millis(500)) {
+        println!(
+            "# event {} element {} (before the addresses)",
+            event_name(ev.event_type),
+            ev.element
+        );
+    }
+    let v4 = [10, 77, port, 1];
+    let mut v6 = [0u8; 16];
+    v6[..4].copy_from_slice(&[0xfd, 0x77, 0, port]);
+    v6[15] = 1;
+    let v4s = std::net::Ipv4Addr::from(v4).to_string();
+    let v6s = std::net::Ipv6Addr::from(v6).to_string();
+    let gids = [(gid_v4(v4), v4s.clone()), (v6, v6s.clone())];
+    let table = |ctx: &Context| {
+        ctx.query_gid_table(64)
+            .unwrap_or_else(|e| fail(format!("QUERY_GID_TABLE: {e}")))
+    };
+    let wait_for = |gid: &[u8; 16], present: bool, what: &str| -> Option<u8> {
+        let start = std::time::Instant::now();
+        loop {
+            let i = gid_index(&ib, port, gid);
+            if i.is_some() == present {
+                return i;
+            }
+            if start.elapsed() > timeout {
+                fail(format!(
+                    "{what}: sysfs GID {} after {timeout:?}",
+                    if present { "absent" } else { "still there" }
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    for (gid, text) in &gids {
+        check(
+            gid_index(&ib, port, gid).is_none(),
+            format!("no GID for {text} before it is added"),
+        );
+    }
+    run(&["addr", "add", &format!("{v4s}/24"), "dev", &ifc]);
+    run(&["addr", "add", &format!("{v6s}/64"), "dev", &ifc, "nodad"]);
+    for (gid, text) in &gids {
+        let i = wait_for(gid, true, text).unwrap_or_default();
+        check(
+            i > 0,
+            format!("ip addr add {text}: RoCE v2 GID {i} of port {port} in sysfs"),
+        );
+        let ndev = std::fs::read_to_string(format!(
+            "/sys/class/infiniband/{ib}/ports/{port}/gid_attrs/ndevs/{i}"
+        ))
+        .unwrap_or_default();
+        check(
+            ndev.trim() == ifc,
+            format!("GID {i} names {} ({ifc} expected)", ndev.trim()),
+        );
+        let t = table(&ctx);
+        check(
+            t.iter().any(|g| {
+                g.gid_bytes() == *gid
+                    && g.port_num == u32::from(port)
+                    && g.gid_index == u32::from(i)
+                    && g.gid_type == IB_UVERBS_GID_TYPE_ROCE_V2
+                    && g.netdev_ifindex == ifindex
+            }),
+            format!("QUERY_GID_TABLE: {text} at index {i} of port {port}, RoCE v2, on {ifc}"),
+        );
+    }
+    let (kind, element) = next_event(&events, timeout, "GID_CHANGE after the additions");
+    check(
+        (kind, element) == (IB_EVENT_GID_CHANGE, u64::from(port)),
+        format!("GID_CHANGE for port {port} after ip addr add"),
+    );
+    while let Ok(Some(_)) = events.next_any(Duration::from_millis(300)) {}
+    run(&["addr", "del", &format!("{v4s}/24"), "dev", &ifc]);
+    run(&["addr", "del", &format!("{v6s}/64"), "dev", &ifc]);
+    for (gid, text) in &gids {
+        wait_for(gid, false, text);
+        let t = table(&ctx);
+        check(
+            !t.iter().any(|g| g.gid_bytes() == *gid),
+            format!("ip addr del {text}: gone from sysfs and QUERY_GID_TABLE"),
+        );
+    }
+    let (kind, element) = next_event(&events, timeout, "GID_CHANGE after the deletions");
+    check(
+        (kind, element) == (IB_EVENT_GID_CHANGE, u64::from(port)),
+        format!("GID_CHANGE for port {port} after ip addr del"),
+    );
+    run(&["link", "set", "dev", &ifc, "down"]);
+    println!("PASS");
+}
+
+/// `av-refused`: INIT to RTR takes a standard address vector and refuses,
+/// with EINVAL, none, a source GID entry that is empty, one of another port,
+/// a multicast destination, and the destination in driver data (ABI 1); a
+/// valid one is then taken.
+fn av_refused() {
+    let (_, ctx) = open();
+    let ctx = ctx.unwrap_or_else(|e| fail(format!("GET_CONTEXT: {e}")));
+    let pd = ctx
+        .alloc_pd()
+        .unwrap_or_else(|e| fail(format!("alloc PD: {e}")));
+    let a = end(&ctx, &pd, 1, None);
+    let b = end(&ctx, &pd, 2, None);
+    let sgid = roce_address(1, a.info.ipv4, Some(b.info.ipv4))
+        .unwrap_or_else(|e| fail(format!("port 1 address: {e}")));
+    let sgid2 = roce_address(2, b.info.ipv4, None)
+        .unwrap_or_else(|e| fail(format!("port 2 address: {e}")));
+    let ib = ib_name().unwrap_or_else(|e| fail(format!("{e}")));
+    let empty = (0..16u8)
+        .rev()
+        .find(|i| {
+            std::fs::read_to_string(format!("/sys/class/infiniband/{ib}/ports/1/gids/{i}"))
+                .is_ok_and(|g| g.trim() == "0000:0000:0000:0000:0000:0000:0000:0000")
+        })
+        .unwrap_or_else(|| fail("no empty GID entry on port 1".into()));
+    let init = ModifyQp {
+        attr_mask: QP_STATE | QP_PORT | QP_PKEY_INDEX | QP_ACCESS_FLAGS,
+        qp_state: QPS_INIT,
+        port_num: 1,
+        qp_access_flags: IB_UVERBS_ACCESS_REMOTE_WRITE,
+        ..Default::default()
+    };
+    ctx.modify_qp(&a.qp, &init)
+        .unwrap_or_else(|e| fail(format!("to INIT: {e}")));
+    let rtr = ModifyQp {
+        attr_mask: QP_STATE | QP_AV | QP_PATH_MTU | QP_DEST_QPN | QP_RQ_PSN,
+        qp_state: QPS_RTR,
+        path_mtu: MTU_4096,
+        dest_qp_num: b.qp.qpn,
+        rq_psn: 1,
+        ah: Ah {
+            port_num: 1,
+            dgid: gid_v4(b.info.ipv4),
+            sgid_index: sgid,
+            hop_limit: 64,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let mut mcast = gid_v4([224, 0, 0, 5]);
+    mcast[15] = 5;
+    for (what, m) in [
+        (
+            "no address vector",
+            ModifyQp {
+                attr_mask: rtr.attr_mask & !QP_AV,
+                ..rtr
+            },
+        ),
+        (
+            "an empty source GID entry",
+            ModifyQp {
+                ah: Ah {
+                    sgid_index: empty,
+                    ..rtr.ah
+                },
+                ..rtr
+            },
+        ),
+        (
+            "a source GID of another port",
+            ModifyQp {
+                ah: Ah {
+                    port_num: 2,
+                    sgid_index: sgid2,
+                    ..rtr.ah
+                },
+                ..rtr
+            },
+        ),
+        (
+            "a multicast destination",
+            ModifyQp {
+                ah: Ah {
+                    dgid: mcast,
+                    ..rtr.ah
+                },
+                ..rtr
+            },
+        ),
+        (
+            "the destination as driver data (ABI 1)",
+            ModifyQp {
+                attr_mask: rtr.attr_mask & !QP_AV,
+                driver: Some(gaudi_ib_modify_qp {
+                    flags: 1,
+                    ..Default::default()
+                }),
+                ..rtr
+            },
+        ),
+    ] {
+        expect_errno(&format!("RTR with {what}"), ctx.modify_qp(&a.qp, &m), libc::EINVAL);
+        let st = ctx
+            .query_qp(&a.qp)
+            .unwrap_or_else(|e| fail(format!("query QP: {e}")))
+            .qp_state;
+        check(st == QPS_INIT, format!("still INIT after RTR with {what}"));
+    }
+    ctx.modify_qp(&a.qp, &rtr)
+        .unwrap_or_else(|e| fail(format!("RTR with a valid address vector: {e}")));
+    let st = ctx
+        .query_qp(&a.qp)
+        .unwrap_or_else(|e| fail(format!("query QP: {e}")))
+        .qp_state;
+    check(st == QPS_RTR, "RTR with the address vector of port 2's GID".into());
+    teardown(&ctx, [a, b], []);
 }
 
 fn fatal(args: &[String]) {
@@ -1176,6 +1415,9 @@ fn end_sized(
     let info = ctx
         .query_port(u64::from(port))
         .unwrap_or_else(|e| fail(format!("query port {port}: {e}")));
+    // Peers reach the port at its address from the start.
+    roce_address(port, info.ipv4, None)
+        .unwrap_or_else(|e| fail(format!("port {port} address: {e}")));
     End { cq, qp, port, info }
 }
 
@@ -1227,13 +1469,37 @@ fn connect_mtu(
 }
 
 /// As [`connect_mtu`], the peer as (MAC, IPv4, QPN), with both PSNs (sent
-/// and expected) starting at `psn`.
+/// and expected) starting at `psn`. The MAC is not given to the kernel:
+/// the core resolves it from the address.
 fn connect_psn(
     ctx: &Context,
     e: &End,
-    (mac, ipv4, dest_qpn): ([u8; 6], [u8; 4], u32),
+    (_mac, ipv4, dest_qpn): ([u8; 6], [u8; 4], u32),
     remote_rkey: u32,
     local_rkey: u32,
+    mtu: (u8, u8),
+    psn: u32,
+) {
+    let sgid_index = roce_address(e.port, e.info.ipv4, Some(ipv4))
+        .unwrap_or_else(|err| fail(format!("port {} address: {err}", e.port)));
+    connect_av(
+        ctx,
+        e,
+        (gid_v4(ipv4), sgid_index, dest_qpn),
+        (remote_rkey, local_rkey),
+        mtu,
+        psn,
+    );
+}
+
+/// Bring `e` through INIT and RTR to RTS with a standard address vector
+/// only: from its port's GID `sgid_index` to `dgid`, QP `dest_qpn`; its
+/// WRITEs carry `keys.0`, incoming ones must carry `keys.1`.
+fn connect_av(
+    ctx: &Context,
+    e: &End,
+    (dgid, sgid_index, dest_qpn): ([u8; 16], u8, u32),
+    (remote_rkey, local_rkey): (u32, u32),
     mtu: (u8, u8),
     psn: u32,
 ) {
@@ -1246,20 +1512,24 @@ fn connect_psn(
     };
     ctx.modify_qp(&e.qp, &init)
         .unwrap_or_else(|err| fail(format!("QP {} to INIT: {err}", e.qp.qpn)));
+    // The peer by its GID alone: the core resolves its MAC.
     let rtr = ModifyQp {
-        attr_mask: QP_STATE | QP_PATH_MTU | QP_DEST_QPN | QP_RQ_PSN | QP_MAX_DEST_RD_ATOMIC,
+        attr_mask: QP_STATE | QP_AV | QP_PATH_MTU | QP_DEST_QPN | QP_RQ_PSN | QP_MAX_DEST_RD_ATOMIC,
         qp_state: QPS_RTR,
         path_mtu: mtu.0,
         dest_qp_num: dest_qpn,
         rq_psn: psn,
+        ah: Ah {
+            port_num: e.port,
+            dgid,
+            sgid_index,
+            hop_limit: 64,
+            ..Default::default()
+        },
         driver: Some(gaudi_ib_modify_qp {
-            flags: GAUDI_IB_MODIFY_QP_DEST
-                | GAUDI_IB_MODIFY_QP_REMOTE_RKEY
-                | GAUDI_IB_MODIFY_QP_LOCAL_RKEY,
+            flags: GAUDI_IB_MODIFY_QP_REMOTE_RKEY | GAUDI_IB_MODIFY_QP_LOCAL_RKEY,
             remote_rkey,
             local_rkey,
-            dmac: mac,
-            dest_ipv4: ipv4,
             ..Default::default()
         }),
         ..Default::default()
@@ -2025,6 +2295,77 @@ fn parse_ip(s: &str) -> [u8; 4] {
     a.octets()
 }
 
+/// The path MTU of a target: `--mtu 1024` (a software RoCE source on a
+/// 1500-byte Ethernet), else 4096.
+fn target_mtu(args: &[String]) -> u8 {
+    match arg(args, "--mtu", Some(4096)) {
+        4096 => MTU_4096,
+        1024 => MTU_1024,
+        m => fail(format!("path MTU {m} not used here")),
+    }
+}
+
+/// A GID as 32 hex digits, for the exchange.
+fn gid_hex(g: &[u8; 16]) -> String {
+    g.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn parse_gid(s: &str) -> [u8; 16] {
+    let v: Vec<u8> = (0..s.len())
+        .step_by(2)
+        .filter_map(|i| s.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok()))
+        .collect();
+    v.try_into()
+        .unwrap_or_else(|_| fail(format!("bad GID {s}")))
+}
+
+/// The source GID of `e` for the two-host tests: with `--addr A/LEN` (IPv4
+/// or IPv6), that address on the port's interface; else the port's
+/// factory IPv4 address. Returns the GID and its index.
+fn local_gid(args: &[String], e: &End) -> ([u8; 16], u8) {
+    let Some(spec) = args
+        .iter()
+        .position(|a| a == "--addr")
+        .and_then(|i| args.get(i + 1))
+    else {
+        let i = roce_address(e.port, e.info.ipv4, None)
+            .unwrap_or_else(|err| fail(format!("port {} address: {err}", e.port)));
+        return (gid_v4(e.info.ipv4), i);
+    };
+    let addr: std::net::IpAddr = spec
+        .split('/')
+        .next()
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| fail(format!("bad --addr {spec}")));
+    let gid = match addr {
+        std::net::IpAddr::V4(a) => gid_v4(a.octets()),
+        std::net::IpAddr::V6(a) => a.octets(),
+    };
+    let ib = ib_name().unwrap_or_else(|err| fail(format!("device name: {err}")));
+    let ifc = port_netdev(&ib, e.port).unwrap_or_else(|err| fail(format!("{err}")));
+    let run = |a: &[&str]| ip(a).unwrap_or_else(|err| fail(format!("{err}")));
+    run(&["link", "set", "dev", &ifc, "up"]);
+    if addr.is_ipv6() {
+        run(&["addr", "replace", spec, "dev", &ifc, "nodad"]);
+    } else {
+        run(&["addr", "replace", spec, "dev", &ifc]);
+    }
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(i) = gid_index(&ib, e.port, &gid) {
+            println!(
+                "# source GID {addr} is index {i} of port {} ({ifc})",
+                e.port
+            );
+            return (gid, i);
+        }
+        if start.elapsed() > Duration::from_secs(10) {
+            fail(format!("no RoCE v2 GID for {addr} on {ifc}"));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// The value of `key=` in a line of the exchange.
 fn kv<'a>(line: &'a str, key: &str) -> &'a str {
     line.split_whitespace()
@@ -2137,31 +2478,43 @@ fn write_target(args: &[String]) {
         (mr, dst.addr())
     };
     let e = end(&ctx, &pd, port, None);
+    let (gid, sgid_index) = local_gid(args, &e);
     let l = std::net::TcpListener::bind(("0.0.0.0", EXCHANGE_PORT))
         .unwrap_or_else(|e| fail(format!("listen: {e}")));
     println!("listening");
     let (s, from) = l.accept().unwrap_or_else(|e| fail(format!("accept: {e}")));
     let mut peer = Peer::new(s);
     peer.send(&format!(
-        "target test={} qpn={} mac={} ip={} rkey={} addr={} len={}",
+        "target test={} qpn={} mac={} ip={} gid={} rkey={} addr={} len={}",
         test_name(),
         e.qp.qpn,
         mac_str(e.info.mac),
         std::net::Ipv4Addr::from(e.info.ipv4),
+        gid_hex(&gid),
         mr.rkey,
         iova,
         max
     ));
     let l = peer.recv();
     check_peer_test(&l);
-    connect(
+    // The source's GID, or (a source that names none) its IPv4 address.
+    let dgid = if l.split_whitespace().any(|w| w.starts_with("gid=")) {
+        parse_gid(kv(&l, "gid"))
+    } else {
+        gid_v4(parse_ip(kv(&l, "ip")))
+    };
+    if let Some(ip) = std::net::Ipv6Addr::from(dgid).to_ipv4_mapped() {
+        // A host route to a peer outside the port's subnets.
+        roce_address(e.port, e.info.ipv4, Some(ip.octets()))
+            .unwrap_or_else(|err| fail(format!("route to {ip}: {err}")));
+    }
+    connect_av(
         &ctx,
         &e,
-        parse_mac(kv(&l, "mac")),
-        parse_ip(kv(&l, "ip")),
-        kv_num(&l, "qpn") as u32,
-        0,
-        mr.rkey,
+        (dgid, sgid_index, kv_num(&l, "qpn") as u32),
+        (0, mr.rkey),
+        (target_mtu(args), 14),
+        0x100,
     );
     peer.send("ready");
     println!("connected to {from}: {l}");
@@ -2244,16 +2597,18 @@ fn write_source(args: &[String]) {
         )
         .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
     let e = end(&ctx, &pd, port, None);
+    let (gid, sgid_index) = local_gid(args, &e);
     let mut peer = Peer::dial(&peer_ip);
     let t = peer.recv();
     println!("target: {t}");
     check_peer_test(&t);
     peer.send(&format!(
-        "source test={} qpn={} mac={} ip={}",
+        "source test={} qpn={} mac={} ip={} gid={}",
         test_name(),
         e.qp.qpn,
         mac_str(e.info.mac),
-        std::net::Ipv4Addr::from(e.info.ipv4)
+        std::net::Ipv4Addr::from(e.info.ipv4),
+        gid_hex(&gid)
     ));
     let (rkey, raddr, rlen) = (
         kv_num(&t, "rkey") as u32,
@@ -2271,15 +2626,28 @@ fn write_source(args: &[String]) {
         .split_whitespace()
         .find_map(|w| w.strip_prefix("timeout="))
         .map_or(14, |v| v.parse().unwrap_or(14));
-    connect_mtu(
+    // The target's GID, or (a peer that names none) its IPv4 address.
+    let dgid = if t.split_whitespace().any(|w| w.starts_with("gid=")) {
+        parse_gid(kv(&t, "gid"))
+    } else {
+        gid_v4(parse_ip(kv(&t, "ip")))
+    };
+    if let Some(ip) = std::net::Ipv6Addr::from(dgid).to_ipv4_mapped() {
+        // A host route to a peer outside the port's subnets.
+        roce_address(e.port, e.info.ipv4, Some(ip.octets()))
+            .unwrap_or_else(|err| fail(format!("route to {ip}: {err}")));
+    }
+    println!(
+        "# to {} from GID index {sgid_index}",
+        std::net::Ipv6Addr::from(dgid)
+    );
+    connect_av(
         &ctx,
         &e,
-        parse_mac(kv(&t, "mac")),
-        parse_ip(kv(&t, "ip")),
-        kv_num(&t, "qpn") as u32,
-        rkey,
-        0,
+        (dgid, sgid_index, kv_num(&t, "qpn") as u32),
+        (rkey, 0),
         (mtu, timeout),
+        0x100,
     );
     let r = peer.recv();
     check(r == "ready", format!("target ready ({r})"));
@@ -2535,6 +2903,8 @@ fn main() {
         Some("log-ratelimited") => dv::log_ratelimited(&args[1..]),
         Some("pd-single") => pd_single(),
         Some("events") => events(&args[1..]),
+        Some("roce-gid-table") => roce_gid_table(&args[1..]),
+        Some("av-refused") => av_refused(),
         Some("fatal") => fatal(&args[1..]),
         Some("removal") => removal::removal(&args[1..]),
         Some("link-flap") => removal::link_flap(&args[1..]),

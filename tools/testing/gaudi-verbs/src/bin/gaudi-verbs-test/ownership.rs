@@ -99,12 +99,12 @@ fn queries(ctx: &Context, ports: u32, inst: u8) {
     );
     every_port(
         ports,
-        "QUERY_PORT (core): ACTIVE, link up, one GID and P_Key, MTU 4096",
+        "QUERY_PORT (core): ACTIVE, link up, 16 GIDs and one P_Key, MTU 4096",
         |p| {
             let a = ctx.query_port_attrs(p as u8).map_err(|e| format!("{e}"))?;
             if a.state == PORT_ACTIVE
                 && a.phys_state == PORT_PHYS_LINK_UP
-                && a.gid_tbl_len == 1
+                && a.gid_tbl_len == 16
                 && a.pkey_tbl_len == 1
                 && a.active_mtu == MTU_4096
                 && a.max_msg_sz > 0
@@ -119,23 +119,26 @@ fn queries(ctx: &Context, ports: u32, inst: u8) {
         .query_gid_table(4 * ports as usize)
         .unwrap_or_else(|e| fail(format!("QUERY_GID_TABLE: {e}")));
     check(
-        gids.len() == ports as usize,
+        gids.len() >= ports as usize,
         format!("QUERY_GID_TABLE: {} entries", gids.len()),
     );
     every_port(
         ports,
-        "QUERY_GID_TABLE: GID 0 is the port's IPv4-mapped address, RoCE v2",
+        "QUERY_GID_TABLE: GID 0 is the port's default (link-local from its MAC), RoCE v2",
         |p| {
+            let mac = ctx
+                .query_port(u64::from(p))
+                .map_err(|e| format!("{e}"))?
+                .mac;
             let mut want = [0u8; 16];
-            want[10] = 0xff;
+            want[0] = 0xfe;
+            want[1] = 0x80;
+            want[8..11].copy_from_slice(&[mac[0] ^ 2, mac[1], mac[2]]);
             want[11] = 0xff;
-            want[12..].copy_from_slice(&[10, inst, (p - 1) as u8, 1]);
-            match gids.iter().find(|g| g.port_num == p) {
-                Some(g)
-                    if g.gid_bytes() == want
-                        && g.gid_index == 0
-                        && g.gid_type == IB_UVERBS_GID_TYPE_ROCE_V2 =>
-                {
+            want[12] = 0xfe;
+            want[13..].copy_from_slice(&mac[3..]);
+            match gids.iter().find(|g| g.port_num == p && g.gid_index == 0) {
+                Some(g) if g.gid_bytes() == want && g.gid_type == IB_UVERBS_GID_TYPE_ROCE_V2 => {
                     Ok(())
                 }
                 g => Err(format!("{g:?}")),

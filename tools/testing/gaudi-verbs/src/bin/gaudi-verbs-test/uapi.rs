@@ -631,6 +631,13 @@ pub(crate) fn uapi_bad_attrs(_args: &[String]) {
             libc::EINVAL,
         );
     }
+    // A QP set's QP sends from its port's IPv4 address.
+    let own = c
+        .ctx
+        .query_port(1)
+        .unwrap_or_else(|e| fail(format!("query port 1: {e}")));
+    gaudi_verbs::roce_address(1, own.ipv4, None)
+        .unwrap_or_else(|e| fail(format!("port 1 address: {e}")));
     modify(&mut c, "QP_SET_MODIFY to RTR", h, 1, &rtr, 0);
     let rts = gaudi_ib_qp_set_modify {
         state: u32::from(QPS_RTS),

@@ -1,0 +1,17 @@
+# SPDX-License-Identifier: GPL-2.0
+# Two hosts, each with its own Gaudi2, port 1 linked to port 1, connect RC
+# QPs with a standard address vector only (the peer's GID, a source GID
+# index, a hop limit; no MAC, no driver data): once over IPv4 GIDs
+# (10.20.0.1/24 here, 10.20.0.2 there, resolved by ARP) and once over IPv6
+# GIDs (fd00:20::1/64 and ::2, resolved by neighbour discovery). Each time
+# this host writes 1 B to 64 MiB into the other's region
+# (write_av_target), which checks every byte.
+. /lib/gaudi/guest-lib.sh
+load_driver
+mgmt_up
+peer=$(kparam peer "")
+for a in 10.20.0.1/24 fd00:20::1/64; do
+	echo "# source GID $a"
+	gaudi-verbs-test write-source --peer "$peer" --port 1 --max-mib 64 --addr "$a" ||
+		fail "WRITEs from $a failed"
+done

@@ -1,0 +1,12 @@
+# SPDX-License-Identifier: GPL-2.0
+# The target of write_av: a 64 MiB region, a QP on port 1 connected by
+# address vector to the source's GID, first from 10.20.0.2/24, then from
+# fd00:20::2/64; every WRITE is checked byte for byte here.
+. /lib/gaudi/guest-lib.sh
+load_driver
+mgmt_up
+for a in 10.20.0.2/24 fd00:20::2/64; do
+	echo "# target GID $a"
+	gaudi-verbs-test write-target --port 1 --max-mib 64 --addr "$a" ||
+		fail "WRITE target at $a failed"
+done
