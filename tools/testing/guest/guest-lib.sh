@@ -262,6 +262,42 @@ mgmt_up() {
 	echo "management NIC $ifc: $ip, peer $peer answers"
 }
 
+# The exchange of the two-host tests (addresses, keys, checks) over the
+# link of port 1 itself: its network interface, or on a host without a
+# Gaudi2 the NIC on that link (MAC 02:00:00:00:00:02), gets 10.98.0.N/24,
+# N the last octet of gaudi.mgmt; prints the peer's exchange address
+# (10.98.0.M, M that of gaudi.peer) once it answers. Messages go to
+# standard error.
+exchange_up() {
+	me=$(kparam mgmt "")
+	them=$(kparam peer "")
+	[ -n "$me" ] && [ -n "$them" ] || fail "gaudi.mgmt and gaudi.peer are needed"
+	me=10.98.0.${me##*.}
+	them=10.98.0.${them##*.}
+	d=$(gaudi_devices | head -n 1)
+	xifc=
+	if [ -n "$d" ]; then
+		load_driver
+		for i in /sys/class/net/*; do
+			[ "$(basename "$(readlink "$i/device" 2>/dev/null)")" = "$d" ] || continue
+			[ "$(cat "$i/dev_port")" = 0 ] && xifc=$(basename "$i")
+		done
+	else
+		xifc=$(nic_with_mac 02:00:00:00:00:02)
+	fi
+	[ -n "$xifc" ] || fail "no interface on the link of port 1"
+	ip link set lo up
+	ip addr replace "$me/24" dev "$xifc"
+	ip link set "$xifc" up
+	i=0
+	until ping -c 1 -W 1 "$them" >/dev/null 2>&1; do
+		i=$((i + 1))
+		[ $i -lt 120 ] || fail "peer $them does not answer on $xifc"
+	done
+	echo "exchange over $xifc (the Gaudi link): $me, peer $them answers" >&2
+	echo "$them"
+}
+
 # The network interface whose MAC address starts with $1.
 nic_with_mac() {
 	for i in /sys/class/net/*; do

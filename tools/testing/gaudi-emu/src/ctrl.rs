@@ -138,8 +138,9 @@
 //!                          without one, psn and wild_reth become bad_qpn.
 //!                          Reply: "fuzz-wire port P injected N KIND N ..."
 //!                          and "fuzz-wire port P moved rx N rx_drops N
-//!                          icrc_errors N naks N mmu_faults N" (how the
-//!                          counters moved)
+//!                          icrc_errors N naks N mmu_faults N eth N" (how
+//!                          the counters moved; eth: frames handed to the
+//!                          port's Ethernet receive ring, stored or not)
 //! ```
 
 use crate::device::{fuzz, Device};

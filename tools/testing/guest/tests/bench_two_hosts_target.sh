@@ -7,3 +7,11 @@ mgmt_up
 data=$(rxe_up 02:00:00:00:09: "$(kparam data "")")
 gaudi-verbs-test write-target --port 1 --max-mib 16 || fail "Gaudi target failed"
 rxe-peer rxe0 "$data" 16 || fail "rxe target failed"
+# The receiving side of the TCP comparison: over port 1's interface, then
+# over the virtio-net NIC.
+gifc=$(data_if_up 10.10.0.2 fd00:10::2) || exit 1
+recv_file 5011 /tmp/g || fail "nothing over $gifc"
+recv_file 5012 /tmp/v || fail "nothing over $data"
+[ "$(wc -c </tmp/g)" = $((32 << 20)) ] && [ "$(wc -c </tmp/v)" = $((32 << 20)) ] ||
+	fail "TCP: $(wc -c </tmp/g) and $(wc -c </tmp/v) bytes arrived"
+echo "TCP: 32 MiB arrived over $gifc and over $data"

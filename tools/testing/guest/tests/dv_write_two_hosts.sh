@@ -5,6 +5,6 @@
 # reading CQEs without system calls; the other host checks every byte.
 . /lib/gaudi/guest-lib.sh
 load_driver
-mgmt_up
-gaudi-verbs-test dv-write-source --peer "$(kparam peer "")" --port 1 \
+peer=$(exchange_up) || exit 1
+gaudi-verbs-test dv-write-source --peer "$peer" --port 1 \
 	--max-mib "$(kparam write_max_mib 1024)" || fail "two-host dv WRITEs failed"

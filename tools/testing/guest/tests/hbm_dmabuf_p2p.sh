@@ -5,6 +5,6 @@
 # checks every byte through BAR 4 and its device's MMU.
 . /lib/gaudi/guest-lib.sh
 load_driver
-mgmt_up
-gaudi-verbs-test write-source --peer "$(kparam peer "")" --port 1 --max-mib 64 ||
+peer=$(exchange_up) || exit 1
+gaudi-verbs-test write-source --peer "$peer" --port 1 --max-mib 64 ||
 	fail "WRITEs into the other host's HBM failed"

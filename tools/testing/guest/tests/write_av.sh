@@ -8,8 +8,7 @@
 # (write_av_target), which checks every byte.
 . /lib/gaudi/guest-lib.sh
 load_driver
-mgmt_up
-peer=$(kparam peer "")
+peer=$(exchange_up) || exit 1
 for a in 10.20.0.1/24 fd00:20::1/64; do
 	echo "# source GID $a"
 	gaudi-verbs-test write-source --peer "$peer" --port 1 --max-mib 64 --addr "$a" ||

@@ -4,7 +4,7 @@
 # fd00:20::2/64; every WRITE is checked byte for byte here.
 . /lib/gaudi/guest-lib.sh
 load_driver
-mgmt_up
+exchange_up >/dev/null || exit 1
 for a in 10.20.0.2/24 fd00:20::2/64; do
 	echo "# target GID $a"
 	gaudi-verbs-test write-target --port 1 --max-mib 64 --addr "$a" ||

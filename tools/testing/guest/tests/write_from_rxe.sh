@@ -7,6 +7,6 @@
 # address each other by GID only; Linux resolves the MACs.
 . /lib/gaudi/guest-lib.sh
 load_driver
-mgmt_up
+exchange_up >/dev/null || exit 1
 gaudi-verbs-test write-target --port 1 --max-mib 16 --mtu 1024 ||
 	fail "the WRITEs of the rxe host did not land"

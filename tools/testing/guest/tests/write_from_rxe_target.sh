@@ -4,11 +4,11 @@
 # libibverbs program, writes 16 MiB into the Gaudi host's region and has it
 # checked there.
 . /lib/gaudi/guest-lib.sh
-mgmt_up
+peer=$(exchange_up) || exit 1
 # rxe0 is there already when write_to_rxe_target ran first in this VM.
 if rdma link show rxe0/1 >/dev/null 2>&1; then
 	data=$(nic_with_mac 02:00:00:00:00:02)
 else
 	data=$(rxe_up 02:00:00:00:00:02 10.0.0.2)
 fi
-rxe-peer --source "$(kparam peer "")" rxe0 "$data" 16 || fail "rxe-peer --source failed"
+rxe-peer --source "$peer" rxe0 "$data" 16 || fail "rxe-peer --source failed"

@@ -7,6 +7,6 @@
 # the rxe side checks every byte.
 . /lib/gaudi/guest-lib.sh
 load_driver
-mgmt_up
-gaudi-verbs-test write-source --peer "$(kparam peer "")" --port 1 --max-mib 16 ||
+peer=$(exchange_up) || exit 1
+gaudi-verbs-test write-source --peer "$peer" --port 1 --max-mib 16 ||
 	fail "WRITEs to the rxe host failed"

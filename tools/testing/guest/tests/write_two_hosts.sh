@@ -3,9 +3,9 @@
 # writes 1 B to gaudi.write_max_mib MiB (default 1024) into a region of the
 # other (write_two_hosts_target), which checks every byte; each completion
 # names its wr_id with status success. Addresses, keys and QP numbers go
-# over the management network.
+# over the Gaudi link itself (IP on the ports' interfaces).
 . /lib/gaudi/guest-lib.sh
 load_driver
-mgmt_up
-gaudi-verbs-test write-source --peer "$(kparam peer "")" --port 1 \
+peer=$(exchange_up) || exit 1
+gaudi-verbs-test write-source --peer "$peer" --port 1 \
 	--max-mib "$(kparam write_max_mib 1024)" || fail "two-host WRITEs failed"

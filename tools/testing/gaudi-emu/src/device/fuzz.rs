@@ -662,7 +662,14 @@ impl Device {
         }
         let mut rng = Rng::new(seed);
         let mut t = Tally::new(&WIRE_KINDS);
-        let before = (self.ports[port].counters, self.mmu.faults);
+        let eth = |d: &Self| {
+            let e = &d.ports[port].eth;
+            e.rx_frames
+                .wrapping_add(e.rx_nobuf)
+                .wrapping_add(e.rx_filtered)
+                .wrapping_add(e.errors)
+        };
+        let before = (self.ports[port].counters, self.mmu.faults, eth(self));
         let now = Instant::now();
         for _ in 0..n {
             let kind = rng.below(WIRE_KINDS.len() as u64) as usize;
@@ -674,12 +681,13 @@ impl Device {
         Ok(vec![
             format!("fuzz-wire port {port} injected {} {t}", t.total()),
             format!(
-                "fuzz-wire port {port} moved rx {} rx_drops {} icrc_errors {} naks {} mmu_faults {}",
+                "fuzz-wire port {port} moved rx {} rx_drops {} icrc_errors {} naks {} mmu_faults {} eth {}",
                 c.rx.wrapping_sub(b.rx),
                 c.rx_drops.wrapping_sub(b.rx_drops),
                 c.icrc_errors.wrapping_sub(b.icrc_errors),
                 c.naks_sent.wrapping_sub(b.naks_sent),
                 self.mmu.faults.wrapping_sub(before.1),
+                eth(self).wrapping_sub(before.2),
             ),
         ])
     }

@@ -160,14 +160,16 @@ pub(crate) fn fuzz_device(args: &[String]) {
     .iter()
     .map(|k| field(&lines, k))
     .sum();
+    // Frames that are not RoCE for the port go to its Ethernet receive
+    // ring while its interface is up (the test's QPs brought it up), and
+    // are dropped otherwise.
+    let not_rdma = field(&moved, "rx_drops") + field(&moved, "eth");
     check(
-        field(&moved, "icrc_errors") == field(&lines, "bad_icrc")
-            && field(&moved, "rx_drops") >= dropped_kinds,
+        field(&moved, "icrc_errors") == field(&lines, "bad_icrc") && not_rdma >= dropped_kinds,
         format!(
-            "200 garbage frames: {} ICRC errors counted for {} bad ICRCs, {} dropped for {dropped_kinds} undeliverable",
+            "200 garbage frames: {} ICRC errors counted for {} bad ICRCs, {not_rdma} dropped or passed to the interface for {dropped_kinds} undeliverable",
             field(&moved, "icrc_errors"),
             field(&lines, "bad_icrc"),
-            field(&moved, "rx_drops")
         ),
     );
     check(

@@ -52,7 +52,7 @@ fn every_port(ports: u32, what: &str, mut ok: impl FnMut(u32) -> Result<(), Stri
 fn queries(ctx: &Context, ports: u32, inst: u8) {
     let r = ctx.resp;
     check(
-        r.abi_version == 1 && r.num_ports == ports,
+        r.abi_version == GAUDI_IB_UVERBS_ABI_VERSION && r.num_ports == ports,
         format!(
             "GET_CONTEXT: ABI version {}, {} ports",
             r.abi_version, r.num_ports
