@@ -20,11 +20,14 @@ ETHTOOL=$ENVROOT/usr/sbin/ethtool
 # program (Debian's rdma-core) built in the environment.
 RXE_MODS="net/ipv4/udp_tunnel.ko net/ipv6/ip6_udp_tunnel.ko drivers/infiniband/sw/rxe/rdma_rxe.ko"
 RXE_PEER_SRC=$TOP/tools/testing/rxe-peer/rxe-peer.c
-RXE_PEER=$CACHE/rxe-peer
+# Keyed by the source's content: a checkout's file times say nothing about
+# a binary another checkout left in the cache.
+RXE_PEER=$CACHE/rxe-peer-$(sha256sum "$RXE_PEER_SRC" | cut -c1-16)
 RXE_PROVIDER=/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so
 
 [ -f "$MOD" ] || die "$MOD missing: build the kernel first"
-if [ ! -x "$RXE_PEER" ] || [ "$RXE_PEER_SRC" -nt "$RXE_PEER" ]; then
+if [ ! -x "$RXE_PEER" ]; then
+	rm -f "$CACHE"/rxe-peer "$CACHE"/rxe-peer-*
 	in_env gcc -O2 -Wall -Werror -o "$RXE_PEER" "$RXE_PEER_SRC" -libverbs ||
 		die "building rxe-peer failed"
 fi

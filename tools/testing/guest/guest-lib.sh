@@ -251,15 +251,20 @@ mgmt_up() {
 	[ -n "$ip" ] && [ -n "$peer" ] || fail "gaudi.mgmt and gaudi.peer are needed"
 	ifc=$(nic_with_mac '02:00:00:99:00:')
 	[ -n "$ifc" ] || fail "no management NIC"
-	ip link set lo up
-	ip addr replace "$ip/24" dev "$ifc"
-	ip link set "$ifc" up
-	i=0
-	until ping -c 1 -W 1 "$peer" >/dev/null 2>&1; do
-		i=$((i + 1))
-		[ $i -lt 120 ] || fail "peer $peer does not answer on $ifc"
-	done
+	up_and_ping "$ifc" "$ip" "$peer"
 	echo "management NIC $ifc: $ip, peer $peer answers"
+}
+
+# Interface $1 up with address $2/24, and wait until $3 answers a ping.
+up_and_ping() {
+	ip link set lo up
+	ip addr replace "$2/24" dev "$1"
+	ip link set "$1" up
+	n=0
+	until ping -c 1 -W 1 "$3" >/dev/null 2>&1; do
+		n=$((n + 1))
+		[ $n -lt 120 ] || fail "peer $3 does not answer on $1"
+	done
 }
 
 # The exchange of the two-host tests (addresses, keys, checks) over the
@@ -286,14 +291,7 @@ exchange_up() {
 		xifc=$(nic_with_mac 02:00:00:00:00:02)
 	fi
 	[ -n "$xifc" ] || fail "no interface on the link of port 1"
-	ip link set lo up
-	ip addr replace "$me/24" dev "$xifc"
-	ip link set "$xifc" up
-	i=0
-	until ping -c 1 -W 1 "$them" >/dev/null 2>&1; do
-		i=$((i + 1))
-		[ $i -lt 120 ] || fail "peer $them does not answer on $xifc"
-	done
+	up_and_ping "$xifc" "$me" "$them"
 	echo "exchange over $xifc (the Gaudi link): $me, peer $them answers" >&2
 	echo "$them"
 }

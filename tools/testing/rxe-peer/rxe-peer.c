@@ -298,7 +298,7 @@ static int source(const char *peer, struct ibv_qp *qp, struct ibv_cq *cq,
 		printf("FAIL: completion status %d\n", n < 0 ? -1 : wc.status);
 		return 1;
 	}
-	printf("rxe to the target: one WRITE of %zu MiB in %.3f s: %.1f MB/s\n",
+	printf("bench: rxe to the target host: one WRITE of %zu MiB in %.3f s: %.1f MB/s\n",
 	       len >> 20, t, len / t / 1e6);
 	fprintf(out, "check 0 %zu %u\n", len, 0x5eed);
 	fflush(out);

@@ -114,6 +114,23 @@ pub(super) unsafe extern "C" fn report_port_event<T: Driver>(
     T::report_port_event(unsafe { dev::<T>(ib) }, port);
 }
 
+/// Run `op` on the GID table entry `attr` of a device of driver `T`.
+///
+/// # Safety
+///
+/// `attr` is valid for reads during the call, and its device is one of driver `T`.
+unsafe fn gid_op<T: Driver>(
+    attr: *const bindings::ib_gid_attr,
+    op: impl FnOnce(&Device<T>, &GidAttr) -> Result,
+) -> c_int {
+    from_result(|| {
+        // SAFETY: As the function's safety requirements say.
+        let (raw, dev) = unsafe { (&*attr, dev::<T>((*attr).device)) };
+        op(dev, &GidAttr::from_raw(raw).ok_or(EINVAL)?)?;
+        Ok(0)
+    })
+}
+
 /// # Safety
 ///
 /// Called only by the RDMA core's GID cache, as this operation of a device of driver `T`, with
@@ -122,14 +139,8 @@ pub(super) unsafe extern "C" fn add_gid<T: Driver>(
     attr: *const bindings::ib_gid_attr,
     _context: *mut *mut core::ffi::c_void,
 ) -> c_int {
-    from_result(|| {
-        // SAFETY: `attr` is valid for reads during the call, and its device is one of driver
-        // `T`.
-        let (raw, dev) = unsafe { (&*attr, dev::<T>((*attr).device)) };
-        let attr = GidAttr::from_raw(raw).ok_or(EINVAL)?;
-        T::add_gid(dev, &attr)?;
-        Ok(0)
-    })
+    // SAFETY: The core passes an entry of a device of driver `T`, valid during the call.
+    unsafe { gid_op(attr, T::add_gid) }
 }
 
 /// # Safety
@@ -140,14 +151,8 @@ pub(super) unsafe extern "C" fn del_gid<T: Driver>(
     attr: *const bindings::ib_gid_attr,
     _context: *mut *mut core::ffi::c_void,
 ) -> c_int {
-    from_result(|| {
-        // SAFETY: `attr` is valid for reads during the call, and its device is one of driver
-        // `T`.
-        let (raw, dev) = unsafe { (&*attr, dev::<T>((*attr).device)) };
-        let attr = GidAttr::from_raw(raw).ok_or(EINVAL)?;
-        T::del_gid(dev, &attr)?;
-        Ok(0)
-    })
+    // SAFETY: The core passes an entry of a device of driver `T`, valid during the call.
+    unsafe { gid_op(attr, T::del_gid) }
 }
 
 /// # Safety

@@ -189,14 +189,7 @@ pub(crate) fn fuzz_device(args: &[String]) {
     let mut failed = 0;
     for _ in 0..20 {
         let e = end(&ctx, &pd, 1, None);
-        let init = ModifyQp {
-            attr_mask: QP_STATE | QP_PORT | QP_PKEY_INDEX | QP_ACCESS_FLAGS,
-            qp_state: QPS_INIT,
-            port_num: 1,
-            qp_access_flags: IB_UVERBS_ACCESS_REMOTE_WRITE,
-            ..Default::default()
-        };
-        if ctx.modify_qp(&e.qp, &init).is_err() {
+        if ctx.modify_qp(&e.qp, &init_attrs(1)).is_err() {
             failed += 1;
         }
         if ctx.destroy_qp(e.qp).is_err() {

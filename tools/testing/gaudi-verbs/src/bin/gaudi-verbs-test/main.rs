@@ -582,14 +582,7 @@ fn av_refused() {
                 .is_ok_and(|g| g.trim() == "0000:0000:0000:0000:0000:0000:0000:0000")
         })
         .unwrap_or_else(|| fail("no empty GID entry on port 1".into()));
-    let init = ModifyQp {
-        attr_mask: QP_STATE | QP_PORT | QP_PKEY_INDEX | QP_ACCESS_FLAGS,
-        qp_state: QPS_INIT,
-        port_num: 1,
-        qp_access_flags: IB_UVERBS_ACCESS_REMOTE_WRITE,
-        ..Default::default()
-    };
-    ctx.modify_qp(&a.qp, &init)
+    ctx.modify_qp(&a.qp, &init_attrs(1))
         .unwrap_or_else(|e| fail(format!("to INIT: {e}")));
     let rtr = ModifyQp {
         attr_mask: QP_STATE | QP_AV | QP_PATH_MTU | QP_DEST_QPN | QP_RQ_PSN,
@@ -1500,6 +1493,17 @@ fn connect_psn(
     );
 }
 
+/// RESET to INIT on `port`, open to incoming WRITEs.
+pub(crate) fn init_attrs(port: u8) -> ModifyQp {
+    ModifyQp {
+        attr_mask: QP_STATE | QP_PORT | QP_PKEY_INDEX | QP_ACCESS_FLAGS,
+        qp_state: QPS_INIT,
+        port_num: port,
+        qp_access_flags: IB_UVERBS_ACCESS_REMOTE_WRITE,
+        ..Default::default()
+    }
+}
+
 /// Bring `e` through INIT and RTR to RTS with a standard address vector
 /// only: from its port's GID `sgid_index` to `dgid`, QP `dest_qpn`; its
 /// WRITEs carry `keys.0`, incoming ones must carry `keys.1`.
@@ -1511,14 +1515,7 @@ fn connect_av(
     mtu: (u8, u8),
     psn: u32,
 ) {
-    let init = ModifyQp {
-        attr_mask: QP_STATE | QP_PORT | QP_PKEY_INDEX | QP_ACCESS_FLAGS,
-        qp_state: QPS_INIT,
-        port_num: e.port,
-        qp_access_flags: IB_UVERBS_ACCESS_REMOTE_WRITE,
-        ..Default::default()
-    };
-    ctx.modify_qp(&e.qp, &init)
+    ctx.modify_qp(&e.qp, &init_attrs(e.port))
         .unwrap_or_else(|err| fail(format!("QP {} to INIT: {err}", e.qp.qpn)));
     // The peer by its GID alone: the core resolves its MAC.
     let rtr = ModifyQp {
