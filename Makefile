@@ -6,6 +6,7 @@
 #   make run       set up, build, boot, load gaudi_ib, show the device
 #   make check     set up, build, run every test (TAP)
 #   make kernel    build kernel and module only (incremental)
+#   make rdma-core build the device's rdma-core provider only (incremental)
 #   make setup     build environment only
 #   make rustfmt   format the Rust sources of the overlay and tools
 #   make clippy    build the kernel Rust code with CLIPPY=1
@@ -19,7 +20,7 @@
 # Variables: GAUDI_CACHE (default ~/.cache/gaudi-rdma), FLAVOR=debug|release,
 # ACCEL=tcg|kvm, VM_TIMEOUT (seconds per VM session).
 
-.PHONY: run check kernel setup rustfmt rustfmtcheck clippy bench-emu bench fuzz soak
+.PHONY: run check kernel rdma-core setup rustfmt rustfmtcheck clippy bench-emu bench fuzz soak
 
 run:
 	@scripts/run.sh
@@ -32,6 +33,9 @@ setup:
 
 kernel: setup
 	@scripts/kernel.sh build
+
+rdma-core: setup
+	@scripts/rdma-core.sh build
 
 rustfmt: setup
 	@scripts/kernel.sh source

@@ -22,6 +22,7 @@ log "building the emulator and test programs (in the background)"
 ) &
 tools=$!
 "$TOP/scripts/kernel.sh" build
+"$TOP/scripts/rdma-core.sh" build
 t2=$SECONDS
 KOUT=$("$TOP/scripts/kernel.sh" path)
 
@@ -33,7 +34,7 @@ t3=$SECONDS
 INITRD=$CACHE/initramfs-$(basename "$KOUT").cpio
 "$TOP/scripts/initramfs.sh" "$KOUT" "$INITRD"
 t4=$SECONDS
-log "set-up $((t1 - t0)) s, kernel (with the tools alongside) $((t2 - t1)) s, waiting for the tools $((t3 - t2)) s, initramfs $((t4 - t3)) s"
+log "set-up $((t1 - t0)) s, kernel and provider (with the tools alongside) $((t2 - t1)) s, waiting for the tools $((t3 - t2)) s, initramfs $((t4 - t3)) s"
 
 cat <<VARS
 KOUT='$KOUT'

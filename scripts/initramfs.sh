@@ -25,7 +25,14 @@ RXE_PEER_SRC=$TOP/tools/testing/rxe-peer/rxe-peer.c
 RXE_PEER=$CACHE/rxe-peer-$(sha256sum "$RXE_PEER_SRC" | cut -c1-16)
 RXE_PROVIDER=/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so
 
+# The device's rdma-core provider (scripts/rdma-core.sh) and the unmodified
+# programs of Debian's rdma-core and perftest that drive it.
+PROVIDER=$("$TOP/scripts/rdma-core.sh" path)/lib/libgaudi.so.1
+LIBDIR=/usr/lib/x86_64-linux-gnu
+RDMA_PROGRAMS="/usr/bin/ibv_devinfo /usr/bin/ibv_rc_pingpong /usr/bin/ib_write_bw /usr/bin/ib_write_lat"
+
 [ -f "$MOD" ] || die "$MOD missing: build the kernel first"
+[ -e "$PROVIDER" ] || die "$PROVIDER missing: build the provider first (scripts/rdma-core.sh build)"
 if [ ! -x "$RXE_PEER" ]; then
 	rm -f "$CACHE"/rxe-peer "$CACHE"/rxe-peer-*
 	in_env gcc -O2 -Wall -Werror -o "$RXE_PEER" "$RXE_PEER_SRC" -libverbs ||
@@ -36,7 +43,7 @@ fi
 [ -x "$RDMA_TOOL" ] || die "rdma (iproute2) missing from the build environment"
 [ -x "$ETHTOOL" ] || die "ethtool missing from the build environment"
 
-inputs=("$MOD" "$BUSYBOX" "$VERBS" "$RDMA_TOOL" "$ETHTOOL" "$RXE_PEER" "$KOUT/include/config/kernel.release" "$TOP/tools/testing/vm/init"
+inputs=("$MOD" "$BUSYBOX" "$VERBS" "$RDMA_TOOL" "$ETHTOOL" "$RXE_PEER" "$(readlink -f "$PROVIDER")" "$KOUT/include/config/kernel.release" "$TOP/tools/testing/vm/init"
 	"$TOP/tools/testing/guest" "$0")
 if [ -f "$OUT" ] && [ -z "$(find "${inputs[@]}" -newer "$OUT" -print -quit)" ]; then
 	exit 0
@@ -81,6 +88,15 @@ add_program "$RXE_PEER" /usr/bin/rxe-peer
 add_program "$RXE_PROVIDER" "$RXE_PROVIDER"
 mkdir -p "$root/etc/libibverbs.d"
 cp "$ENVROOT/etc/libibverbs.d/rxe.driver" "$root/etc/libibverbs.d/"
+# Loaded into the programs' libibverbs (Debian's): the provider needs
+# nothing they do not load already.
+cp "$(readlink -f "$PROVIDER")" "$root$LIBDIR/libgaudi.so.1"
+mkdir -p "$root$LIBDIR/libibverbs"
+ln -s ../libgaudi.so.1 "$root$LIBDIR/libibverbs/libgaudi-rdmav34.so"
+echo "driver gaudi" >"$root/etc/libibverbs.d/gaudi.driver"
+for p in $RDMA_PROGRAMS; do
+	add_program "$p" "$p"
+done
 for m in $RXE_MODS; do
 	cp "$KOUT/$m" "$root/lib/modules/"
 done

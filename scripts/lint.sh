@@ -4,6 +4,9 @@
 #   lint.sh rustfmt        format the overlay's Rust files and the tools
 #   lint.sh rustfmtcheck   fail if anything is not formatted
 #   lint.sh clippy         build (always with CLIPPY=1) and show clippy's verdict on our code
+#   lint.sh checkpatch-provider
+#                          the rdma-core provider's sources through the kernel's
+#                          checkpatch.pl as rdma-core's CI runs it
 
 . "$(dirname "$0")/lib.sh"
 
@@ -35,5 +38,15 @@ clippy)
 	[ $bad = 0 ] || die "clippy warnings in our code"
 	echo "clippy: no warnings in the driver or our part of the kernel crate"
 	;;
-*) die "usage: lint.sh rustfmt|rustfmtcheck|clippy" ;;
+checkpatch-provider)
+	# rdma-core's CI (buildlib/azp-checkpatch) ignores what does not apply to
+	# user space: kernel types, negative errnos (libibverbs returns positive
+	# ones), file paths, and its own list of constant structures.
+	files=$(cd "$TOP" && find tools/rdma-core/providers -name '*.[ch]' | sort)
+	# shellcheck disable=SC2086
+	(cd "$TOP" && in_env perl "$KSRC/scripts/checkpatch.pl" --no-tree --show-types --terse \
+		--ignore PREFER_KERNEL_TYPES,FILE_PATH_CHANGES,EXECUTE_PERMISSIONS,USE_NEGATIVE_ERRNO,CONST_STRUCT \
+		-f $files)
+	;;
+*) die "usage: lint.sh rustfmt|rustfmtcheck|clippy|checkpatch-provider" ;;
 esac

@@ -46,6 +46,12 @@ if [ ! -e "$ENVROOT/.bootstrapped" ]; then
 	touch "$ENVROOT/.bootstrapped"
 fi
 
+# The rdma-core source package (scripts/rdma-core.sh) comes from deb-src.
+if ! grep -q '^deb-src ' "$ENVROOT/etc/apt/sources.list"; then
+	printf 'deb-src %s %s main\n' "$MIRROR" "$SUITE" "$MIRROR" "$SUITE-updates" \
+		>>"$ENVROOT/etc/apt/sources.list"
+fi
+
 # Install (or complete) the package set; apt-get skips what is there.
 apt_env() { IN_ENV_NO_CA=1 in_env env DEBIAN_FRONTEND=noninteractive apt-get -q -y "$@"; }
 # A run that stopped half way left packages to configure.
@@ -54,7 +60,8 @@ log "apt-get update"
 apt_env update >/dev/null
 log "installing toolchain from $SUITE"
 # shellcheck disable=SC2086
-apt_env install $ENV_PKGS >"$CACHE/apt.log" 2>&1 || die "apt-get install failed, see $CACHE/apt.log"
+apt_env install $ENV_PKGS >"$CACHE/apt.log" 2>&1 ||
+	die "apt-get install failed (rdma-core is pinned to $RDMA_CORE_VER, RDMA_CORE_VER in scripts/lib.sh), see $CACHE/apt.log"
 log "installing rustc, QEMU and $KPKG $KVER_PIN from $SUITE-backports"
 # shellcheck disable=SC2086
 apt_env install -t "$SUITE-backports" $ENV_BPO_PKGS >>"$CACHE/apt.log" 2>&1 ||

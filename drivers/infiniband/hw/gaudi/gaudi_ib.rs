@@ -770,6 +770,8 @@ impl pci::Driver for GaudiIbDriver {
         for reg in &regs {
             ndevs.push(reg.device().net_dev(), GFP_KERNEL)?;
         }
+        // The node GUID (and system image GUID) is the EUI-64 of the first port's MAC address.
+        let node_guid = ib::eui64(ib::port_mac(shared.bar.access(pdev.as_ref())?, 0)?);
         let ib = rdma::Registration::new(
             pdev.as_ref(),
             &<LocalModule as kernel::ModuleMetadata>::THIS_MODULE,
@@ -778,10 +780,15 @@ impl pci::Driver for GaudiIbDriver {
                 comp_vectors: 1,
                 node_type: rdma::NodeType::Ca,
                 netdevs: &ndevs,
-                // The node GUID is the EUI-64 of the first port's MAC address.
-                node_guid: ib::eui64(ib::port_mac(shared.bar.access(pdev.as_ref())?, 0)?),
+                node_guid,
             },
-            ib::IbDev::new(shared.clone(), caps, pdev.device_id().into(), hbm.clone()),
+            ib::IbDev::new(
+                shared.clone(),
+                caps,
+                pdev.device_id().into(),
+                node_guid,
+                hbm.clone(),
+            ),
         )
         .inspect_err(|e| dev_err!(pdev, "cannot register the InfiniBand device: {:?}\n", e))?;
         drop(ndevs);

@@ -42,6 +42,7 @@ use kernel::{
         Gid,
         GidAttr,
         GidType,
+        LinkLayer,
         MrKeys,
         Mtu,
         PhysState,
@@ -128,6 +129,8 @@ pub(crate) struct IbDev {
     pub(crate) shared: Arc<Shared>,
     caps: Caps,
     vendor_part_id: u32,
+    /// The node GUID, which is also the system image GUID.
+    node_guid: u64,
     /// The device's memory (HBM).
     hbm: Arc<Hbm>,
     /// The id of the user context that owns the data path (its PD, regions, QPs, QP sets
@@ -163,12 +166,14 @@ impl IbDev {
         shared: Arc<Shared>,
         caps: Caps,
         vendor_part_id: u32,
+        node_guid: u64,
         hbm: Arc<Hbm>,
     ) -> impl PinInit<Self, Error> {
         try_pin_init!(Self {
             shared,
             caps,
             vendor_part_id,
+            node_guid,
             hbm,
             owner: Atomic::new(0),
             next_ctx: Atomic::new(1),
@@ -541,7 +546,12 @@ impl rdma::Driver for GaudiRdma {
             max_cq: c.max_cqs.saturating_mul(c.ports),
             max_cqe: c.max_cqe,
             max_pd: 1,
+            // Per user context (module parameter `max_mrs`).
+            max_mr: u32::try_from(crate::module_parameters::max_mrs.value()).unwrap_or(u32::MAX),
             max_pkeys: 1,
+            sys_image_guid: d.node_guid.to_be(),
+            // The programming model as major.minor.0 (what `ibv_devinfo` shows as firmware).
+            fw_ver: (u64::from(c.model >> 16) << 32) | (u64::from(c.model & 0xffff) << 16),
             ..DeviceAttr::default()
         })
     }
@@ -582,6 +592,12 @@ impl rdma::Driver for GaudiRdma {
             protocol: PortProtocol::RoceV2,
             max_mad_size: 0,
         })
+    }
+
+    /// Every port is an Ethernet port (RoCE v2); the core would say InfiniBand for a channel
+    /// adapter.
+    fn get_link_layer(_dev: &rdma::Device<Self>, _port: u32) -> LinkLayer {
+        LinkLayer::Ethernet
     }
 
     /// A port's state is its link's, which the device reports (`PORT_UP`, `PORT_DOWN`)

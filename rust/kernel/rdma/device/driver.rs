@@ -45,7 +45,8 @@ pub trait Driver: Sized + Send + Sync + 'static {
     /// Report what never changes about port `port`.
     fn get_port_immutable(dev: &Device<Self>, port: u32) -> Result<PortImmutable>;
 
-    /// The link layer of port `port`; the core derives it from the protocol without this.
+    /// The link layer of port `port`. Without this the core derives it from the node type
+    /// (InfiniBand for a channel adapter), so RoCE drivers implement it.
     fn get_link_layer(_dev: &Device<Self>, _port: u32) -> LinkLayer {
         build_error!(VTABLE_DEFAULT_ERROR)
     }

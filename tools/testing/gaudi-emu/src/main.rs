@@ -26,6 +26,8 @@ const USAGE: &str = "usage: gaudi-emu --socket PATH [options]
   --ports N                 number of ports (default 24)
   --devmem MIB              device memory size in MiB (default 256)
   --instance N              distinguishes emulators in default addresses
+  --max-qps N, --max-cqs N  QPs and CQs per port (powers of two; 1024)
+  --max-cqe N, --max-sqe N  entries per CQ and per send queue (8192)
   --addr PORT=MAC,IPV4      a port's MAC and IPv4 address
   --link PORT=LPORT:RPORT   attach a port to UDP 127.0.0.1:LPORT, sending to
                             127.0.0.1:RPORT (QEMU -netdev dgram compatible)
@@ -105,6 +107,21 @@ fn main() {
                 opts.devmem = mib << 20;
             }
             "--instance" => opts.instance = v().parse().unwrap_or_else(|_| usage("bad --instance")),
+            // The device's limits (capability registers): QPs and CQs per port, entries per
+            // CQ and per send queue, each a power of two from 2 to 65536.
+            "--max-qps" | "--max-cqs" | "--max-cqe" | "--max-sqe" => {
+                let n: u32 = v()
+                    .parse()
+                    .ok()
+                    .filter(|n: &u32| n.is_power_of_two() && (2..=65536).contains(n))
+                    .unwrap_or_else(|| usage(&format!("{a} takes a power of two, 2 to 65536")));
+                match a.as_str() {
+                    "--max-qps" => opts.max_qps = n,
+                    "--max-cqs" => opts.max_cqs = n,
+                    "--max-cqe" => opts.max_cqe = n,
+                    _ => opts.max_sqe = n,
+                }
+            }
             "--reset-delay-ms" => {
                 let ms: u64 = v()
                     .parse()

@@ -86,24 +86,14 @@ fn queries(ctx: &Context, ports: u32, inst: u8) {
         d.node_guid == [0x00, 0x1d, 0xa3, 0xff, 0xfe, inst, 0, 0],
         format!("QUERY_DEVICE (core): node GUID {:02x?}", d.node_guid),
     );
-    // Not checked: the link layer. The driver leaves it to the core, which
-    // says InfiniBand for a channel adapter without get_link_layer.
-    let l = ctx.query_port_attrs(1).map_or(0, |a| a.link_layer);
-    println!(
-        "# QUERY_PORT (core) port 1: link layer {l} ({})",
-        match l {
-            LINK_LAYER_ETHERNET => "Ethernet",
-            1 => "InfiniBand",
-            _ => "other",
-        }
-    );
     every_port(
         ports,
-        "QUERY_PORT (core): ACTIVE, link up, 16 GIDs and one P_Key, MTU 4096",
+        "QUERY_PORT (core): ACTIVE, link up, Ethernet, 16 GIDs and one P_Key, MTU 4096",
         |p| {
             let a = ctx.query_port_attrs(p as u8).map_err(|e| format!("{e}"))?;
             if a.state == PORT_ACTIVE
                 && a.phys_state == PORT_PHYS_LINK_UP
+                && a.link_layer == LINK_LAYER_ETHERNET
                 && a.gid_tbl_len == 16
                 && a.pkey_tbl_len == 1
                 && a.active_mtu == MTU_4096

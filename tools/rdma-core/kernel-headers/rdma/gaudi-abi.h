@@ -1,0 +1,1 @@
+../../../../include/uapi/rdma/gaudi-abi.h

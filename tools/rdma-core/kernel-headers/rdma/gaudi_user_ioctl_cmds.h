@@ -1,0 +1,1 @@
+../../../../include/uapi/rdma/gaudi_user_ioctl_cmds.h
