@@ -31,7 +31,7 @@ KUNIT_ARGS='kunit.filter_glob=rust_* loglevel=7'
 SESSIONS=(
 	"main|--strict --max-qps 256 --max-cqs 512 --max-cqe 4096 --max-sqe 2048|boot,probe,msix,ibdev_single_device_all_ports,ibv_devinfo,uverbs_ioctl,ownership,pd_single,mr_register,mr_no_foreign_frames,port_events,device_fatal,unbind_rebind,kmemleak_clean||gaudi.ports=24 gaudi.emu_max_qps=256 gaudi.emu_max_cqs=512 gaudi.emu_max_cqe=4096 gaudi.emu_max_sqe=2048|2048"
 	"dv|--strict --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|dv_write,dv_foreign_address,qp_set_same_index,uapi_bad_attrs,hbm_scrubbed,dv_unbind,limits_enforced,log_ratelimited,kmemleak_clean||gaudi.ports=24|3072"
-	"write|--strict --ports 2 --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|write_errors,mr_out_of_bounds,rkey_bounds,unsupported_opcodes,write_loopback,cq_no_overflow,netdev_ports,roce_gid_table,modify_qp_av_refused,netdev_unbind,kmemleak_clean||gaudi.ports=2|3072"
+	"write|--strict --ports 2 --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|write_errors,mr_out_of_bounds,rkey_bounds,unsupported_opcodes,write_loopback,cq_no_overflow,netdev_ports,roce_gid_table,modify_qp_av_refused,rkey_rebind,netdev_unbind,kmemleak_clean||gaudi.ports=2|3072"
 	"rebind|--strict --ports 2|probe,rebind||gaudi.ports=2"
 	"queues|--strict --ports 2 --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|rings_wrap,sq_full,cq_overflow,eq_overflow,device_errors,wire_faults,link_flap_traffic,fatal_under_traffic,emulator_crash||gaudi.ports=2|1024"
 	"concurrency|--strict --msi --ports 2 --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|concurrency,hot_unplug||gaudi.ports=2 acpi=force|1024|2"
@@ -52,8 +52,8 @@ SESSIONS=(
 # on the link of A's port 1.
 RXE_NIC=$(nic data @P1@ @P0@ 02:00:00:00:00:02)
 PAIRS=(
-	"two_hosts|--strict --ports 2 --link 0=@P0@:@P1@|write_two_hosts,write_av,dv_write_two_hosts,hbm_dmabuf_p2p,netdev_traffic|gaudi.ports=2 gaudi.mgmt=10.99.0.1 gaudi.peer=10.99.0.2|--strict --instance 1 --ports 2 --link 0=@P1@:@P0@|write_two_hosts_target,write_av_target,dv_write_two_hosts_target,hbm_dmabuf_p2p_target,netdev_traffic_target|gaudi.ports=2 gaudi.mgmt=10.99.0.2 gaudi.peer=10.99.0.1|2048|"
-	"rxe|--strict --ports 2 --link 0=@P0@:@P1@|write_to_rxe,write_from_rxe|gaudi.ports=2 gaudi.mgmt=10.99.0.1 gaudi.peer=10.99.0.2|none|write_to_rxe_target,write_from_rxe_target|gaudi.mgmt=10.99.0.2 gaudi.peer=10.99.0.1|1024|$RXE_NIC"
+	"two_hosts|--strict --ports 2 --link 0=@P0@:@P1@|write_two_hosts,write_av,dv_write_two_hosts,hbm_dmabuf_p2p,netdev_traffic,perftest_write_bw,perftest_write_lat,rc_pingpong_refused|gaudi.ports=2 gaudi.mgmt=10.99.0.1 gaudi.peer=10.99.0.2 @TSC@|--strict --instance 1 --ports 2 --link 0=@P1@:@P0@|write_two_hosts_target,write_av_target,dv_write_two_hosts_target,hbm_dmabuf_p2p_target,netdev_traffic_target,perftest_write_bw_target,perftest_write_lat_target,rc_pingpong_refused_target|gaudi.ports=2 gaudi.mgmt=10.99.0.2 gaudi.peer=10.99.0.1 @TSC@|2048|"
+	"rxe|--strict --ports 2 --link 0=@P0@:@P1@|write_to_rxe,write_from_rxe,perftest_gaudi_to_rxe,perftest_rxe_to_gaudi|gaudi.ports=2 gaudi.mgmt=10.99.0.1 gaudi.peer=10.99.0.2 @TSC@|none|write_to_rxe_target,write_from_rxe_target,perftest_gaudi_to_rxe_target,perftest_rxe_to_gaudi_target|gaudi.mgmt=10.99.0.2 gaudi.peer=10.99.0.1 @TSC@|1024|$RXE_NIC"
 )
 # The benchmark (BENCH=1, "make bench"): these sessions instead; their
 # "bench:" lines are printed at the end. bench_two_hosts: both VMs have a
@@ -310,9 +310,12 @@ vm_report() { # NAME TESTS STATUS LIMIT
 	fi
 }
 
+# @TSC@: the guest's clock from its TSC (tsc_args in lib.sh).
+TSC_ARGS=$(tsc_args)
+
 ports() { # TEXT: the placeholders replaced
 	echo "$1" | sed "s/@P0@/$p0/g; s/@P1@/$((p0 + 1))/g; s/@M0@/$((p0 + 2))/g; s/@M1@/$((p0 + 3))/g;
-		s/@D0@/$((p0 + 4))/g; s/@D1@/$((p0 + 5))/g"
+		s/@D0@/$((p0 + 4))/g; s/@D1@/$((p0 + 5))/g; s/@TSC@/$TSC_ARGS/g"
 }
 
 # ONLY=name,name runs just those sessions (while working on them); a name
@@ -388,9 +391,9 @@ start_job() { # INDEX DESC
 		rm -f "$CACHE/vm/${name}_a.status" "$CACHE/vm/${name}_b.status"
 		(
 			sa=0 sb=0
-			vm_start "${name}_a" "$(ports "$emu_a")" "$tests_a" "$mgmt_a $(ports "$qemu_a")" "$kargs_a" "$mem" "$limit"
+			vm_start "${name}_a" "$(ports "$emu_a")" "$tests_a" "$mgmt_a $(ports "$qemu_a")" "$(ports "$kargs_a")" "$mem" "$limit"
 			pa=$vm_pid
-			vm_start "${name}_b" "$(ports "$emu_b")" "$tests_b" "$mgmt_b $(ports "$qemu_b")" "$kargs_b" "$mem" "$limit"
+			vm_start "${name}_b" "$(ports "$emu_b")" "$tests_b" "$mgmt_b $(ports "$qemu_b")" "$(ports "$kargs_b")" "$mem" "$limit"
 			wait "$pa" || sa=$?
 			wait "$vm_pid" || sb=$?
 			echo "$sa" >"$CACHE/vm/${name}_a.status"

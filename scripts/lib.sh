@@ -78,4 +78,17 @@ clippy_keys() {
 	drv_key=$(cd "$TOP" && find drivers include -type f | sort | xargs cat | sha256sum | cut -c1-16)
 	crate_key=$(cd "$TOP" && { cat kernel/patches/*; find rust -type f | sort | xargs cat; } | sha256sum | cut -c1-16)
 }
+# Kernel parameters that give a guest its clock: under TCG a guest's TSC
+# counts at the host's TSC frequency, which the guest cannot calibrate (no
+# PIT, HPET or ACPI timer to measure it against), so it keeps time by 4 ms
+# jiffies; told the frequency, it keeps time by the TSC, as perftest's
+# cycle clock needs. Empty where the host's TSC frequency is not constant,
+# or KVM gives the guest its own clock.
+tsc_args() {
+	local khz
+	[ "${ACCEL:-tcg}" = tcg ] && grep -q -w constant_tsc /proc/cpuinfo || return 0
+	khz=$(awk -F: '/^cpu MHz/ { printf "%d", $2 * 1000; exit }' /proc/cpuinfo)
+	[ "${khz:-0}" -gt 0 ] && echo "tsc_early_khz=$khz tsc=reliable"
+	return 0
+}
 export TOP CACHE

@@ -11,6 +11,6 @@ eval "$vars"
 export KERNEL INITRD EMU
 log "booting (accelerator: ${ACCEL:-tcg})"
 t0=$SECONDS
-CONSOLE=1 in_env "$TOP/tools/testing/vm/session.sh" "$CACHE/vm/run" run "" "${VM_TIMEOUT:-300}" -- ||
+CONSOLE=1 KERNEL_ARGS=$(tsc_args) in_env "$TOP/tools/testing/vm/session.sh" "$CACHE/vm/run" run "" "${VM_TIMEOUT:-300}" -- ||
 	die "VM session failed (status $?); emulator log: $CACHE/vm/run/emu.log"
 log "VM session took $((SECONDS - t0)) s"

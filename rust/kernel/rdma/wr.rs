@@ -153,6 +153,16 @@ impl<'a> SendWrs<'a> {
         }
     }
 
+    /// The request [`Iterator::next`] would take, without taking it.
+    pub fn peek(&self) -> Option<SendWr<'a>> {
+        if self.next.is_null() {
+            return None;
+        }
+        // SAFETY: `next` is a request of the list, valid for `'a` (type invariants of `new`).
+        let raw = unsafe { &*self.next };
+        Some(SendWr { raw })
+    }
+
     /// The request to report as failed.
     pub(crate) fn failed(&self) -> *const bindings::ib_send_wr {
         self.last
@@ -216,6 +226,10 @@ mod tests {
         let mut wrs = unsafe { SendWrs::new(first) };
         // Nothing taken yet: the first request is the failed one.
         assert_eq!(wrs.failed(), first);
+        // Peeking takes nothing.
+        assert_eq!(wrs.peek().map(|w| w.wr_id()), Some(100));
+        assert_eq!(wrs.peek().and_then(|w| w.rdma()), Some((0x10_0000, 40)));
+        assert_eq!(wrs.failed(), first);
 
         let w = wrs.next().expect("first request");
         assert_eq!(w.opcode(), Opcode::RdmaWrite);
@@ -235,9 +249,11 @@ mod tests {
         assert!(w.sges().is_empty());
         assert_eq!(wrs.failed(), &raw const rdma[1].wr);
 
+        assert_eq!(wrs.peek().map(|w| w.wr_id()), Some(102));
         let w = wrs.next().expect("third request");
         assert_eq!(w.opcode(), Opcode::RdmaRead);
         assert_eq!(w.rdma(), Some((0x30_0000, 42)));
+        assert!(wrs.peek().is_none());
         assert!(wrs.next().is_none());
         assert_eq!(wrs.failed(), &raw const rdma[2].wr);
     }
@@ -246,6 +262,7 @@ mod tests {
     fn empty_list_and_unknown_opcode() {
         // SAFETY: A null list is empty.
         let mut wrs = unsafe { SendWrs::new(core::ptr::null()) };
+        assert!(wrs.peek().is_none());
         assert!(wrs.next().is_none());
         assert_eq!(Opcode::from_raw(0x7f), Opcode::Other(0x7f));
     }

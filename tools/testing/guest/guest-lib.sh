@@ -392,3 +392,48 @@ uptime_cs() {
 	read -r up _ </proc/uptime
 	echo "${up%.*}${up#*.}"
 }
+
+# Run perftest program $2 as client of the server at $3 (further arguments
+# passed on), on port 1 of gaudi_0, its output in file $1. Only a refused
+# connection (the server not listening yet: perftest's client gives up at
+# once) is tried again, for up to 30 s; a run is killed after
+# PERFTEST_TIMEOUT seconds (300).
+perftest_client() {
+	out=$1
+	prog=$2
+	server=$3
+	shift 3
+	i=0
+	while :; do
+		timeout "${PERFTEST_TIMEOUT:-300}" "$prog" -d gaudi_0 -i 1 -F "$@" "$server" >"$out" 2>&1 && return 0
+		grep -q "Couldn't connect to $server" "$out" || return 1
+		i=$((i + 1))
+		[ $i -lt 30 ] || return 1
+		sleep 1
+	done
+}
+
+# The report in file $1 has $2 result lines (one per message size: first
+# column a size in bytes, second the iterations).
+perftest_sizes() {
+	n=$(awk '$1 ~ /^[0-9]+$/ && $2 ~ /^[0-9]+$/ { n++ } END { print n + 0 }' "$1")
+	[ "$n" = "$2" ] || { echo "$n result lines, expected $2" >&2; return 1; }
+}
+
+# The index in the GID table of port 1 of RDMA device $1 of the RoCE v2
+# GID of IPv4 address $2 (waiting up to 5 s for the core to add it).
+gid_index_v4() {
+	want=$(echo "$2" | awk -F. '{ printf "0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x", $1, $2, $3, $4 }')
+	i=0
+	while [ $i -lt 50 ]; do
+		for g in /sys/class/infiniband/"$1"/ports/1/gids/*; do
+			[ "$(cat "$g" 2>/dev/null)" = "$want" ] || continue
+			[ "$(cat "/sys/class/infiniband/$1/ports/1/gid_attrs/types/${g##*/}" 2>/dev/null)" = "RoCE v2" ] || continue
+			echo "${g##*/}"
+			return 0
+		done
+		sleep 0.1
+		i=$((i + 1))
+	done
+	return 1
+}

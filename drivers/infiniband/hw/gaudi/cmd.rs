@@ -38,6 +38,8 @@ pub(crate) const CMD_RKEY_REVOKE: u32 = 0x06;
 pub(crate) const CMD_DEVMEM_FILL: u32 = 0x07;
 /// (1.3) Write an entry of a port's GID table.
 pub(crate) const CMD_GID_SET: u32 = 0x08;
+/// (1.4) Replace the keys of a QP context, leaving its state and PSNs.
+pub(crate) const CMD_QP_KEYS: u32 = 0x09;
 
 /// The device's command interface: serialises commands (one outstanding at a time).
 #[pin_data]

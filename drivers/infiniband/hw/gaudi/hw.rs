@@ -212,6 +212,24 @@ pub(crate) struct GidEntry {
 /// [`GidEntry::flags`]: the entry is valid.
 pub(crate) const GID_VALID: u32 = 1 << 0;
 
+/// The argument of `QP_KEYS` (1.4).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable)]
+pub(crate) struct QpKeys {
+    /// [`QP_KEYS_REMOTE`], [`QP_KEYS_LOCAL`].
+    pub(crate) flags: u32,
+    pub(crate) remote_rkey: u32,
+    /// With its region; 0 (or a region of length 0): the QP accepts no WRITE.
+    pub(crate) local_rkey: u32,
+    pub(crate) reserved: u32,
+    pub(crate) region_iova: u64,
+    pub(crate) region_length: u64,
+    pub(crate) region_va: u64,
+}
+
+/// [`QpKeys::flags`]: set the remote rkey.
+pub(crate) const QP_KEYS_REMOTE: u32 = 1 << 0;
+
 // Device QP states ([`QpContext::state`]).
 pub(crate) const QPS_RESET: u8 = 0;
 pub(crate) const QPS_INIT: u8 = 1;
@@ -251,6 +269,7 @@ const _: () = {
     assert!(size_of::<CqContext>() == 16);
     assert!(size_of::<QpContext>() == 112);
     assert!(size_of::<GidEntry>() == 20);
+    assert!(size_of::<QpKeys>() == 40);
     assert!(core::mem::offset_of!(QpContext, hop_limit) == 46);
     assert!(core::mem::offset_of!(QpContext, sgid_index) == 54);
     assert!(core::mem::offset_of!(QpContext, flow_label) == 60);

@@ -133,9 +133,9 @@ pub(crate) struct IbDev {
     node_guid: u64,
     /// The device's memory (HBM).
     hbm: Arc<Hbm>,
-    /// The id of the user context that owns the data path (its PD, regions, QPs, QP sets
-    /// and device memory); 0: none. Any context may query the device.
-    owner: Atomic<u64>,
+    /// Who uses the data path ([`Self::claim`]).
+    #[pin]
+    owners: Mutex<Owners>,
     /// Ids of user contexts, from 1.
     next_ctx: Atomic<u64>,
     /// Page sizes both the device MMU and the driver's tables support (bit n: 2^n bytes).
@@ -175,7 +175,7 @@ impl IbDev {
             vendor_part_id,
             node_guid,
             hbm,
-            owner: Atomic::new(0),
+            owners <- kernel::new_mutex!(Owners::default()),
             next_ctx: Atomic::new(1),
             mr_page_sizes: mmu::PAGE_SHIFTS
                 .iter()
@@ -238,21 +238,25 @@ impl IbDev {
         Err(ENOSPC)
     }
 
-    /// Make context `ctx` the owner of the data path, if it is not already and nobody else is:
-    /// `EBUSY` while another context owns it. The owner keeps it until it is closed, so that
-    /// the device's one translation domain only ever holds memory of one process.
+    /// Make context `ctx` the exclusive owner of the data path, for what drives the device
+    /// without the kernel's checks (QP sets, device memory): `EBUSY` while another context
+    /// owns it or has a protection domain, so that the device's one translation domain holds
+    /// memory of no other process. The owner keeps it until it is closed.
     pub(crate) fn claim(&self, dev: &rdma::Device<GaudiRdma>, ctx: &Context) -> Result {
-        match self.owner.cmpxchg(0, ctx.id, Full) {
-            Ok(_) => Ok(()),
-            Err(cur) if cur == ctx.id => Ok(()),
-            Err(_) => {
-                kernel::ibdev_info_ratelimited!(
-                    dev,
-                    "data path refused: the NIC is owned by another user context\n"
-                );
-                Err(EBUSY)
-            }
+        let mut o = self.owners.lock();
+        if o.exclusive == ctx.id {
+            return Ok(());
         }
+        let own_pd = u32::from(ctx.has_pd.load(Relaxed));
+        if o.exclusive != 0 || o.pds > own_pd {
+            kernel::ibdev_info_ratelimited!(
+                dev,
+                "exclusive data path refused: another user context uses the NIC\n"
+            );
+            return Err(EBUSY);
+        }
+        o.exclusive = ctx.id;
+        Ok(())
     }
 
     /// Hold off key revocation while a QP context is resolved and written.
@@ -467,7 +471,7 @@ impl Drop for Charge {
 
 /// The driver's data of a user context.
 pub(crate) struct Context {
-    /// Identifies the context as the owner of the data path ([`IbDev::claim`]).
+    /// Identifies the context as the exclusive owner of the data path ([`IbDev::claim`]).
     id: u64,
     /// What the context holds against its limits.
     usage: Arc<Usage>,
@@ -489,12 +493,59 @@ impl Context {
     }
 }
 
+/// Who uses the data path.
+#[derive(Default)]
+struct Owners {
+    /// The id of the user context that drives the NIC itself (QP sets, device memory); 0:
+    /// none. It has the data path to itself.
+    exclusive: u64,
+    /// Protection domains of user contexts (at most one each).
+    pds: u32,
+}
+
 /// The driver's data of a protection domain.
 pub(crate) struct Pd {
     /// The context owning the PD, for user PDs.
     user: bool,
     /// Identifies the PD in [`MrInfo`].
     pub(crate) id: u32,
+    /// The PD's regions registered with `REMOTE_WRITE`: their number (high 32 bits) and the
+    /// xor of their keys (low 32 bits), so that with one region its key.
+    writable: Atomic<u64>,
+}
+
+impl Pd {
+    fn new(user: bool, id: u32) -> Self {
+        Self {
+            user,
+            id,
+            writable: Atomic::new(0),
+        }
+    }
+
+    /// A region of key `key` registered with `REMOTE_WRITE` was `added` to the PD, or removed.
+    pub(crate) fn writable_changed(&self, key: u32, added: bool) {
+        let mut cur = self.writable.load(Relaxed);
+        loop {
+            let n = (cur >> 32) as u32;
+            let n = if added {
+                n.saturating_add(1)
+            } else {
+                n.saturating_sub(1)
+            };
+            let new = (u64::from(n) << 32) | u64::from(cur as u32 ^ key);
+            match self.writable.cmpxchg(cur, new, Full) {
+                Ok(_) => return,
+                Err(seen) => cur = seen,
+            }
+        }
+    }
+
+    /// The key of the PD's only region registered with `REMOTE_WRITE`, if it has exactly one.
+    fn only_writable(&self) -> Option<u32> {
+        let v = self.writable.load(Relaxed);
+        (v >> 32 == 1).then_some(v as u32)
+    }
 }
 
 const MODIFY_QP_REMOTE_RKEY: u32 = uapi::gaudi_ib_modify_qp_flags_GAUDI_IB_MODIFY_QP_REMOTE_RKEY;
@@ -661,7 +712,10 @@ impl rdma::Driver for GaudiRdma {
 
     fn dealloc_ucontext(ctx: &rdma::Ucontext<Self>) {
         // Every object of the context is gone: another context may own the data path now.
-        let _ = ctx.device().data().owner.cmpxchg(ctx.data().id, 0, Full);
+        let mut o = ctx.device().data().owners.lock();
+        if o.exclusive == ctx.data().id {
+            o.exclusive = 0;
+        }
     }
 
     fn alloc_pd(
@@ -670,30 +724,40 @@ impl rdma::Driver for GaudiRdma {
     ) -> impl PinInit<Pd, Error> {
         let id = dev.data().next_pd.fetch_add(1, Relaxed);
         let Some(user) = user else {
-            return Ok(Pd { user: false, id });
+            return Ok(Pd::new(false, id));
         };
         let ctx = user.ucontext.data();
-        dev.data().claim(dev, ctx)?;
-        if ctx.has_pd.xchg(true, Full) {
+        let mut o = dev.data().owners.lock();
+        // Contexts of the standard verbs share the NIC (the kernel checks every address they
+        // post), unless one drives it itself.
+        if o.exclusive != 0 && o.exclusive != ctx.id {
+            kernel::ibdev_info_ratelimited!(
+                dev,
+                "PD refused: another user context drives the NIC exclusively\n"
+            );
+            return Err(EBUSY);
+        }
+        if ctx.has_pd.load(Relaxed) {
             return Err(ENOSPC);
         }
-        if let Err(e) = user.udata.write(&uapi::gaudi_ib_alloc_pd_resp {
+        user.udata.write(&uapi::gaudi_ib_alloc_pd_resp {
             pdn: PDN,
             ..Default::default()
-        }) {
-            ctx.has_pd.store(false, Relaxed);
-            return Err(e);
-        }
+        })?;
+        ctx.has_pd.store(true, Relaxed);
+        o.pds += 1;
         ctx.pd_id.store(id, kernel::sync::atomic::Release);
-        Ok(Pd { user: true, id })
+        Ok(Pd::new(true, id))
     }
 
     fn dealloc_pd(pd: &rdma::Pd<Self>) -> Result {
         if pd.data().user {
             if let Some(ctx) = pd.ucontext() {
                 let c = ctx.data();
+                let mut o = pd.device().data().owners.lock();
                 c.pd_id.store(0, Relaxed);
-                c.has_pd.store(false, kernel::sync::atomic::Release);
+                c.has_pd.store(false, Relaxed);
+                o.pds = o.pds.saturating_sub(1);
             }
         }
         Ok(())
@@ -754,8 +818,8 @@ impl rdma::Driver for GaudiRdma {
         pin_init::pin_init_scope(move || -> Result<_> {
             let dev = pd.device();
             let d = dev.data();
-            // Reliable connected only, with a send queue alone: the NIC executes RDMA WRITE and
-            // has no receive queues, shared or not, and no inline data.
+            // Reliable connected only, with a send queue: the NIC executes RDMA WRITE and has
+            // no receive queues, shared or not, and no inline data.
             if init.qp_type() != QpType::Rc || init.has_srq() {
                 kernel::ibdev_info_ratelimited!(
                     dev,
@@ -765,19 +829,17 @@ impl rdma::Driver for GaudiRdma {
                 );
                 return Err(EOPNOTSUPP);
             }
+            // A receive queue or inline data may be asked for (software written for other
+            // devices asks for both); the QP gets neither, and says so in the capabilities
+            // it reports: posting a receive fails, and so does an inline request.
             let cap = init.cap();
-            if cap.max_send_wr == 0
-                || cap.max_send_wr > d.caps.max_sqe
-                || cap.max_send_sge > 1
-                || cap.max_recv_wr != 0
-                || cap.max_recv_sge != 0
-                || cap.max_inline_data != 0
-            {
+            if cap.max_send_wr == 0 || cap.max_send_wr > d.caps.max_sqe || cap.max_send_sge > 1 {
                 kernel::ibdev_info_ratelimited!(
                     dev,
-                    "QP capabilities refused: {:?} (send WRs 1 to {}, one SGE, no receive queue, no inline data)\n",
+                    "QP capabilities refused: {:?} (send WRs 1 to {}, one SGE)\n",
                     cap,
-                    d.caps.max_sqe                );
+                    d.caps.max_sqe
+                );
                 return Err(EINVAL);
             }
             if init.create_flags() != 0 {
@@ -806,7 +868,7 @@ impl rdma::Driver for GaudiRdma {
             init.grant(QpCap {
                 max_send_wr: entries,
                 max_send_sge: 1,
-                ..cap
+                ..QpCap::default()
             });
             let data = data?;
             Ok(data)
@@ -863,6 +925,22 @@ impl rdma::Driver for GaudiRdma {
 
     fn post_send(qp: &rdma::Qp<Self>, wrs: &mut SendWrs<'_>) -> Result {
         let d = qp.device().data();
+        // User QPs without an explicit remote rkey (software written for other devices)
+        // bind the one their first WRITE names, and rebind when their send queue is idle.
+        // Only the first request of a call can find the queue idle.
+        let first_rkey = wrs.peek().and_then(|wr| wr.rdma()).map(|(_, rkey)| rkey);
+        if let Some(rkey) = first_rkey.filter(|_| qp.pd().data().user) {
+            if let Err(e) = qp.data().bind_remote(rkey) {
+                kernel::ibdev_dbg!(
+                    qp.device(),
+                    "QP {}: binding rkey {:#x} failed: {:?}\n",
+                    qp.qp_num(),
+                    rkey,
+                    e
+                );
+                return Err(e);
+            }
+        }
         let res = queue::post_send(qp.data(), wrs, d.caps.max_msg, |key| {
             d.mr(key).map(|m| m.view)
         });
@@ -1042,6 +1120,7 @@ fn validate_modify(
     if let Some(av) = attr.av() {
         a.path = av_path(dev, qp, &a, &av)?.with_keys(&a.path);
     }
+    let mut explicit_local = false;
     if let Some(u) = udata.filter(|u| u.in_len() > 0) {
         let req = u.read::<uapi::gaudi_ib_modify_qp>()?;
         if req.comp_mask != 0 || req.flags & !MODIFY_QP_FLAGS != 0 {
@@ -1052,8 +1131,10 @@ fn validate_modify(
         }
         if req.flags & MODIFY_QP_REMOTE_RKEY != 0 {
             a.path.remote_rkey = req.remote_rkey;
+            a.path.remote_explicit = true;
         }
         if req.flags & MODIFY_QP_LOCAL_RKEY != 0 {
+            explicit_local = true;
             // Incoming WRITEs carry this key: it must name a region of the QP's PD that
             // allows them (0: none accepted).
             if req.local_rkey != 0 {
@@ -1063,6 +1144,20 @@ fn validate_modify(
                 }
             }
             a.path.local_rkey = req.local_rkey;
+        }
+    }
+    // The responder rule of software that knows nothing of the NIC's one local region per
+    // QP: a QP open to remote writes and given no local rkey is bound at RTR to the only
+    // region of its PD registered with REMOTE_WRITE (none with several: its peers' WRITEs
+    // are then refused until one is bound explicitly).
+    if cur == QpState::Init
+        && next == QpState::Rtr
+        && !explicit_local
+        && a.path.local_rkey == 0
+        && a.access & Access::REMOTE_WRITE.bits() != 0
+    {
+        if let Some(key) = qp.pd().data().only_writable() {
+            a.path.local_rkey = key;
         }
     }
     if attr.av().is_some() || attr.dest_qp_num().is_some() {

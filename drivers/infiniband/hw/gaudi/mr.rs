@@ -85,6 +85,8 @@ pub(crate) struct MrData {
     range: VaRange,
     shift: u32,
     key: u32,
+    /// Registered with `REMOTE_WRITE` (counted in [`crate::ib::Pd::writable`]).
+    writable: bool,
 }
 
 /// Register user memory (`ib_reg_user_mr`).
@@ -178,6 +180,9 @@ pub(crate) fn dereg(mr: &rdma::Mr<GaudiRdma>) -> Result {
     // every QP context bound to it loses it (incoming WRITEs in flight are refused from
     // their next packet), its pages leave the device MMU, and the device forgets them,
     // before the umem is unpinned (when the data is dropped).
+    if m.writable {
+        mr.pd().data().writable_changed(m.key, false);
+    }
     {
         let bindings = d.bindings();
         d.mrs.lock().remove(m.key as usize);
@@ -324,6 +329,10 @@ fn register(
     }
     keys.lkey = key;
     keys.rkey = key;
+    let writable = r.access.contains(Access::REMOTE_WRITE);
+    if writable {
+        pd.data().writable_changed(key, true);
+    }
     Ok(MrData {
         shared: shared.clone(),
         _pinned: pinned,
@@ -331,6 +340,7 @@ fn register(
         range,
         shift,
         key,
+        writable,
     })
 }
 

@@ -50,6 +50,7 @@ use crate::{
         CMD_CQ_CREATE,
         CMD_CQ_DESTROY,
         CMD_QP_DESTROY,
+        CMD_QP_KEYS,
         CMD_QP_READ,
         CMD_QP_WRITE, //
     },
@@ -312,6 +313,9 @@ pub(crate) struct Path {
     /// UDP source port (its low 14 bits).
     pub(crate) udp_sport: u16,
     pub(crate) remote_rkey: u32,
+    /// `remote_rkey` was given explicitly (`struct gaudi_ib_modify_qp`): the QP keeps it,
+    /// rather than binding the rkey its requests name ([`QpData::bind_remote`]).
+    pub(crate) remote_explicit: bool,
     pub(crate) local_rkey: u32,
     /// The region of `local_rkey`, resolved each time the context is written (see
     /// `IbDev::resolve_local`); it goes with its key at deregistration.
@@ -323,6 +327,7 @@ impl Path {
     pub(crate) fn with_keys(self, old: &Path) -> Path {
         Path {
             remote_rkey: old.remote_rkey,
+            remote_explicit: old.remote_explicit,
             local_rkey: old.local_rkey,
             region: old.region,
             ..self
@@ -381,6 +386,10 @@ struct Sq {
     /// Port index (from 0) once the QP is in INIT.
     port: u32,
     remote_rkey: u32,
+    /// `remote_rkey` was given explicitly: requests naming another fail.
+    remote_explicit: bool,
+    /// The remote rkey is being replaced on the device ([`QpData::bind_remote`]).
+    rebinding: bool,
     /// The length of the region incoming WRITEs reach (0: the QP takes none): a completion
     /// of a WRITE with immediate longer than that did not come from this QP's responder.
     recv_len: u64,
@@ -445,6 +454,8 @@ impl QpData {
                 owner_err: false,
                 err_reported: false,
                 remote_rkey: 0,
+                remote_explicit: false,
+                rebinding: false,
                 recv_len: 0,
                 pi: 0,
                 ci: 0,
@@ -512,6 +523,7 @@ impl QpData {
                 sq.pi = 0;
                 sq.ci = 0;
                 sq.remote_rkey = 0;
+                sq.remote_explicit = false;
                 sq.recv_len = 0;
                 return Ok(());
             }
@@ -550,6 +562,7 @@ impl QpData {
         sq.port = port;
         sq.on_device = true;
         sq.remote_rkey = a.path.remote_rkey;
+        sq.remote_explicit = a.path.remote_explicit;
         sq.recv_len = if a.access & kernel::rdma::umem::Access::REMOTE_WRITE.bits() != 0
             && a.path.local_rkey != 0
         {
@@ -566,6 +579,45 @@ impl QpData {
         self.shared
             .command(CMD_QP_READ, port - 1, self.qpn, &(), &mut ctx)?;
         Ok((ctx.sq_psn & 0xff_ffff, ctx.rq_psn & 0xff_ffff))
+    }
+
+    /// Bind the remote rkey of the QP to `rkey`, as its next request names it: at the first
+    /// RDMA WRITE after RTS, or a WRITE with another rkey once the send queue is idle (every
+    /// request posted before has completed). The device gets the key with `QP_KEYS`; the QP
+    /// keeps its state and PSNs. Nothing happens (and `post_send` decides) when the QP has
+    /// the key already or was given one explicitly, is not in RTS, or has requests
+    /// outstanding. Requests posted while the key is replaced fail with `EAGAIN`. Sleeps.
+    pub(crate) fn bind_remote(&self, rkey: u32) -> Result {
+        let mut attrs = self.attrs.lock();
+        let port = {
+            let mut sq = self.sq.lock();
+            if sq.remote_rkey == rkey
+                || sq.remote_explicit
+                || sq.state != QpState::Rts
+                || !sq.on_device
+                || sq.rebinding
+                || sq.pi != sq.ci
+            {
+                return Ok(());
+            }
+            sq.rebinding = true;
+            sq.port
+        };
+        let keys = hw::QpKeys {
+            flags: hw::QP_KEYS_REMOTE,
+            remote_rkey: rkey,
+            ..Default::default()
+        };
+        let res = self
+            .shared
+            .command(CMD_QP_KEYS, port, self.qpn, &keys, &mut ());
+        let mut sq = self.sq.lock();
+        sq.rebinding = false;
+        if res.is_ok() {
+            sq.remote_rkey = rkey;
+            attrs.path.remote_rkey = rkey;
+        }
+        res
     }
 
     /// Take the QP off the device.
@@ -701,7 +753,11 @@ pub(crate) fn post_send(
             }
             let (raddr, rkey) = wr.rdma().ok_or(EINVAL)?;
             // The rkey travels in the QP context: a request naming another one would
-            // silently write with the wrong key.
+            // silently write with the wrong key (`QpData::bind_remote` binds it when the send
+            // queue is idle).
+            if sq.rebinding {
+                return Err(EAGAIN);
+            }
             if rkey != sq.remote_rkey {
                 return Err(EINVAL);
             }

@@ -532,7 +532,7 @@ fn command(
             for (i, p) in d.ports.iter().enumerate() {
                 let c = &p.counters;
                 out.push(format!(
-                    "port {i} tx {} rx {} rx_drops {} retransmits {} naks {} icrc_errors {} injected {} rnr_naks {} link {}",
+                    "port {i} tx {} rx {} rx_drops {} retransmits {} naks {} icrc_errors {} injected {} rnr_naks {} link {} looped {}",
                     c.tx,
                     c.rx,
                     c.rx_drops,
@@ -541,7 +541,8 @@ fn command(
                     c.icrc_errors,
                     c.injected,
                     c.rnr_naks_sent,
-                    if p.link_up { "up" } else { "down" }
+                    if p.link_up { "up" } else { "down" },
+                    c.looped
                 ));
             }
             return Ok(out);

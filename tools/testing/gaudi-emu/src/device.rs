@@ -98,6 +98,9 @@ pub struct Counters {
     pub icrc_errors: u32,
     /// Frames the fault injector dropped or corrupted.
     pub injected: u32,
+    /// Of the frames sent (`tx`), those to the port's own MAC, which it
+    /// received itself instead of sending them on the link.
+    pub looped: u32,
 }
 
 /// Driver errors the device notices: the doorbell rules (every mode) and,
@@ -840,6 +843,7 @@ impl Device {
             CMD_RKEY_REVOKE => self.rkey_revoke(),
             CMD_DEVMEM_FILL => self.devmem_fill(),
             CMD_GID_SET => self.gid_set(port, index),
+            CMD_QP_KEYS => self.qp_keys(port, index),
             _ => EINVAL,
         };
         // Invalidation contract: once a command that removed a context, a
@@ -848,7 +852,7 @@ impl Device {
         if r == 0
             && matches!(
                 opcode,
-                CMD_CQ_DESTROY | CMD_QP_WRITE | CMD_QP_DESTROY | CMD_RKEY_REVOKE
+                CMD_CQ_DESTROY | CMD_QP_WRITE | CMD_QP_DESTROY | CMD_RKEY_REVOKE | CMD_QP_KEYS
             )
         {
             self.mmu.forget_messages();
@@ -903,6 +907,29 @@ impl Device {
         if !self.mem.dev.fill(off, len, pattern) {
             return EINVAL;
         }
+        0
+    }
+
+    /// QP_KEYS (1.4): new keys for a QP, its state and PSNs unchanged; a WRITE it is
+    /// receiving goes on only if its grant is unchanged (checked at each packet).
+    fn qp_keys(&mut self, port: usize, qpn: u32) -> u32 {
+        let flags = self.data_u32(0);
+        if flags & !(QP_KEYS_REMOTE | QP_KEYS_LOCAL) != 0 || self.data_u32(12) != 0 {
+            return EINVAL;
+        }
+        let region = crate::qp::Region {
+            iova: self.data_u64(16),
+            len: self.data_u64(24),
+            va: self.data_u64(32),
+        };
+        let (remote, local) = (self.data_u32(4), self.data_u32(8));
+        let Some(q) = self.ports[port].qps.get_mut(&qpn) else {
+            return ENOENT;
+        };
+        q.ctx.set_keys(flags, remote, local, region);
+        log::debug!(
+            "QP {port}/{qpn}: keys {flags:#x}: remote {remote:#x} local {local:#x} {region:x?}"
+        );
         0
     }
 
@@ -1296,14 +1323,27 @@ impl Device {
     }
 
     /// Frames due for sending on `port`.
+    ///
+    /// A frame to the port's own MAC address does not go on the wire: the
+    /// port receives it itself (internal loopback, as two QPs of one port
+    /// reach each other), and what it answers comes with the next call.
     pub fn take_tx(&mut self, port: usize, now: Instant) -> Vec<Vec<u8>> {
         let p = &mut self.ports[port];
-        if p.tx.iter().all(|(t, _)| *t <= now) {
-            return p.tx.drain(..).map(|(_, f)| f).collect();
+        let due: Vec<Vec<u8>> = if p.tx.iter().all(|(t, _)| *t <= now) {
+            p.tx.drain(..).map(|(_, f)| f).collect()
+        } else {
+            let (due, later): (Vec<_>, Vec<_>) = p.tx.drain(..).partition(|(t, _)| *t <= now);
+            p.tx = later;
+            due.into_iter().map(|(_, f)| f).collect()
+        };
+        let mac = p.ep.mac;
+        let (local, wire): (Vec<_>, Vec<_>) =
+            due.into_iter().partition(|f| f.get(..6) == Some(&mac[..]));
+        p.counters.looped = p.counters.looped.wrapping_add(local.len() as u32);
+        for f in local {
+            self.receive(port, &f, now);
         }
-        let (due, later): (Vec<_>, Vec<_>) = p.tx.drain(..).partition(|(t, _)| *t <= now);
-        p.tx = later;
-        due.into_iter().map(|(_, f)| f).collect()
+        wire
     }
 
     /// Fetch WQEs and send packets of QP `qpn` while the window allows.

@@ -32,19 +32,33 @@ impl Link {
     pub fn new(local: SocketAddr, peer: SocketAddr) -> std::io::Result<Self> {
         let socket = UdpSocket::bind(local)?;
         socket.set_nonblocking(true)?;
-        // Room for a window of MTU-sized frames on every QP of a burst.
-        for opt in [libc::SO_SNDBUF, libc::SO_RCVBUF] {
-            let size: libc::c_int = 8 << 20;
-            // SAFETY: a valid socket and a pointer to an int of the given size.
-            unsafe {
-                libc::setsockopt(
-                    socket.as_raw_fd(),
-                    libc::SOL_SOCKET,
-                    opt,
-                    (&size as *const libc::c_int).cast(),
-                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-                )
-            };
+        // Room for a window of MTU-sized frames on every QP of a burst, and
+        // for the frames that arrive while the emulator waits for the CPU
+        // (two guests and two emulators on two CPUs): the host drops a
+        // datagram for which the buffer has no room, as a cable never does.
+        // The forcing options pass the host's maxima (net.core.rmem_max,
+        // wmem_max) where the emulator may (as root); elsewhere the plain
+        // ones get what the maxima allow.
+        let size: libc::c_int = 32 << 20;
+        for (force, plain) in [
+            (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF),
+            (libc::SO_RCVBUFFORCE, libc::SO_RCVBUF),
+        ] {
+            for opt in [force, plain] {
+                // SAFETY: a valid socket and a pointer to an int of the given size.
+                let r = unsafe {
+                    libc::setsockopt(
+                        socket.as_raw_fd(),
+                        libc::SOL_SOCKET,
+                        opt,
+                        (&size as *const libc::c_int).cast(),
+                        std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+                    )
+                };
+                if r == 0 {
+                    break;
+                }
+            }
         }
         Ok(Self { socket, peer })
     }

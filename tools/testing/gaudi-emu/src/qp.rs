@@ -206,6 +206,23 @@ impl QpCtx {
         }
     }
 
+    /// QP_KEYS (1.4) with `flags`: the remote rkey, and the local rkey with its region, as
+    /// given; a local rkey 0 or an empty region accepts no WRITE.
+    pub fn set_keys(&mut self, flags: u32, remote: u32, local: u32, region: Region) {
+        if flags & QP_KEYS_REMOTE != 0 {
+            self.remote_rkey = remote;
+        }
+        if flags & QP_KEYS_LOCAL != 0 {
+            if local == 0 || region.len == 0 {
+                self.revoke();
+            } else {
+                self.local_rkey = local;
+                self.region = region;
+                self.flags |= QPF_REMOTE_WRITE | QPF_REGION;
+            }
+        }
+    }
+
     /// RKEY_REVOKE: the context no longer accepts any WRITE.
     pub fn revoke(&mut self) {
         self.local_rkey = 0;

@@ -136,6 +136,15 @@ pub const DEVMEM_FILL_ALIGN: u64 = 4096;
 /// bytes 0..15, [`GID_VALID`] in bytes 16..19.
 pub const CMD_GID_SET: u32 = 0x08;
 pub const GID_VALID: u32 = 1 << 0;
+/// (1.4) Replace keys of QP `index` of the port, leaving its state and PSNs:
+/// flags (bytes 0..3: [`QP_KEYS_REMOTE`], [`QP_KEYS_LOCAL`]), remote rkey
+/// (4..7), local rkey (8..11), 0 (12..15), region iova (16..23), length
+/// (24..31), device VA (32..39).
+pub const CMD_QP_KEYS: u32 = 0x09;
+/// QP_KEYS: set the remote rkey.
+pub const QP_KEYS_REMOTE: u32 = 1 << 0;
+/// QP_KEYS: set the local rkey and its region (rkey 0 or length 0: none).
+pub const QP_KEYS_LOCAL: u32 = 1 << 1;
 
 // ---- Ports -------------------------------------------------------------
 
@@ -235,7 +244,7 @@ pub const ID_MAGIC: u32 = 0x4741_5532;
 /// Programming model 1.3 (1.1 added the RING page-table bit; 1.2 the
 /// QP's local region, RNR NAKs, RKEY_REVOKE and DEVMEM_FILL; 1.3 the
 /// Ethernet rings, the GID table, GRH QP contexts and IPv6).
-pub const MODEL_VERSION: u32 = VERSION_MAJOR.put(1) | VERSION_MINOR.put(3);
+pub const MODEL_VERSION: u32 = VERSION_MAJOR.put(1) | VERSION_MINOR.put(4);
 pub const STATUS_READY: u32 = 1 << 0;
 pub const STATUS_FATAL: u32 = 1 << 1;
 pub const RESET_MAGIC: u32 = 0x5245_5345;
@@ -551,7 +560,7 @@ mod tests {
 
     #[test]
     fn fields() {
-        assert_eq!(MODEL_VERSION, 0x0001_0003);
+        assert_eq!(MODEL_VERSION, 0x0001_0004);
         assert_eq!(CMD_OPCODE.mask(), 0xff00_0000);
         assert_eq!(CMD_PORT.get(0xffff_ffff), 0x1f);
         assert_eq!(CMD_INDEX.put(0x1_2345), 0x2345);

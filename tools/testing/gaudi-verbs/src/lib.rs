@@ -239,6 +239,10 @@ pub struct Qp {
     pub qpn: u32,
     pub max_send_wr: u32,
     pub max_send_sge: u32,
+    /// The receive queue and inline data the kernel granted.
+    pub max_recv_wr: u32,
+    pub max_recv_sge: u32,
+    pub max_inline_data: u32,
 }
 
 /// Queue sizes asked for a queue pair.
@@ -889,6 +893,9 @@ impl Context {
             qpn: out.qpn,
             max_send_wr: out.max_send_wr,
             max_send_sge: out.max_send_sge,
+            max_recv_wr: out.max_recv_wr,
+            max_recv_sge: out.max_recv_sge,
+            max_inline_data: out.max_inline_data,
         })
     }
 

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: GPL-2.0
 # Concurrency, on an SMP preemptible kernel under lockdep and KASAN: processes
-# racing for the data path (one owner, the others EBUSY), threads of one
+# racing for the NIC to themselves (device memory: one owner, the others EBUSY), threads of one
 # context posting and polling on their own QPs while regions come and go,
 # QPs and CQs destroyed under completing WRITEs and a polling thread; then
 # async events racing unbind: while a program writes and port events flow

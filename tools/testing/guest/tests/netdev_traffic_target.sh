@@ -49,6 +49,9 @@ elif [ "$tx" != "$s_rx" ] || [ "$txb" != "$s_rxb" ]; then
 elif [ "$s_txb" -lt $((64 << 20)) ]; then
 	verdict="FAIL: the sender sent only $s_txb bytes for 64 MiB"
 fi
+# What this side's device dropped (want of a buffer, filter) says where a
+# missing frame went.
+case "$verdict" in ok:*) ;; *) verdict="$verdict; here: $(ethtool -S "$ifc" | tr -s ' \n' ' ')" ;; esac
 echo "$verdict" | send_to "$peer" 5005 || fail "cannot report to $peer"
 echo "$verdict"
 case "$verdict" in ok:*) ;; *) fail "${verdict#FAIL: }" ;; esac

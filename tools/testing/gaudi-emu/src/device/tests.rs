@@ -567,6 +567,139 @@ fn qp_write_validates_the_region() {
     );
 }
 
+// ---- Loopback ------------------------------------------------------------
+
+#[test]
+fn two_qps_of_one_port_reach_each_other_off_the_wire() {
+    let mut d = Dev::new(1, |_| {});
+    let e = d.d.ports[0].ep;
+    let mut cq = d.cq(1, CQ_VA, 6);
+    let mut qpa = d.qp(QPN_A, e, QPN_B, (KEY_B, KEY_A), |_| {});
+    d.qp(QPN_B, e, QPN_A, (KEY_A, KEY_B), region(2 * 4096));
+    let len = 6000;
+    let src = d.buffer(SRC_VA, len, 0);
+    d.put(src, &pattern(len, 9));
+    let dst = d.buffer(DST_VA, 2 * 4096, PTE_WRITE);
+    d.post(&mut qpa, wqe(len, IOVA + 100, None));
+    let mut wire = 0;
+    for _ in 0..100 {
+        d.d.step(d.now);
+        wire += d.d.take_tx(0, d.now).len();
+    }
+    assert_eq!(wire, 0, "nothing went on the wire");
+    assert_eq!(d.poll(&mut cq).unwrap().status, ST_SUCCESS);
+    let got = d.get(dst, 2 * 4096);
+    assert_eq!(&got[100..100 + len], &pattern(len, 9)[..]);
+    assert!(got[..100].iter().all(|&x| x == 0));
+    assert!(got[100 + len..].iter().all(|&x| x == 0));
+    let c = &d.d.ports[0].counters;
+    assert_eq!(c.looped, c.tx, "every frame sent was looped back");
+    assert!(c.looped >= 3, "two packets and an ACK at least");
+}
+
+// ---- QP_KEYS (1.4) -----------------------------------------------------
+
+/// QP_KEYS's argument: flags, remote rkey, local rkey, reserved, region.
+fn qp_keys(flags: u32, remote: u32, local: u32, reserved: u32, r: Region) -> Vec<u8> {
+    [flags, remote, local, reserved]
+        .iter()
+        .flat_map(|x| x.to_le_bytes())
+        .chain([r.iova, r.len, r.va].iter().flat_map(|x| x.to_le_bytes()))
+        .collect()
+}
+
+#[test]
+fn qp_keys_rebind_running_qps_and_keep_their_psns() {
+    let (mut r, mut cqa, mut qpa, _) = Rig::new(6, |_| {}, |_| {}, region(2 * 4096));
+    let len = 3000;
+    let src = r.a.buffer(SRC_VA, len, 0);
+    r.a.put(src, &pattern(len, 5));
+    let dst = r.b.buffer(DST_VA, 2 * 4096, PTE_WRITE);
+    r.a.post(&mut qpa, wqe(len, IOVA, None));
+    r.run();
+    assert_eq!(r.a.poll(&mut cqa).unwrap().status, ST_SUCCESS);
+    let (a0, b0) = (r.a.ctx(QPN_A), r.b.ctx(QPN_B));
+    // b takes another key for the same region, a writes with it.
+    let reg = b0.region;
+    let new_key = 0x5eed_0000;
+    assert_eq!(
+        r.b.cmd(
+            CMD_QP_KEYS,
+            QPN_B,
+            &qp_keys(QP_KEYS_LOCAL, 0, new_key, 0, reg)
+        ),
+        0
+    );
+    assert_eq!(
+        r.a.cmd(
+            CMD_QP_KEYS,
+            QPN_A,
+            &qp_keys(QP_KEYS_REMOTE, new_key, 0, 0, reg)
+        ),
+        0
+    );
+    let (a1, b1) = (r.a.ctx(QPN_A), r.b.ctx(QPN_B));
+    assert_eq!((a1.remote_rkey, b1.local_rkey), (new_key, new_key));
+    assert_eq!(
+        (a1.state, a1.sq_psn, a1.rq_psn, a1.local_rkey),
+        (a0.state, a0.sq_psn, a0.rq_psn, a0.local_rkey),
+        "the requester's state, PSNs and local key stay"
+    );
+    assert_eq!(
+        (b1.state, b1.sq_psn, b1.rq_psn, b1.remote_rkey, b1.flags),
+        (b0.state, b0.sq_psn, b0.rq_psn, b0.remote_rkey, b0.flags),
+        "the responder's state, PSNs, remote key and flags stay"
+    );
+    r.a.put(src, &pattern(len, 6));
+    r.a.post(&mut qpa, wqe(len, IOVA + 4096, None));
+    r.run();
+    assert_eq!(r.a.poll(&mut cqa).unwrap().status, ST_SUCCESS);
+    let got = r.b.get(dst, 2 * 4096);
+    assert_eq!(&got[..len], &pattern(len, 5)[..]);
+    assert_eq!(&got[4096..4096 + len], &pattern(len, 6)[..]);
+    assert!(got[len..4096].iter().all(|&x| x == 0));
+    // The old key is refused now.
+    r.a.cmd(
+        CMD_QP_KEYS,
+        QPN_A,
+        &qp_keys(QP_KEYS_REMOTE, KEY_B, 0, 0, reg),
+    );
+    r.a.post(&mut qpa, wqe(16, IOVA, None));
+    r.run();
+    assert_eq!(r.a.poll(&mut cqa).unwrap().status, ST_REM_ACCESS_ERR);
+    // A local key of 0 (or an empty region) takes the region away.
+    assert_eq!(
+        r.b.cmd(CMD_QP_KEYS, QPN_B, &qp_keys(QP_KEYS_LOCAL, 0, 0, 0, reg)),
+        0
+    );
+    let c = r.b.ctx(QPN_B);
+    assert_eq!(
+        (c.local_rkey, c.flags & (QPF_REMOTE_WRITE | QPF_REGION)),
+        (0, 0)
+    );
+}
+
+#[test]
+fn qp_keys_arguments() {
+    let mut d = Dev::new(1, |_| {});
+    let none = Region::default();
+    assert_eq!(
+        d.cmd(CMD_QP_KEYS, 3, &qp_keys(QP_KEYS_REMOTE, 1, 0, 0, none)),
+        ENOENT,
+        "no such QP"
+    );
+    assert_eq!(
+        d.cmd(CMD_QP_KEYS, 3, &qp_keys(1 << 2, 1, 0, 0, none)),
+        EINVAL,
+        "unknown flag"
+    );
+    assert_eq!(
+        d.cmd(CMD_QP_KEYS, 3, &qp_keys(QP_KEYS_REMOTE, 1, 0, 9, none)),
+        EINVAL,
+        "reserved bytes"
+    );
+}
+
 // ---- RKEY_REVOKE -------------------------------------------------------
 
 #[test]

@@ -27,16 +27,16 @@ impl Rng {
 }
 
 /// `race-owner` (a child of `concurrency`): open a context, wait for a line
-/// on stdin, allocate a PD, print "won" or "busy ERRNO", then hold it all
-/// until stdin closes.
+/// on stdin, allocate device memory (which takes the NIC to the context
+/// alone), print "won" or "busy ERRNO", then hold it all until stdin closes.
 pub(crate) fn race_owner(_args: &[String]) {
     let ctx = open_ctx();
     println!("ready");
     let mut line = String::new();
     let stdin = std::io::stdin();
     let _ = stdin.lock().read_line(&mut line);
-    let pd = ctx.alloc_pd();
-    match &pd {
+    let hbm = ctx.hbm_alloc(1 << 20);
+    match &hbm {
         Ok(_) => println!("won"),
         Err(e) => println!("busy {}", errno(e)),
     }
@@ -44,8 +44,9 @@ pub(crate) fn race_owner(_args: &[String]) {
     let _ = stdin.lock().read_line(&mut line);
 }
 
-/// Rounds of `n` processes, each with a context open, allocating a PD at
-/// the same moment: exactly one owns the data path, the others get EBUSY.
+/// Rounds of `n` processes, each with a context open, allocating device
+/// memory at the same moment: exactly one gets the NIC to itself, the others
+/// get EBUSY.
 fn ownership_race(rounds: u32, n: usize) {
     let me = std::env::current_exe().unwrap_or_else(|e| fail(format!("own path: {e}")));
     for round in 0..rounds {
@@ -96,7 +97,7 @@ fn ownership_race(rounds: u32, n: usize) {
     }
     check(
         true,
-        format!("{rounds} rounds of {n} processes allocating a PD at once: one owner each, the others EBUSY"),
+        format!("{rounds} rounds of {n} processes allocating device memory at once: one owner each, the others EBUSY"),
     );
 }
 

@@ -1,15 +1,19 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! One owner of the data path: any process may open a user context and
-//! query the device; the first context that allocates a PD, creates a QP set
-//! or allocates device memory owns the data path until it is closed, and the
-//! others' attempts fail with EBUSY and a rate-limited log line.
+//! Who may use the data path: any process may open a user context, query the
+//! device and use the standard verbs (a PD, regions, QPs: the kernel checks
+//! every address); a context that drives the NIC itself (a QP set, device
+//! memory) must have it to itself: EBUSY while another context has a PD, and
+//! other contexts' PDs are refused while it lives; each refusal adds a
+//! rate-limited log line.
 
 use super::*;
 use gaudi_verbs::{KernelLog, LINK_LAYER_ETHERNET, PORT_ACTIVE, PORT_PHYS_LINK_UP};
 
-/// The driver's log line for a refused step.
-const REFUSED: &str = "data path refused: the NIC is owned by another user context";
+/// The driver's log line for a refused QP set or device memory.
+const REFUSED: &str = "exclusive data path refused: another user context uses the NIC";
+/// The driver's log line for a PD refused while another context drives the NIC.
+const REFUSED_PD: &str = "PD refused: another user context drives the NIC exclusively";
 
 /// The PCI IDs of the NIC.
 const VENDOR_ID: u32 = 0x1da3;
@@ -167,41 +171,52 @@ fn queries(ctx: &Context, ports: u32, inst: u8) {
     );
 }
 
-/// `step` must fail with EBUSY, and the driver's refusal line appear in the
-/// kernel log after the step began (lines from before do not count).
+/// `step` must fail with EBUSY, and the driver's refusal line `line` appear
+/// in the kernel log after the step began (lines from before do not count).
 fn refused<T: std::fmt::Debug>(
     log: &mut KernelLog,
+    line: &str,
     what: &str,
     step: impl FnOnce() -> std::io::Result<T>,
 ) {
-    new_lines(log, REFUSED);
+    new_lines(log, line);
     expect_errno(what, step(), libc::EBUSY);
-    let (_, n) = new_lines(log, REFUSED);
+    let (_, n) = new_lines(log, line);
     check(
         n == 1,
-        format!("{what}: {n} kernel log line(s) \"{REFUSED}\" since the step began"),
+        format!("{what}: {n} kernel log line(s) \"{line}\" since the step began"),
     );
 }
 
-/// While another process owns the data path: a context opens and may query
-/// everything; PD, QP set and device memory are refused, each with a log
-/// line; 50 refused PDs in a row add 10 (the rate limit).
-fn while_owned(ports: u32, inst: u8) {
+/// While another process holds a PD (the standard verbs): a context opens,
+/// may query everything and gets a PD of its own; QP set and device memory
+/// are refused, each with a log line; 50 refused allocations of device
+/// memory in a row add 10 (the rate limit).
+fn while_shared(ports: u32, inst: u8) {
     let mut log = kernel_log();
     let ctx = open_ctx();
-    check(
-        true,
-        "GET_CONTEXT while another process owns the data path".into(),
-    );
+    check(true, "GET_CONTEXT while another process has a PD".into());
     queries(&ctx, ports, inst);
     let (_, n) = new_lines(&mut log, REFUSED);
     check(n == 0, format!("the queries logged no refusal ({n})"));
-    refused(&mut log, "alloc_pd", || ctx.alloc_pd().map(|p| p.pdn));
-    refused(&mut log, "QP set over ports 1 and 2", || {
+    let pd = ctx
+        .alloc_pd()
+        .unwrap_or_else(|e| fail(format!("alloc_pd beside the other process's PD: {e}")));
+    check(
+        pd.pdn == 1,
+        "a PD beside the other process's (the standard verbs share the NIC)".into(),
+    );
+    refused(&mut log, REFUSED, "QP set over ports 1 and 2", || {
         ctx.create_qp_set(SET_PORTS, None, 4, 4)
             .map(|s| s.resp.index)
     });
-    refused(&mut log, "HBM alloc", || {
+    refused(&mut log, REFUSED, "HBM alloc", || {
+        ctx.hbm_alloc(HBM_BYTES).map(|h| h.offset)
+    });
+    ctx.dealloc_pd(pd)
+        .unwrap_or_else(|e| fail(format!("dealloc PD: {e}")));
+    // Still refused without a PD of its own: the other process has one.
+    refused(&mut log, REFUSED, "HBM alloc without a PD", || {
         ctx.hbm_alloc(HBM_BYTES).map(|h| h.offset)
     });
     // The queries still work after the refusals.
@@ -214,11 +229,11 @@ fn while_owned(ports: u32, inst: u8) {
     new_lines(&mut log, REFUSED);
     let t = std::time::Instant::now();
     for i in 0..50 {
-        match ctx.alloc_pd() {
+        match ctx.hbm_alloc(HBM_BYTES) {
             Err(e) if errno(&e) == libc::EBUSY => {}
             r => fail(format!(
-                "refused alloc_pd {i} of 50: {:?}, expected EBUSY",
-                r.map(|p| p.pdn)
+                "refused HBM alloc {i} of 50: {:?}, expected EBUSY",
+                r.map(|h| h.offset)
             )),
         }
     }
@@ -233,32 +248,33 @@ fn while_owned(ports: u32, inst: u8) {
     check(
         ok,
         format!(
-            "50 refused alloc_pd in a row in {took:?}: {n} lines \"{REFUSED}\" (10: rate-limited), {added} kernel log lines in all"
+            "50 refused HBM allocs in a row in {took:?}: {n} lines \"{REFUSED}\" (10: rate-limited), {added} kernel log lines in all"
         ),
     );
     println!("PASS");
 }
 
-/// After the owner went away: this process's context takes the data path
-/// (PD, QP set, device memory) and keeps it, even with nothing allocated,
-/// until it is closed; then a new context takes it.
+/// After the other process went away: this process's context takes the
+/// data path to itself (PD, QP set, device memory) and keeps it, even with
+/// nothing allocated, until it is closed; meanwhile another context's PD is
+/// refused with a log line; then the other context gets one.
 fn take_over() {
     let mut log = kernel_log();
     let ctx = open_ctx();
     let pd = ctx
         .alloc_pd()
-        .unwrap_or_else(|e| fail(format!("alloc_pd after the owner exited: {e}")));
+        .unwrap_or_else(|e| fail(format!("alloc_pd after the other process exited: {e}")));
     check(pd.pdn == 1, format!("alloc_pd: PD {}", pd.pdn));
     let set = ctx
         .create_qp_set(SET_PORTS, None, 4, 4)
-        .unwrap_or_else(|e| fail(format!("QP set after the owner exited: {e}")));
+        .unwrap_or_else(|e| fail(format!("QP set after the other process exited: {e}")));
     check(
         set.qps.len() == 2,
         format!("QP set over ports 1 and 2: index {}", set.resp.index),
     );
     let hbm = ctx
         .hbm_alloc(HBM_BYTES)
-        .unwrap_or_else(|e| fail(format!("HBM alloc after the owner exited: {e}")));
+        .unwrap_or_else(|e| fail(format!("HBM alloc after the other process exited: {e}")));
     check(
         hbm.length == HBM_BYTES,
         format!("HBM alloc: {} bytes at {:#x}", hbm.length, hbm.offset),
@@ -276,10 +292,11 @@ fn take_over() {
     other
         .query_port(1)
         .unwrap_or_else(|e| fail(format!("second context: QUERY_PORT: {e}")));
-    expect_errno(
-        "second context: alloc_pd while the first (holding nothing) is open",
-        other.alloc_pd().map(|p| p.pdn),
-        libc::EBUSY,
+    refused(
+        &mut log,
+        REFUSED_PD,
+        "second context: alloc_pd while the first (holding nothing) drives the NIC",
+        || other.alloc_pd().map(|p| p.pdn),
     );
     drop(ctx);
     let pd = other
@@ -287,7 +304,7 @@ fn take_over() {
         .unwrap_or_else(|e| fail(format!("alloc_pd after the owner's context closed: {e}")));
     check(
         pd.pdn == 1,
-        "the second context owns the data path once the first is closed".into(),
+        "the second context gets a PD once the first is closed".into(),
     );
     println!("PASS");
 }
@@ -305,7 +322,7 @@ pub(crate) fn ownership(args: &[String]) {
         .and_then(|i| args.get(i + 1))
         .map(String::as_str)
     {
-        Some("refused") => while_owned(ports, inst),
+        Some("refused") => while_shared(ports, inst),
         Some("owner") => take_over(),
         s => fail(format!("--step refused|owner, not {s:?}")),
     }

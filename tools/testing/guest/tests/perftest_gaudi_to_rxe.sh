@@ -1,0 +1,16 @@
+# SPDX-License-Identifier: GPL-2.0
+# Debian's ib_write_bw, unmodified, between this Gaudi2 host as client and
+# the rxe host as server (perftest_gaudi_to_rxe_target), port 1 linked to
+# the rxe host's NIC, over the IPv4 GIDs of the exchange addresses: the
+# Gaudi2 writes into the kernel's soft-RoCE (64 KiB messages, 50 of them:
+# rxe runs at about 1 MB/s under TCG). The report is kept for the benchmark.
+. /lib/gaudi/guest-lib.sh
+load_driver
+peer=$(exchange_up) || exit 1
+me=10.98.0.$(kparam mgmt "" | sed 's/.*\.//')
+x=$(gid_index_v4 gaudi_0 "$me") || fail "no RoCE v2 GID of $me on gaudi_0"
+perftest_client /tmp/bw.txt ib_write_bw "$peer" -x "$x" -s 65536 -n 50 --report_gbits ||
+	{ cat /tmp/bw.txt; fail "ib_write_bw (Gaudi2 client, rxe server) failed"; }
+cat /tmp/bw.txt
+perftest_sizes /tmp/bw.txt 1 || fail "ib_write_bw reported no result"
+echo "ib_write_bw Gaudi2 -> rxe: $(awk '$1 == 65536 { print $4 " Gb/s average" }' /tmp/bw.txt)"
