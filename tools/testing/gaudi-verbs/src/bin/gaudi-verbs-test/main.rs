@@ -1526,8 +1526,27 @@ pub(crate) fn init_attrs(port: u8) -> ModifyQp {
 fn connect_av(
     ctx: &Context,
     e: &End,
-    (dgid, sgid_index, dest_qpn): ([u8; 16], u8, u32),
+    av: ([u8; 16], u8, u32),
     (remote_rkey, local_rkey): (u32, u32),
+    mtu: (u8, u8),
+    psn: u32,
+) {
+    let keys = gaudi_ib_modify_qp {
+        flags: GAUDI_IB_MODIFY_QP_REMOTE_RKEY | GAUDI_IB_MODIFY_QP_LOCAL_RKEY,
+        remote_rkey,
+        local_rkey,
+        ..Default::default()
+    };
+    connect_av_keys(ctx, e, av, Some(keys), mtu, psn);
+}
+
+/// As [`connect_av`], with the keys as driver data of the transition to RTR, or
+/// none (as software that knows nothing of them connects).
+fn connect_av_keys(
+    ctx: &Context,
+    e: &End,
+    (dgid, sgid_index, dest_qpn): ([u8; 16], u8, u32),
+    keys: Option<gaudi_ib_modify_qp>,
     mtu: (u8, u8),
     psn: u32,
 ) {
@@ -1547,12 +1566,7 @@ fn connect_av(
             hop_limit: 64,
             ..Default::default()
         },
-        driver: Some(gaudi_ib_modify_qp {
-            flags: GAUDI_IB_MODIFY_QP_REMOTE_RKEY | GAUDI_IB_MODIFY_QP_LOCAL_RKEY,
-            remote_rkey,
-            local_rkey,
-            ..Default::default()
-        }),
+        driver: keys,
         ..Default::default()
     };
     ctx.modify_qp(&e.qp, &rtr)
@@ -1617,6 +1631,23 @@ fn write_once(ctx: &Context, e: &End, wr: SendWr, what: &str) -> Wc {
         fail(format!("{what}: completion {wc:?}, expected wr_id {id}"));
     }
     wc
+}
+
+/// Register all of `m` with `access`, its iova its address.
+fn reg_mapping(ctx: &Context, pd: &Pd, m: &Mapping, access: u32) -> Mr {
+    ctx.reg_mr(pd, m.addr(), m.len as u64, m.addr(), access)
+        .unwrap_or_else(|e| fail(format!("reg_mr: {e}")))
+}
+
+/// Posting `wrs` on `qp` must fail with EINVAL, naming request `bad` (from 1).
+fn post_refused(ctx: &Context, qp: &Qp, wrs: &[SendWr], bad: u32, what: &str) {
+    match ctx.post_send(qp, wrs) {
+        Ok(()) => fail(format!("{what}: accepted")),
+        Err((e, got)) => check(
+            errno(&e) == libc::EINVAL && got == bad,
+            format!("{what}: errno {} ({e}), bad_wr {got}", errno(&e)),
+        ),
+    }
 }
 
 fn write_wr(id: u64, addr: u64, len: u32, lkey: u32, raddr: u64, rkey: u32) -> SendWr {
@@ -1940,21 +1971,9 @@ fn rkey_rebind(_args: &[String]) {
     let mut d1 = Mapping::new(len);
     let mut d2 = Mapping::new(len);
     let remote = IB_UVERBS_ACCESS_LOCAL_WRITE | IB_UVERBS_ACCESS_REMOTE_WRITE;
-    let smr = ctx
-        .reg_mr(
-            &pd,
-            src.addr(),
-            len as u64,
-            src.addr(),
-            IB_UVERBS_ACCESS_LOCAL_WRITE,
-        )
-        .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
-    let m1 = ctx
-        .reg_mr(&pd, d1.addr(), len as u64, d1.addr(), remote)
-        .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
-    let m2 = ctx
-        .reg_mr(&pd, d2.addr(), len as u64, d2.addr(), remote)
-        .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
+    let smr = reg_mapping(&ctx, &pd, &src, IB_UVERBS_ACCESS_LOCAL_WRITE);
+    let m1 = reg_mapping(&ctx, &pd, &d1, remote);
+    let m2 = reg_mapping(&ctx, &pd, &d2, remote);
     let a = end(&ctx, &pd, 1, None);
     let b = end(&ctx, &pd, 2, None);
     // b: bound explicitly to d1 (its PD has two writable regions). a: no keys.
@@ -1970,37 +1989,14 @@ fn rkey_rebind(_args: &[String]) {
     );
     let sgid_a = roce_address(a.port, a.info.ipv4, Some(b.info.ipv4))
         .unwrap_or_else(|err| fail(format!("port {} address: {err}", a.port)));
-    ctx.modify_qp(&a.qp, &init_attrs(a.port))
-        .unwrap_or_else(|err| fail(format!("QP {} to INIT: {err}", a.qp.qpn)));
-    let rtr = ModifyQp {
-        attr_mask: QP_STATE | QP_AV | QP_PATH_MTU | QP_DEST_QPN | QP_RQ_PSN | QP_MAX_DEST_RD_ATOMIC,
-        qp_state: QPS_RTR,
-        path_mtu: MTU_4096,
-        dest_qp_num: b.qp.qpn,
-        rq_psn: 0x100,
-        ah: Ah {
-            port_num: a.port,
-            dgid: gid_v4(b.info.ipv4),
-            sgid_index: sgid_a,
-            hop_limit: 64,
-            ..Default::default()
-        },
-        driver: None,
-        ..Default::default()
-    };
-    ctx.modify_qp(&a.qp, &rtr)
-        .unwrap_or_else(|err| fail(format!("QP {} to RTR without keys: {err}", a.qp.qpn)));
-    let rts = ModifyQp {
-        attr_mask: QP_STATE | QP_SQ_PSN | QP_TIMEOUT | QP_RETRY_CNT | QP_RNR_RETRY,
-        qp_state: QPS_RTS,
-        sq_psn: 0x100,
-        timeout: 14,
-        retry_cnt: 7,
-        rnr_retry: 7,
-        ..Default::default()
-    };
-    ctx.modify_qp(&a.qp, &rts)
-        .unwrap_or_else(|err| fail(format!("QP {} to RTS: {err}", a.qp.qpn)));
+    connect_av_keys(
+        &ctx,
+        &a,
+        (gid_v4(b.info.ipv4), sgid_a, b.qp.qpn),
+        None,
+        (MTU_4096, 14),
+        0x100,
+    );
 
     // The first WRITE binds d1's key.
     fill(src.bytes(), 41);
@@ -2027,19 +2023,13 @@ fn rkey_rebind(_args: &[String]) {
     ) {
         fail(format!("second WRITE: {e} (bad_wr {bad})"));
     }
-    match ctx.post_send(
+    post_refused(
+        &ctx,
         &a.qp,
         &[write_wr(3, src.addr(), 4096, smr.lkey, d2.addr(), m2.rkey)],
-    ) {
-        Ok(()) => fail("a WRITE with another rkey while one is outstanding: accepted".into()),
-        Err((e, bad)) => check(
-            errno(&e) == libc::EINVAL && bad == 1,
-            format!(
-                "another rkey while a WRITE is outstanding: errno {} ({e}), bad_wr {bad}",
-                errno(&e)
-            ),
-        ),
-    }
+        1,
+        "another rkey while a WRITE is outstanding",
+    );
     let wcs = ctx
         .wait_cq(&a.cq, 1, 120_000)
         .unwrap_or_else(|e| fail(format!("poll: {e}")));
@@ -2182,13 +2172,7 @@ fn mr_out_of_bounds(_args: &[String]) {
         ),
     ];
     for (name, wr) in cases {
-        match ctx.post_send(&a.qp, &[wr]) {
-            Ok(()) => fail(format!("SGE {name}: accepted")),
-            Err((e, bad)) => check(
-                errno(&e) == libc::EINVAL && bad == 1,
-                format!("SGE {name}: errno {} ({e}), bad_wr {bad}", errno(&e)),
-            ),
-        }
+        post_refused(&ctx, &a.qp, &[wr], 1, &format!("SGE {name}"));
     }
     check(
         ctx.poll_cq(&a.cq, 4).unwrap_or_default().is_empty(),
@@ -2201,16 +2185,7 @@ fn mr_out_of_bounds(_args: &[String]) {
         write_wr(21, iova + len - 4, 8, smr.lkey, raddr, rkey),
         write_wr(22, iova, 4096, smr.lkey, raddr, rkey),
     ];
-    match ctx.post_send(&a.qp, &list) {
-        Ok(()) => fail("list with a bad second request: accepted".into()),
-        Err((e, bad)) => check(
-            errno(&e) == libc::EINVAL && bad == 2,
-            format!(
-                "list with a bad second request: errno {}, bad_wr {bad}",
-                errno(&e)
-            ),
-        ),
-    }
+    post_refused(&ctx, &a.qp, &list, 2, "list with a bad second request");
     let wcs = ctx
         .wait_cq(&a.cq, 1, 10_000)
         .unwrap_or_else(|e| fail(format!("poll: {e}")));
