@@ -588,6 +588,13 @@ impl QpData {
     /// the key already or was given one explicitly, is not in RTS, or has requests
     /// outstanding. Requests posted while the key is replaced fail with `EAGAIN`. Sleeps.
     pub(crate) fn bind_remote(&self, rkey: u32) -> Result {
+        // The common case on the send path: the key is bound already (or fixed); no mutex.
+        {
+            let sq = self.sq.lock();
+            if sq.remote_rkey == rkey || sq.remote_explicit {
+                return Ok(());
+            }
+        }
         let mut attrs = self.attrs.lock();
         let port = {
             let mut sq = self.sq.lock();
