@@ -68,9 +68,6 @@ static struct verbs_context *gaudi_alloc_context(struct ibv_device *vdev,
 		goto err_free;
 	}
 	ctx->num_ports = resp.num_ports;
-	ctx->max_sqe = resp.max_sqe;
-	ctx->max_cqe = resp.max_cqe;
-	ctx->max_msg = resp.max_msg;
 
 	verbs_set_ops(&ctx->ibvctx, &gaudi_ctx_ops);
 	return &ctx->ibvctx;

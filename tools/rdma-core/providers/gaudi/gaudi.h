@@ -23,9 +23,6 @@ struct gaudi_device {
 struct gaudi_context {
 	struct verbs_context ibvctx;
 	uint32_t num_ports;
-	uint32_t max_sqe;
-	uint32_t max_cqe;
-	uint64_t max_msg;
 };
 
 struct gaudi_pd {
