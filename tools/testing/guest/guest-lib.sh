@@ -345,8 +345,10 @@ send_to() {
 
 # Frames and bytes sent, then received, by interface $1.
 counters() {
-	s=/sys/class/net/$1/statistics
-	echo "$(cat $s/tx_packets) $(cat $s/tx_bytes) $(cat $s/rx_packets) $(cat $s/rx_bytes)"
+	# One read of /proc/net/dev takes all four from one snapshot of the
+	# driver's counters; four sysfs files would be four, and a frame
+	# arriving between them would count in one and not the other.
+	awk -v i="$1:" '$1 == i { print $11, $10, $3, $2 }' /proc/net/dev
 }
 
 # Soft-RoCE (rxe0) on the NIC whose MAC starts with $1, with address $2/24;

@@ -532,7 +532,7 @@ fn command(
             for (i, p) in d.ports.iter().enumerate() {
                 let c = &p.counters;
                 out.push(format!(
-                    "port {i} tx {} rx {} rx_drops {} retransmits {} naks {} icrc_errors {} injected {} rnr_naks {} link {} looped {}",
+                    "port {i} tx {} rx {} rx_drops {} retransmits {} naks {} icrc_errors {} injected {} rnr_naks {} link {} looped {} link_sent {} link_send_errors {} link_received {} link_lost {} eth_tx {} eth_rx {}",
                     c.tx,
                     c.rx,
                     c.rx_drops,
@@ -542,7 +542,13 @@ fn command(
                     c.injected,
                     c.rnr_naks_sent,
                     if p.link_up { "up" } else { "down" },
-                    c.looped
+                    c.looped,
+                    c.link_sent,
+                    c.link_send_errors,
+                    c.link_received,
+                    c.link_lost,
+                    p.eth.tx_frames,
+                    p.eth.rx_frames
                 ));
             }
             return Ok(out);

@@ -101,6 +101,14 @@ pub struct Counters {
     /// Of the frames sent (`tx`), those to the port's own MAC, which it
     /// received itself instead of sending them on the link.
     pub looped: u32,
+    /// The link (the emulator's side of the cable, counted by the engine):
+    /// frames handed to it, frames it refused (the host's send failed),
+    /// frames taken from it, and frames the host dropped before the port
+    /// could take them (its socket buffer was full).
+    pub link_sent: u32,
+    pub link_send_errors: u32,
+    pub link_received: u32,
+    pub link_lost: u32,
 }
 
 /// Driver errors the device notices: the doorbell rules (every mode) and,

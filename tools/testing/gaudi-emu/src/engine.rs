@@ -62,6 +62,42 @@ impl Link {
         }
         Ok(Self { socket, peer })
     }
+
+    /// Datagrams the host dropped for want of room in the socket's receive
+    /// buffer, since the socket was opened.
+    fn drops(&self) -> u32 {
+        // SO_MEMINFO (include/uapi/asm-generic/socket.h), which the libc
+        // crate does not name.
+        const SO_MEMINFO: libc::c_int = 55;
+        let mut info = [0u32; 16];
+        let mut len = std::mem::size_of_val(&info) as libc::socklen_t;
+        // SAFETY: a valid socket, and a buffer of `len` bytes.
+        let r = unsafe {
+            libc::getsockopt(
+                self.socket.as_raw_fd(),
+                libc::SOL_SOCKET,
+                SO_MEMINFO,
+                info.as_mut_ptr().cast(),
+                &mut len,
+            )
+        };
+        if r == 0 {
+            info[libc::SK_MEMINFO_DROPS as usize]
+        } else {
+            0
+        }
+    }
+}
+
+/// What the engine counted on a port's link since it last told the device.
+#[derive(Clone, Copy, Default)]
+struct LinkCount {
+    sent: u32,
+    send_errors: u32,
+    received: u32,
+    lost: u32,
+    /// The socket's drop count when last read.
+    drops: u32,
 }
 
 /// pcap writers, per port, set from the control interface.
@@ -136,6 +172,9 @@ impl Engine {
                 revents: 0,
             })
             .collect();
+        // What the sends of the last round counted, for the device's
+        // counters in the next.
+        let mut counts = vec![LinkCount::default(); self.links.len()];
         loop {
             // SAFETY: `fds` is a valid array of pollfd of the given length.
             unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 1) };
@@ -146,15 +185,32 @@ impl Engine {
                 // Bound the batch so that one busy link cannot starve the rest.
                 for _ in 0..256 {
                     match link.socket.recv(&mut buf) {
-                        Ok(n) => rx.push((port, buf[..n].to_vec())),
+                        Ok(n) => {
+                            rx.push((port, buf[..n].to_vec()));
+                            counts[port].received += 1;
+                        }
                         Err(_) => break,
                     }
                 }
+                let drops = link.drops();
+                counts[port].lost = drops.wrapping_sub(counts[port].drops);
+                counts[port].drops = drops;
             }
             let now = Instant::now();
             let mut tx = Vec::new();
             {
                 let mut d = self.device.lock().unwrap();
+                for (port, n) in counts.iter_mut().enumerate() {
+                    let c = &mut d.ports[port].counters;
+                    c.link_sent = c.link_sent.wrapping_add(n.sent);
+                    c.link_send_errors = c.link_send_errors.wrapping_add(n.send_errors);
+                    c.link_received = c.link_received.wrapping_add(n.received);
+                    c.link_lost = c.link_lost.wrapping_add(n.lost);
+                    *n = LinkCount {
+                        drops: n.drops,
+                        ..Default::default()
+                    };
+                }
                 for (port, frame) in &rx {
                     capture(&self.captures, *port, frame);
                     d.receive(*port, frame, now);
@@ -169,8 +225,12 @@ impl Engine {
             for (port, f) in tx {
                 capture(&self.captures, port, &f);
                 if let Some(link) = &self.links[port] {
-                    if let Err(e) = link.socket.send_to(&f, link.peer) {
-                        log::debug!("port {port}: send: {e}");
+                    match link.socket.send_to(&f, link.peer) {
+                        Ok(_) => counts[port].sent += 1,
+                        Err(e) => {
+                            counts[port].send_errors += 1;
+                            log::debug!("port {port}: send: {e}");
+                        }
                     }
                 }
             }

@@ -45,6 +45,7 @@ rm -f /tmp/data
 echo "64 MiB sent over TCP in $(((t1 - t0) / 100)).$(((t1 - t0) % 100 / 10)) s"
 retrans=$(awk '/^Tcp:/ { if (h) { print $13; exit } h = 1 }' /proc/net/snmp)
 echo "TCP segments resent: $retrans; $(ethtool -S "$ifc" | tr -s ' \n' ' ')"
+echo "emulator: $(emu_ctl stat | grep '^port 0 ')"
 sleep 2
 recv_file 5005 /tmp/verdict &
 v=$!

@@ -9,13 +9,16 @@ load_driver
 mgmt_up
 peer=$(kparam peer "")
 ifc=$(data_if_up 10.10.0.2 fd00:10::2) || exit 1
+# The sender resolves this side's addresses (ARP, neighbour discovery);
+# this side knows the sender's port from the start, so that it never
+# probes whether the sender is still reachable: such a probe (5 s after
+# the last ping) and its answer could cross the link while the two sides
+# take their counters, and count on one side and not the other.
+ip neigh replace 10.10.0.1 lladdr 02:1d:a3:00:00:00 dev "$ifc" nud permanent
+ip neigh replace fd00:10::1 lladdr 02:1d:a3:00:00:00 dev "$ifc" nud permanent
 # The sender's counters when the interfaces are quiet, and ours then.
 recv_file 5002 /tmp/start || fail "no word from $peer"
 start=$(cat /tmp/start)
-# The sender's pings taught us its port; keep it, so that no reachability
-# probe crosses the link while the counters are compared.
-ip neigh replace 10.10.0.1 lladdr 02:1d:a3:00:00:00 dev "$ifc" nud permanent
-ip neigh replace fd00:10::1 lladdr 02:1d:a3:00:00:00 dev "$ifc" nud permanent
 mine0=$(counters "$ifc")
 recv_file 5001 /tmp/received &
 rcv=$!
@@ -51,7 +54,10 @@ elif [ "$s_txb" -lt $((64 << 20)) ]; then
 fi
 # What this side's device dropped (want of a buffer, filter) says where a
 # missing frame went.
-case "$verdict" in ok:*) ;; *) verdict="$verdict; here: $(ethtool -S "$ifc" | tr -s ' \n' ' ')" ;; esac
+case "$verdict" in
+ok:*) ;;
+*) verdict="$verdict; here: $(ethtool -S "$ifc" | tr -s ' \n' ' '); emulator: $(emu_ctl stat | grep '^port 0 ')" ;;
+esac
 echo "$verdict" | send_to "$peer" 5005 || fail "cannot report to $peer"
 echo "$verdict"
 case "$verdict" in ok:*) ;; *) fail "${verdict#FAIL: }" ;; esac
