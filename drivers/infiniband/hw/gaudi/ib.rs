@@ -593,7 +593,12 @@ impl rdma::Driver for GaudiRdma {
             vendor_part_id: d.vendor_part_id,
             max_qp: c.max_qps.saturating_mul(c.ports),
             max_qp_wr: c.max_sqe,
-            max_send_sge: 1,
+            // Requests of several SGEs are one WQE per SGE. `max_recv_sge` is the same: the
+            // uverbs ABI reports the smaller of the two as the device's `max_sge`, which
+            // software reads as the send limit; the receive queue itself is never granted an
+            // entry (`create_qp`).
+            max_send_sge: queue::MAX_SEND_SGE,
+            max_recv_sge: queue::MAX_SEND_SGE,
             max_cq: c.max_cqs.saturating_mul(c.ports),
             max_cqe: c.max_cqe,
             max_pd: 1,
@@ -833,12 +838,17 @@ impl rdma::Driver for GaudiRdma {
             // devices asks for both); the QP gets neither, and says so in the capabilities
             // it reports: posting a receive fails, and so does an inline request.
             let cap = init.cap();
-            if cap.max_send_wr == 0 || cap.max_send_wr > d.caps.max_sqe || cap.max_send_sge > 1 {
+            // Each SGE of a request takes a WQE of its own (`queue::post_send`): the ring
+            // holds the requests asked for, each with as many SGEs as asked for.
+            let sge = cap.max_send_sge.max(1);
+            let wqes = cap.max_send_wr.saturating_mul(sge);
+            if cap.max_send_wr == 0 || sge > queue::MAX_SEND_SGE || wqes > d.caps.max_sqe {
                 kernel::ibdev_info_ratelimited!(
                     dev,
-                    "QP capabilities refused: {:?} (send WRs 1 to {}, one SGE)\n",
+                    "QP capabilities refused: {:?} (send WRs times SGEs 1 to {}, SGEs up to {})\n",
                     cap,
-                    d.caps.max_sqe
+                    d.caps.max_sqe,
+                    queue::MAX_SEND_SGE
                 );
                 return Err(EINVAL);
             }
@@ -848,7 +858,7 @@ impl rdma::Driver for GaudiRdma {
             // All completions of a QP, received WRITEs with immediate included, go to its send
             // CQ: the device has one CQ per QP.
             let cq = init.send_cq(dev).ok_or(EINVAL)?.data().clone();
-            let entries = cap.max_send_wr.next_power_of_two().max(2);
+            let entries = wqes.next_power_of_two().max(2);
             let qpn = d.alloc_qpn()?;
             let data = QpData::new(
                 &d.shared,
@@ -857,6 +867,7 @@ impl rdma::Driver for GaudiRdma {
                     qpn,
                     pd: pd.data().id,
                     log_sq: entries.ilog2(),
+                    max_sge: sge,
                     signal_all: init.signal_all(),
                     cq,
                 },
@@ -866,8 +877,8 @@ impl rdma::Driver for GaudiRdma {
             }
             init.set_qp_num(qpn);
             init.grant(QpCap {
-                max_send_wr: entries,
-                max_send_sge: 1,
+                max_send_wr: entries / sge,
+                max_send_sge: sge,
                 ..QpCap::default()
             });
             let data = data?;
@@ -908,8 +919,8 @@ impl rdma::Driver for GaudiRdma {
             retry_cnt: a.retry_cnt,
             rnr_retry: a.rnr_retry,
             cap: QpCap {
-                max_send_wr: q.sq_size(),
-                max_send_sge: 1,
+                max_send_wr: q.max_send_wr(),
+                max_send_sge: q.max_send_sge(),
                 ..QpCap::default()
             },
             signal_all: q.signal_all(),
@@ -978,8 +989,13 @@ impl rdma::Driver for GaudiRdma {
     }
 }
 
-/// `IB_ACCESS_LOCAL_WRITE` and `IB_ACCESS_REMOTE_WRITE`: the access rights a QP may have.
-const QP_ACCESS: u32 = (1 << 0) | (1 << 1);
+/// The access rights a QP may be given: `IB_ACCESS_LOCAL_WRITE` and `IB_ACCESS_REMOTE_WRITE`,
+/// which the NIC honours, and `IB_ACCESS_REMOTE_READ`, `IB_ACCESS_REMOTE_ATOMIC`,
+/// `IB_ACCESS_FLUSH_GLOBAL` and `IB_ACCESS_FLUSH_PERSISTENT`, which it keeps and reports but
+/// never exercises: it serves no READ, atomic or FLUSH request whatever the QP allows (it
+/// answers them with an invalid-request NAK), so allowing them grants nothing. Unmodified
+/// software asks for them on every QP it sets up (rdma-core's tests do).
+const QP_ACCESS: u32 = (1 << 0) | (1 << 1) | (1 << 2) | (1 << 3) | (1 << 8) | (1 << 9);
 
 /// The attributes each transition takes (required, optional), as the InfiniBand
 /// specification's QP state table for RC, less what the NIC has no use for.
@@ -1072,7 +1088,7 @@ fn validate_modify(
         if access & !QP_ACCESS != 0 {
             kernel::ibdev_info_ratelimited!(
                 dev,
-                "QP access {:#x} refused: the NIC serves RDMA WRITE only\n",
+                "QP access {:#x} refused: no memory windows or other rights\n",
                 access
             );
             return Err(EOPNOTSUPP);

@@ -80,6 +80,8 @@ pub(crate) const WQE_SIZE: usize = size_of::<Wqe>();
 pub(crate) const CQE_SIZE: usize = size_of::<Cqe>();
 const WQE_WORDS: usize = WQE_SIZE / 4;
 const CQE_WORDS: usize = CQE_SIZE / 4;
+/// SGEs a request of the standard verbs may have: each takes a WQE of its own.
+pub(crate) const MAX_SEND_SGE: u32 = 4;
 
 /// The work completion status of a CQE status code; `None` for codes the model does not
 /// define.
@@ -397,6 +399,14 @@ struct Sq {
     pi: u16,
     ci: u16,
     wr_ids: KVec<u64>,
+    /// By slot: the length of the request (all its SGEs), which its completion reports.
+    lens: KVec<u32>,
+    /// By slot: the WQE continues the request of the slot before it (a request of several
+    /// SGEs takes one WQE per SGE, see [`post_send`]).
+    cont: KVec<bool>,
+    /// A WQE that was not the last of its request completed in error and was reported: the
+    /// flushes of the rest of that request are not reported again.
+    partial: bool,
 }
 
 /// The driver's data of a queue pair of the standard verbs.
@@ -407,6 +417,8 @@ pub(crate) struct QpData {
     /// [`crate::ib::Pd`] id, for the check of the SGEs.
     pd: u32,
     log_sq: u32,
+    /// SGEs a request may have (at most [`MAX_SEND_SGE`]).
+    max_sge: u32,
     signal_all: bool,
     /// The CQ of every completion of the QP.
     cq: Arc<Cq>,
@@ -423,6 +435,7 @@ pub(crate) struct QpParams {
     pub(crate) qpn: u32,
     pub(crate) pd: u32,
     pub(crate) log_sq: u32,
+    pub(crate) max_sge: u32,
     pub(crate) signal_all: bool,
     pub(crate) cq: Arc<Cq>,
 }
@@ -437,12 +450,17 @@ impl QpData {
         let ring = Ring::new(shared, dev, WQE_SIZE * size, false)?;
         let mut wr_ids = KVec::with_capacity(size, GFP_KERNEL)?;
         wr_ids.resize(size, 0, GFP_KERNEL)?;
+        let mut lens = KVec::with_capacity(size, GFP_KERNEL)?;
+        lens.resize(size, 0, GFP_KERNEL)?;
+        let mut cont = KVec::with_capacity(size, GFP_KERNEL)?;
+        cont.resize(size, false, GFP_KERNEL)?;
         let shared = shared.clone();
         Ok(try_pin_init!(Self {
             shared,
             qpn: p.qpn,
             pd: p.pd,
             log_sq: p.log_sq,
+            max_sge: p.max_sge,
             signal_all: p.signal_all,
             cq: p.cq,
             ring,
@@ -460,6 +478,9 @@ impl QpData {
                 pi: 0,
                 ci: 0,
                 wr_ids,
+                lens,
+                cont,
+                partial: false,
             }),
         }))
     }
@@ -472,8 +493,13 @@ impl QpData {
         self.sq.lock().state
     }
 
-    pub(crate) fn sq_size(&self) -> u32 {
-        1 << self.log_sq
+    /// The requests the send queue holds whatever their SGEs.
+    pub(crate) fn max_send_wr(&self) -> u32 {
+        (1 << self.log_sq) / self.max_sge
+    }
+
+    pub(crate) fn max_send_sge(&self) -> u32 {
+        self.max_sge
     }
 
     pub(crate) fn signal_all(&self) -> bool {
@@ -522,6 +548,7 @@ impl QpData {
                 sq.on_device = false;
                 sq.pi = 0;
                 sq.ci = 0;
+                sq.partial = false;
                 sq.remote_rkey = 0;
                 sq.remote_explicit = false;
                 sq.recv_len = 0;
@@ -768,40 +795,68 @@ pub(crate) fn post_send(
             if rkey != sq.remote_rkey {
                 return Err(EINVAL);
             }
-            let (local, len) = match wr.sges() {
-                [] => (0, 0),
-                [sge] => {
-                    if sge.length() > max_msg {
-                        return Err(EINVAL);
-                    }
-                    let mr = lookup(sge.lkey()).ok_or(EINVAL)?;
-                    (
-                        translate(&mr, qp.pd, sge.addr(), sge.length())?,
-                        sge.length(),
-                    )
+            // A request of several SGEs is one WQE per SGE that is not empty, all but the
+            // last a plain unsignalled WRITE, each writing where the one before ended: the
+            // responder sees the data of the SGEs in order at consecutive addresses, and
+            // the immediate and the completion come with the last. Every SGE is checked
+            // before any WQE is written.
+            let sges = wr.sges();
+            if sges.len() > qp.max_sge as usize {
+                return Err(EINVAL);
+            }
+            let mut pieces = [(0u64, 0u32); MAX_SEND_SGE as usize];
+            let mut n = 0;
+            let mut total = 0u32;
+            for sge in sges {
+                total = total.checked_add(sge.length()).ok_or(EINVAL)?;
+                if total > max_msg {
+                    return Err(EINVAL);
                 }
-                _ => return Err(EINVAL),
-            };
-            if u32::from(sq.pi.wrapping_sub(sq.ci)) >= size {
+                let mr = lookup(sge.lkey()).ok_or(EINVAL)?;
+                let local = translate(&mr, qp.pd, sge.addr(), sge.length())?;
+                if sge.length() > 0 {
+                    pieces[n] = (local, sge.length());
+                    n += 1;
+                }
+            }
+            // No data at all: one zero-length WRITE.
+            let n = n.max(1);
+            // The responder's completion of a WRITE with immediate counts the bytes of its
+            // message, which would be the last SGE's alone.
+            if n > 1 && opcode == hw::WQE_RDMA_WRITE_IMM {
+                return Err(EINVAL);
+            }
+            if u32::from(sq.pi.wrapping_sub(sq.ci)) + n as u32 > size {
                 return Err(ENOMEM);
             }
             let signaled = qp.signal_all || wr.signaled();
-            let slot = usize::from(sq.pi & mask);
-            let wqe = Wqe {
-                opcode,
-                flags: if signaled { hw::WQE_SIGNALED } else { 0 },
-                length: len,
-                local_va: local,
-                remote_va: raddr,
-                imm: u32::from_be(wr.imm_data()),
-                ..Default::default()
-            };
-            let base = slot * WQE_WORDS;
-            io_project!(&qp.ring.mem, [try: base..base + WQE_WORDS])
-                .try_cast::<Wqe>()?
-                .copy_write(wqe);
-            sq.wr_ids[slot] = wr.wr_id();
-            sq.pi = sq.pi.wrapping_add(1);
+            let mut remote = raddr;
+            for (i, &(local, len)) in pieces[..n].iter().enumerate() {
+                let last = i + 1 == n;
+                let slot = usize::from(sq.pi & mask);
+                let wqe = Wqe {
+                    opcode: if last { opcode } else { hw::WQE_RDMA_WRITE },
+                    flags: if last && signaled {
+                        hw::WQE_SIGNALED
+                    } else {
+                        0
+                    },
+                    length: len,
+                    local_va: local,
+                    remote_va: remote,
+                    imm: if last { u32::from_be(wr.imm_data()) } else { 0 },
+                    ..Default::default()
+                };
+                let base = slot * WQE_WORDS;
+                io_project!(&qp.ring.mem, [try: base..base + WQE_WORDS])
+                    .try_cast::<Wqe>()?
+                    .copy_write(wqe);
+                sq.wr_ids[slot] = wr.wr_id();
+                sq.lens[slot] = total;
+                sq.cont[slot] = i > 0;
+                sq.pi = sq.pi.wrapping_add(1);
+                remote = remote.wrapping_add(u64::from(len));
+            }
             posted += 1;
         }
         Ok(())
@@ -926,8 +981,20 @@ fn complete<T: kernel::rdma::Driver<Qp = QpData>>(
                 return Err(ESTALE);
             }
             let mask = (1u16 << q.log_sq) - 1;
-            wc.wr_id = sq.wr_ids[usize::from(cqe.wqe_index & mask)];
+            let slot = usize::from(cqe.wqe_index & mask);
+            let next = usize::from(cqe.wqe_index.wrapping_add(1) & mask);
+            wc.wr_id = sq.wr_ids[slot];
+            wc.byte_len = sq.lens[slot];
             sq.ci = cqe.wqe_index.wrapping_add(1);
+            // Only the last WQE of a request is signalled, so a completion of another one is
+            // an error (or a flush): it completes the request, and the flushes of the rest
+            // of the request that follow it are not reported again.
+            let last = sq.ci == sq.pi || !sq.cont[next];
+            let repeat = sq.cont[slot] && sq.partial;
+            sq.partial = !last;
+            if repeat {
+                return Ok(());
+            }
             // A request that completed in error put the QP in ERR on the device: whoever
             // polled the completion finds the QP there, whether or not the device's QP_ERROR
             // event was taken yet (that event still decides the asynchronous report).

@@ -49,8 +49,10 @@ struct gaudi_qp {
 	/* the requests ibv_wr_*() built since ibv_wr_start(), at most sq_wrs */
 	pthread_spinlock_t wr_lock;
 	struct ibv_send_wr *wrs;
+	/* max_sge of them for each request */
 	struct ibv_sge *sges;
 	uint32_t sq_wrs;
+	uint32_t max_sge;
 	uint32_t nwr;
 	/* the first error of the batch, returned by ibv_wr_complete() */
 	int wr_err;

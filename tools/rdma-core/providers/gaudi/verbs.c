@@ -206,7 +206,7 @@ static struct ibv_send_wr *gaudi_wr_next(struct gaudi_qp *qp)
 	memset(wr, 0, sizeof(*wr));
 	wr->wr_id = qp->vqp.qp_ex.wr_id;
 	wr->send_flags = qp->vqp.qp_ex.wr_flags;
-	wr->sg_list = &qp->sges[qp->nwr];
+	wr->sg_list = &qp->sges[qp->nwr * qp->max_sge];
 	if (qp->nwr)
 		qp->wrs[qp->nwr - 1].next = wr;
 	qp->nwr++;
@@ -301,13 +301,12 @@ static void gaudi_wr_set_sge_list(struct ibv_qp_ex *qpx, size_t num_sge,
 
 	if (!wr)
 		return;
-	/* One SGE per request (max_send_sge); none is a zero-length WRITE. */
-	if (num_sge > 1) {
+	/* Up to max_send_sge; none is a zero-length WRITE. */
+	if (num_sge > qp->max_sge) {
 		qp->wr_err = EINVAL;
 		return;
 	}
-	if (num_sge)
-		*wr->sg_list = *sg_list;
+	memcpy(wr->sg_list, sg_list, num_sge * sizeof(*sg_list));
 	wr->num_sge = num_sge;
 }
 
@@ -444,12 +443,21 @@ static int gaudi_check_qp_attr(struct ibv_context *context,
 			       const struct ibv_qp_init_attr_ex *attr)
 {
 	uint64_t supported = IBV_QP_INIT_ATTR_PD |
+			     IBV_QP_INIT_ATTR_CREATE_FLAGS |
 			     IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
 
 	if (!check_comp_mask(attr->comp_mask, supported)) {
 		verbs_debug(verbs_get_ctx(context),
-			    "QP attributes 0x%x: PD and send_ops_flags only\n",
+			    "QP attributes 0x%x: PD, send_ops_flags and no create flags only\n",
 			    attr->comp_mask);
+		return EOPNOTSUPP;
+	}
+	/* Create flags given as none at all are no request. */
+	if ((attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) &&
+	    attr->create_flags) {
+		verbs_debug(verbs_get_ctx(context),
+			    "QP create flags 0x%x: none supported\n",
+			    attr->create_flags);
 		return EOPNOTSUPP;
 	}
 	if (attr->qp_type != IBV_QPT_RC || attr->srq) {
@@ -498,8 +506,9 @@ struct ibv_qp *gaudi_create_qp_ex(struct ibv_context *context,
 	attr->cap = kattr.cap;
 
 	qp->sq_wrs = attr->cap.max_send_wr;
+	qp->max_sge = attr->cap.max_send_sge ? attr->cap.max_send_sge : 1;
 	qp->wrs = calloc(qp->sq_wrs, sizeof(*qp->wrs));
-	qp->sges = calloc(qp->sq_wrs, sizeof(*qp->sges));
+	qp->sges = calloc((size_t)qp->sq_wrs * qp->max_sge, sizeof(*qp->sges));
 	if (!qp->wrs || !qp->sges) {
 		err = ENOMEM;
 		goto err_destroy_qp;

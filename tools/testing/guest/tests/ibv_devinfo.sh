@@ -45,9 +45,9 @@ expect sys_image_guid 001d:a3ff:fe00:0000
 expect max_pd 1
 # Per context (gaudi_ib's max_mrs).
 expect max_mr 65536
-# The smaller of the send SGEs (1) and the receive SGEs: the NIC has no
-# receive queues.
-expect max_sge 0
+# SGEs per send request (each its own WQE); the receive limit is reported
+# the same, as the ABI reports the smaller of the two (uapi.rst).
+expect max_sge 4
 active=$(grep -c 'state:[[:space:]]*PORT_ACTIVE (4)' /tmp/devinfo.txt || true)
 [ "$active" = "$ports" ] || fail "$active of $ports ports PORT_ACTIVE"
 eth=$(grep -c 'link_layer:[[:space:]]*Ethernet' /tmp/devinfo.txt || true)

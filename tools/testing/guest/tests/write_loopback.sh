@@ -5,7 +5,10 @@
 # MiB (default 1024) land byte for byte (the destination holds other bytes
 # before each), each with a completion naming its wr_id and length; WRITE
 # with immediate completes on the responder with the immediate and the
-# length; unsignalled requests complete with the next signalled one; an
+# length; unsignalled requests complete with the next signalled one; a
+# request of several SGEs lands them in order at consecutive addresses with
+# one completion of their length, and completes once when its first WQE
+# fails (a WRITE with immediate of several is refused); an
 # armed CQ reports its completion on the completion channel; query_qp reads
 # the state back.
 . /lib/gaudi/guest-lib.sh

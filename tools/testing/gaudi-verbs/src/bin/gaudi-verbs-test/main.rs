@@ -114,8 +114,8 @@ use gaudi_verbs::{
     IB_EVENT_PORT_ERR, IB_EVENT_QP_FATAL, MTU_1024, MTU_4096, QPS_ERR, QPS_INIT, QPS_RESET,
     QPS_RTR, QPS_RTS, QP_ACCESS_FLAGS, QP_AV, QP_DEST_QPN, QP_MAX_DEST_RD_ATOMIC, QP_PATH_MTU,
     QP_PKEY_INDEX, QP_PORT, QP_RETRY_CNT, QP_RNR_RETRY, QP_RQ_PSN, QP_SQ_PSN, QP_STATE, QP_TIMEOUT,
-    SEND_SIGNALED, WC_RECV_RDMA_WITH_IMM, WC_RETRY_EXC_ERR, WC_SUCCESS, WC_WITH_IMM,
-    WC_WR_FLUSH_ERR,
+    SEND_SIGNALED, WC_RECV_RDMA_WITH_IMM, WC_REM_ACCESS_ERR, WC_RETRY_EXC_ERR, WC_SUCCESS,
+    WC_WITH_IMM, WC_WR_FLUSH_ERR,
 };
 use std::io::Write;
 use std::process::exit;
@@ -1140,9 +1140,9 @@ fn unsupported_opcodes() {
         .unwrap_or_else(|e| fail(format!("destroy QP: {e}")));
     for (what, bad) in [
         (
-            "QP with 2 SGEs",
+            "QP with 5 SGEs",
             QpCaps {
-                max_send_sge: 2,
+                max_send_sge: 5,
                 ..caps
             },
         ),
@@ -1415,7 +1415,19 @@ fn end_sized(
     ctx: &Context,
     pd: &Pd,
     port: u8,
+    sizes: (u32, u32),
+    channel: Option<&CompChannel>,
+) -> End {
+    end_sge(ctx, pd, port, sizes, 1, channel)
+}
+
+/// As [`end_sized`], with requests of up to `sge` SGEs.
+fn end_sge(
+    ctx: &Context,
+    pd: &Pd,
+    port: u8,
     (sq, cqe): (u32, u32),
+    sge: u32,
     channel: Option<&CompChannel>,
 ) -> End {
     let cq = ctx
@@ -1423,12 +1435,12 @@ fn end_sized(
         .unwrap_or_else(|e| fail(format!("create CQ of {cqe}: {e}")));
     let caps = QpCaps {
         max_send_wr: sq,
-        max_send_sge: 1,
+        max_send_sge: sge,
         ..Default::default()
     };
     let qp = ctx
         .create_qp(pd, &cq, IB_UVERBS_QPT_RC, caps)
-        .unwrap_or_else(|e| fail(format!("create QP of {sq} WRs: {e}")));
+        .unwrap_or_else(|e| fail(format!("create QP of {sq} WRs of {sge} SGEs: {e}")));
     let info = ctx
         .query_port(u64::from(port))
         .unwrap_or_else(|e| fail(format!("query port {port}: {e}")));
@@ -1916,6 +1928,100 @@ fn write_loopback(args: &[String]) {
         ),
     );
 
+    // Requests of several SGEs (one WQE per SGE in the driver): the SGEs'
+    // bytes land one after the other from the remote address, the neighbours
+    // untouched, with one completion of the whole length; an SGE of no bytes
+    // adds nothing. When the first SGE's WRITE fails, the request completes
+    // once, in error (the flush of the rest is not a second completion).
+    let g = end_sge(&ctx, &pd, pa, (16, 32), 4, None);
+    let h = end(&ctx, &pd, pb, None);
+    connect(&ctx, &g, h.info.mac, h.info.ipv4, h.qp.qpn, dmr.rkey, 0);
+    connect(&ctx, &h, g.info.mac, g.info.ipv4, g.qp.qpn, 0, dmr.rkey);
+    check(
+        g.qp.max_send_sge == 4 && g.qp.max_send_wr >= 16,
+        format!(
+            "QP of 16 requests of 4 SGEs: granted {} of {}",
+            g.qp.max_send_wr, g.qp.max_send_sge
+        ),
+    );
+    dst.bytes()[..64 * 1024].fill(0);
+    let parts = [(100u64, 1000u32), (5000, 0), (9000, 3000), (20_003, 7)];
+    let total: u32 = parts.iter().map(|p| p.1).sum();
+    let sg = |off: u64| diova + off;
+    let mut wr = write_wr(500, 0, 0, smr.lkey, sg(300), dmr.rkey);
+    wr.sges = parts
+        .iter()
+        .map(|&(o, l)| Sge {
+            addr: iova + o,
+            length: l,
+            lkey: smr.lkey,
+        })
+        .collect();
+    let wc = write_once(&ctx, &g, wr.clone(), "WRITE of 4 SGEs");
+    let more = ctx.poll_cq(&g.cq, 4).unwrap_or_default();
+    let want: Vec<u8> = parts
+        .iter()
+        .flat_map(|&(o, l)| src.bytes()[o as usize..(o + u64::from(l)) as usize].to_vec())
+        .collect();
+    let dd = dst.bytes();
+    let end_at = 300 + total as usize;
+    check(
+        wc.status == WC_SUCCESS
+            && wc.byte_len == total
+            && more.is_empty()
+            && dd[300..end_at] == want[..]
+            && dd[299] == 0
+            && dd[end_at] == 0,
+        format!(
+            "WRITE of 4 SGEs (1000, 0, 3000 and 7 bytes): status {}, byte_len {} of {total}, {} more completions, data {}",
+            wc.status,
+            wc.byte_len,
+            more.len(),
+            if dd[300..end_at] == want[..] { "in order and byte-exact" } else { "DIFFERS" }
+        ),
+    );
+    let mut imm = wr.clone();
+    imm.opcode = IB_UVERBS_WR_RDMA_WRITE_WITH_IMM;
+    post_refused(
+        &ctx,
+        &g.qp,
+        &[imm],
+        1,
+        "WRITE with immediate of 3 SGEs with data",
+    );
+    wr.sges.push(Sge {
+        addr: iova,
+        length: 1,
+        lkey: smr.lkey,
+    });
+    post_refused(
+        &ctx,
+        &g.qp,
+        &[wr.clone()],
+        1,
+        "request of 5 SGEs on a QP of 4",
+    );
+    wr.sges.truncate(3);
+    wr.wr_id = 501;
+    // The first SGE's WRITE reaches past the destination region.
+    wr.remote_addr = diova + max as u64 - 10;
+    let got = ctx.post_send(&g.qp, &[wr]).map_err(|(e, _)| e);
+    let wcs = ctx.wait_cq(&g.cq, 1, 10_000).unwrap_or_default();
+    std::thread::sleep(Duration::from_millis(300));
+    let more = ctx.poll_cq(&g.cq, 4).unwrap_or_default();
+    check(
+        got.is_ok()
+            && wcs.len() == 1
+            && wcs[0].wr_id == 501
+            && wcs[0].status == WC_REM_ACCESS_ERR
+            && more.is_empty(),
+        format!(
+            "WRITE of 3 SGEs whose first fails: post {got:?}, completions {:?} then {} more",
+            wcs.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
+            more.len()
+        ),
+    );
+
     // Notification: an armed CQ on a channel reports the next completion.
     let ch = ctx
         .create_comp_channel()
@@ -1947,7 +2053,7 @@ fn write_loopback(args: &[String]) {
         format!("the completion after the event: {:?}", wcs.first()),
     );
 
-    teardown(&ctx, [a, b, c, d], [smr, dmr]);
+    teardown(&ctx, [a, b, c, d, g, h], [smr, dmr]);
 }
 
 /// `mr-out-of-bounds`: SGEs outside their region, unknown, stale and
