@@ -28,6 +28,9 @@ RXE_PROVIDER=/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so
 # The device's rdma-core provider (scripts/rdma-core.sh) and the unmodified
 # programs of Debian's rdma-core and perftest that drive it.
 PROVIDER=$("$TOP/scripts/rdma-core.sh" path)/lib/libgaudi.so.1
+# rdma-core's test suite (pyverbs), from the same source tree, with the
+# project's patches (tools/rdma-core/patches).
+RDMA_TESTS=$("$TOP/scripts/rdma-core.sh" tree)/tests
 LIBDIR=/usr/lib/x86_64-linux-gnu
 RDMA_PROGRAMS="/usr/bin/ibv_devinfo /usr/bin/ibv_rc_pingpong /usr/bin/ib_write_bw /usr/bin/ib_write_lat"
 
@@ -38,13 +41,14 @@ if [ ! -x "$RXE_PEER" ]; then
 	in_env gcc -O2 -Wall -Werror -o "$RXE_PEER" "$RXE_PEER_SRC" -libverbs ||
 		die "building rxe-peer failed"
 fi
+[ -f "$RDMA_TESTS/run_tests.py" ] || die "$RDMA_TESTS missing: fetch the rdma-core source first (scripts/rdma-core.sh source)"
 [ -x "$BUSYBOX" ] || die "busybox missing from the build environment"
 [ -x "$VERBS" ] || die "$VERBS missing: build the test programs first"
 [ -x "$RDMA_TOOL" ] || die "rdma (iproute2) missing from the build environment"
 [ -x "$ETHTOOL" ] || die "ethtool missing from the build environment"
 
 inputs=("$MOD" "$BUSYBOX" "$VERBS" "$RDMA_TOOL" "$ETHTOOL" "$RXE_PEER" "$(readlink -f "$PROVIDER")" "$KOUT/include/config/kernel.release" "$TOP/tools/testing/vm/init"
-	"$TOP/tools/testing/guest" "$0")
+	"$TOP/tools/testing/guest" "$RDMA_TESTS" "$0")
 if [ -f "$OUT" ] && [ -z "$(find "${inputs[@]}" -newer "$OUT" -print -quit)" ]; then
 	exit 0
 fi
@@ -57,7 +61,9 @@ for applet in $("$BUSYBOX" --list); do
 	[ "$applet" = busybox ] || ln -sf busybox "$root/bin/$applet"
 done
 install -m 0755 "$TOP/tools/testing/vm/init" "$root/init"
-cp "$TOP/tools/testing/guest/guest-lib.sh" "$root/lib/gaudi/"
+cp "$TOP/tools/testing/guest/guest-lib.sh" "$TOP/tools/testing/guest/pyverbs-run.py" \
+	"$TOP/tools/testing/guest/pyverbs-skips.txt" "$root/lib/gaudi/"
+cp -r "$RDMA_TESTS" "$root/lib/gaudi/rdma-core-tests"
 cp "$TOP"/tools/testing/guest/tests/*.sh "$root/tests/"
 cp "$MOD" "$root/lib/modules/"
 cp "$KOUT/include/config/kernel.release" "$root/etc/kernel-release"
