@@ -94,6 +94,17 @@ pub(crate) struct Wqe {
     pub(crate) reserved1: u32,
 }
 
+/// The bytes of one inline request, as the driver copies them for the device to read: a WQE
+/// of such a request names them as its source.
+#[repr(C)]
+#[derive(Clone, Copy, FromBytes, IntoBytes, Immutable)]
+pub(crate) struct InlineData {
+    pub(crate) bytes: [u8; INLINE_MAX],
+}
+
+/// The largest inline request.
+pub(crate) const INLINE_MAX: usize = 256;
+
 pub(crate) const WQE_RDMA_WRITE: u8 = 0x01;
 pub(crate) const WQE_RDMA_WRITE_IMM: u8 = 0x02;
 /// [`Wqe::flags`]: a CQE on success.

@@ -818,13 +818,13 @@ impl rdma::Driver for GaudiRdma {
     fn create_qp(
         pd: &rdma::Pd<Self>,
         init: &mut QpInit<'_>,
-        _user: Option<&mut User<'_, Self>>,
+        user: Option<&mut User<'_, Self>>,
     ) -> impl PinInit<QpData, Error> {
         pin_init::pin_init_scope(move || -> Result<_> {
             let dev = pd.device();
             let d = dev.data();
             // Reliable connected only, with a send queue: the NIC executes RDMA WRITE and has
-            // no receive queues, shared or not, and no inline data.
+            // no receive queues, shared or not.
             if init.qp_type() != QpType::Rc || init.has_srq() {
                 kernel::ibdev_info_ratelimited!(
                     dev,
@@ -834,10 +834,13 @@ impl rdma::Driver for GaudiRdma {
                 );
                 return Err(EOPNOTSUPP);
             }
-            // A receive queue or inline data may be asked for (software written for other
-            // devices asks for both); the QP gets neither, and says so in the capabilities
-            // it reports: posting a receive fails, and so does an inline request.
+            // A receive queue may be asked for (software written for other devices does): the
+            // QP gets none, and says so in the capabilities it reports; posting a receive
+            // fails. Inline data asked for by user space gets a bounce area of
+            // `hw::INLINE_MAX` bytes per WQE, which it reports (a kernel consumer's gets
+            // none).
             let cap = init.cap();
+            let inline = user.is_some() && cap.max_inline_data > 0;
             // Each SGE of a request takes a WQE of its own (`queue::post_send`): the ring
             // holds the requests asked for, each with as many SGEs as asked for.
             let sge = cap.max_send_sge.max(1);
@@ -868,6 +871,7 @@ impl rdma::Driver for GaudiRdma {
                     pd: pd.data().id,
                     log_sq: entries.ilog2(),
                     max_sge: sge,
+                    inline,
                     signal_all: init.signal_all(),
                     cq,
                 },
@@ -879,6 +883,7 @@ impl rdma::Driver for GaudiRdma {
             init.grant(QpCap {
                 max_send_wr: entries / sge,
                 max_send_sge: sge,
+                max_inline_data: if inline { hw::INLINE_MAX as u32 } else { 0 },
                 ..QpCap::default()
             });
             let data = data?;
@@ -921,6 +926,7 @@ impl rdma::Driver for GaudiRdma {
             cap: QpCap {
                 max_send_wr: q.max_send_wr(),
                 max_send_sge: q.max_send_sge(),
+                max_inline_data: q.max_inline_data(),
                 ..QpCap::default()
             },
             signal_all: q.signal_all(),

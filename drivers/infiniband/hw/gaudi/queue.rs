@@ -43,6 +43,10 @@ use kernel::{
         Mutex,
         SpinLockIrq, //
     },
+    uaccess::{
+        UserPtr,
+        UserSlice, //
+    },
 };
 
 use crate::{
@@ -58,8 +62,10 @@ use crate::{
         self,
         CqContext,
         Cqe,
+        InlineData,
         QpContext,
-        Wqe, //
+        Wqe,
+        INLINE_MAX, //
     },
     mmu::{
         self,
@@ -112,7 +118,7 @@ pub(crate) struct RingMap {
 }
 
 impl RingMap {
-    /// Enter the `bytes` (a multiple of 4 KiB) at bus address `base`.
+    /// Enter the `bytes` (a multiple of 4 KiB) at bus address `base` as a queue.
     pub(crate) fn new(
         shared: &Arc<Shared>,
         dev: &Device<Bound>,
@@ -120,17 +126,34 @@ impl RingMap {
         bytes: usize,
         writable: bool,
     ) -> Result<Self> {
+        Self::map(
+            shared,
+            dev,
+            base,
+            bytes,
+            mmu::Flags {
+                writable,
+                ring: true,
+                devmem: false,
+            },
+        )
+    }
+
+    /// Enter the `bytes` (a multiple of 4 KiB) at bus address `base` with `flags`.
+    fn map(
+        shared: &Arc<Shared>,
+        dev: &Device<Bound>,
+        base: u64,
+        bytes: usize,
+        flags: mmu::Flags,
+    ) -> Result<Self> {
         let pages = (bytes / PAGE_SIZE) as u64;
         let range = shared.map_region(
             dev,
             (0..pages).map(|i| base + i * PAGE_SIZE as u64),
             pages,
             PAGE_SHIFT,
-            mmu::Flags {
-                writable,
-                ring: true,
-                devmem: false,
-            },
+            flags,
         )?;
         Ok(Self {
             shared: shared.clone(),
@@ -173,6 +196,24 @@ impl Ring {
 
     fn va(&self) -> u64 {
         self.map.va()
+    }
+}
+
+/// Where a QP's inline requests are copied for the device to read: one [`InlineData`] per
+/// send queue entry, the entry's own, so that it is not reused before the entry completed.
+/// Mapped readable, and not as a queue: its WQEs name it as their source.
+struct Bounce {
+    /// Dropped first: out of the device MMU before the memory is freed.
+    map: RingMap,
+    mem: Coherent<[u32]>,
+}
+
+impl Bounce {
+    fn new(shared: &Arc<Shared>, dev: &Device<Bound>, entries: usize) -> Result<Self> {
+        let bytes = (entries * INLINE_MAX).next_multiple_of(PAGE_SIZE);
+        let mem = Coherent::<u32>::zeroed_slice(dev, bytes / 4, GFP_KERNEL)?;
+        let map = RingMap::map(shared, dev, mem.dma_address(), bytes, mmu::Flags::default())?;
+        Ok(Self { map, mem })
     }
 }
 
@@ -423,6 +464,8 @@ pub(crate) struct QpData {
     /// The CQ of every completion of the QP.
     cq: Arc<Cq>,
     ring: Ring,
+    /// The copies of inline requests: QPs of user space that asked for inline data.
+    bounce: Option<Bounce>,
     /// Attributes; also serialises modifications.
     #[pin]
     attrs: Mutex<QpAttrs>,
@@ -436,6 +479,9 @@ pub(crate) struct QpParams {
     pub(crate) pd: u32,
     pub(crate) log_sq: u32,
     pub(crate) max_sge: u32,
+    /// Inline requests may be posted (a QP of user space: their data is copied from the
+    /// poster's memory).
+    pub(crate) inline: bool,
     pub(crate) signal_all: bool,
     pub(crate) cq: Arc<Cq>,
 }
@@ -448,6 +494,11 @@ impl QpData {
     ) -> Result<impl PinInit<Self, Error>> {
         let size = 1usize << p.log_sq;
         let ring = Ring::new(shared, dev, WQE_SIZE * size, false)?;
+        let bounce = if p.inline {
+            Some(Bounce::new(shared, dev, size)?)
+        } else {
+            None
+        };
         let mut wr_ids = KVec::with_capacity(size, GFP_KERNEL)?;
         wr_ids.resize(size, 0, GFP_KERNEL)?;
         let mut lens = KVec::with_capacity(size, GFP_KERNEL)?;
@@ -464,6 +515,7 @@ impl QpData {
             signal_all: p.signal_all,
             cq: p.cq,
             ring,
+            bounce,
             attrs <- new_mutex!(QpAttrs::default()),
             sq <- new_spinlock_irq!(Sq {
                 state: QpState::Reset,
@@ -500,6 +552,15 @@ impl QpData {
 
     pub(crate) fn max_send_sge(&self) -> u32 {
         self.max_sge
+    }
+
+    /// The largest inline request (0: none).
+    pub(crate) fn max_inline_data(&self) -> u32 {
+        if self.bounce.is_some() {
+            INLINE_MAX as u32
+        } else {
+            0
+        }
     }
 
     pub(crate) fn signal_all(&self) -> bool {
@@ -765,103 +826,7 @@ pub(crate) fn post_send(
     max_msg: u32,
     lookup: impl Fn(u32) -> Option<MrView>,
 ) -> Result {
-    let mut sq = qp.sq.lock();
-    let mask = (1u16 << qp.log_sq) - 1;
-    let size = 1u32 << qp.log_sq;
-    let mut posted = 0u32;
-    let res = (|| -> Result {
-        for wr in wrs.by_ref() {
-            let opcode = match wr.opcode() {
-                Opcode::RdmaWrite => hw::WQE_RDMA_WRITE,
-                Opcode::RdmaWriteWithImm => hw::WQE_RDMA_WRITE_IMM,
-                // The NIC executes RDMA WRITE (with or without immediate) only.
-                _ => return Err(EOPNOTSUPP),
-            };
-            // Work requests are accepted in RTS only: the device ignores the doorbells of a
-            // QP in another state, so they would never complete.
-            if sq.state != QpState::Rts {
-                return Err(EINVAL);
-            }
-            if wr.flags() & kernel::bindings::ib_send_flags_IB_SEND_INLINE as u32 != 0 {
-                return Err(EINVAL);
-            }
-            let (raddr, rkey) = wr.rdma().ok_or(EINVAL)?;
-            // The rkey travels in the QP context: a request naming another one would
-            // silently write with the wrong key (`QpData::bind_remote` binds it when the send
-            // queue is idle).
-            if sq.rebinding {
-                return Err(EAGAIN);
-            }
-            if rkey != sq.remote_rkey {
-                return Err(EINVAL);
-            }
-            // A request of several SGEs is one WQE per SGE that is not empty, all but the
-            // last a plain unsignalled WRITE, each writing where the one before ended: the
-            // responder sees the data of the SGEs in order at consecutive addresses, and
-            // the immediate and the completion come with the last. Every SGE is checked
-            // before any WQE is written.
-            let sges = wr.sges();
-            if sges.len() > qp.max_sge as usize {
-                return Err(EINVAL);
-            }
-            let mut pieces = [(0u64, 0u32); MAX_SEND_SGE as usize];
-            let mut n = 0;
-            let mut total = 0u32;
-            for sge in sges {
-                total = total.checked_add(sge.length()).ok_or(EINVAL)?;
-                if total > max_msg {
-                    return Err(EINVAL);
-                }
-                let mr = lookup(sge.lkey()).ok_or(EINVAL)?;
-                let local = translate(&mr, qp.pd, sge.addr(), sge.length())?;
-                if sge.length() > 0 {
-                    pieces[n] = (local, sge.length());
-                    n += 1;
-                }
-            }
-            // No data at all: one zero-length WRITE.
-            let n = n.max(1);
-            // The responder's completion of a WRITE with immediate counts the bytes of its
-            // message, which would be the last SGE's alone.
-            if n > 1 && opcode == hw::WQE_RDMA_WRITE_IMM {
-                return Err(EINVAL);
-            }
-            if u32::from(sq.pi.wrapping_sub(sq.ci)) + n as u32 > size {
-                return Err(ENOMEM);
-            }
-            let signaled = qp.signal_all || wr.signaled();
-            let mut remote = raddr;
-            for (i, &(local, len)) in pieces[..n].iter().enumerate() {
-                let last = i + 1 == n;
-                let slot = usize::from(sq.pi & mask);
-                let wqe = Wqe {
-                    opcode: if last { opcode } else { hw::WQE_RDMA_WRITE },
-                    flags: if last && signaled {
-                        hw::WQE_SIGNALED
-                    } else {
-                        0
-                    },
-                    length: len,
-                    local_va: local,
-                    remote_va: remote,
-                    imm: if last { u32::from_be(wr.imm_data()) } else { 0 },
-                    ..Default::default()
-                };
-                let base = slot * WQE_WORDS;
-                io_project!(&qp.ring.mem, [try: base..base + WQE_WORDS])
-                    .try_cast::<Wqe>()?
-                    .copy_write(wqe);
-                sq.wr_ids[slot] = wr.wr_id();
-                sq.lens[slot] = total;
-                sq.cont[slot] = i > 0;
-                sq.pi = sq.pi.wrapping_add(1);
-                remote = remote.wrapping_add(u64::from(len));
-            }
-            posted += 1;
-        }
-        Ok(())
-    })();
-    if posted > 0 {
+    let ring = |sq: &Sq| {
         // The doorbell write is ordered after the WQE writes to coherent memory.
         qp.shared.doorbell(
             sq.port,
@@ -869,9 +834,180 @@ pub(crate) fn post_send(
                 qpn: qp.qpn,
                 pi: sq.pi,
             },
-        );
+        )
+    };
+    let mut sq = qp.sq.lock();
+    // The producer index the device was last told. Whoever releases the lock has told it
+    // everything posted, so that indexes reach the device in order.
+    let mut told = sq.pi;
+    let mut res = Ok(());
+    for wr in wrs.by_ref() {
+        let mut inline = None;
+        if wr.flags() & kernel::bindings::ib_send_flags_IB_SEND_INLINE as u32 != 0 {
+            // The data comes from the poster's memory, whose pages may have to be faulted
+            // in: not under the lock.
+            if sq.pi != told {
+                ring(&sq);
+            }
+            drop(sq);
+            let copied = copy_inline(qp, wr.sges());
+            sq = qp.sq.lock();
+            told = sq.pi;
+            match copied {
+                Ok(c) => inline = Some(c),
+                Err(e) => {
+                    res = Err(e);
+                    break;
+                }
+            }
+        }
+        if let Err(e) = post_one(qp, &mut sq, &wr, max_msg, &lookup, inline.as_ref()) {
+            res = Err(e);
+            break;
+        }
+    }
+    if sq.pi != told {
+        ring(&sq);
     }
     res
+}
+
+/// The data of an inline request of `sges` (user-space addresses of the poster; lkeys do
+/// not matter), and its length. `EINVAL` if the QP takes no inline requests or they do not
+/// fit, `EFAULT` if the poster cannot read them.
+fn copy_inline(qp: &QpData, sges: &[kernel::rdma::wr::Sge]) -> Result<(InlineData, u32)> {
+    if qp.bounce.is_none() || sges.len() > qp.max_sge as usize {
+        return Err(EINVAL);
+    }
+    let mut data = InlineData {
+        bytes: [0; INLINE_MAX],
+    };
+    let mut off = 0usize;
+    for sge in sges {
+        let len = sge.length() as usize;
+        let end = off
+            .checked_add(len)
+            .filter(|&e| e <= INLINE_MAX)
+            .ok_or(EINVAL)?;
+        let addr = usize::try_from(sge.addr()).map_err(|_| EFAULT)?;
+        UserSlice::new(UserPtr::from_addr(addr), len)
+            .reader()
+            .read_slice(&mut data.bytes[off..end])?;
+        off = end;
+    }
+    Ok((data, off as u32))
+}
+
+/// Post one request `wr` on `qp` whose send queue is `sq`, its data `inline` if it is an
+/// inline request.
+fn post_one(
+    qp: &QpData,
+    sq: &mut Sq,
+    wr: &kernel::rdma::wr::SendWr<'_>,
+    max_msg: u32,
+    lookup: &impl Fn(u32) -> Option<MrView>,
+    inline: Option<&(InlineData, u32)>,
+) -> Result {
+    let mask = (1u16 << qp.log_sq) - 1;
+    let size = 1u32 << qp.log_sq;
+    let opcode = match wr.opcode() {
+        Opcode::RdmaWrite => hw::WQE_RDMA_WRITE,
+        Opcode::RdmaWriteWithImm => hw::WQE_RDMA_WRITE_IMM,
+        // The NIC executes RDMA WRITE (with or without immediate) only.
+        _ => return Err(EOPNOTSUPP),
+    };
+    // Work requests are accepted in RTS only: the device ignores the doorbells of a QP in
+    // another state, so they would never complete.
+    if sq.state != QpState::Rts {
+        return Err(EINVAL);
+    }
+    let (raddr, rkey) = wr.rdma().ok_or(EINVAL)?;
+    // The rkey travels in the QP context: a request naming another one would silently write
+    // with the wrong key (`QpData::bind_remote` binds it when the send queue is idle).
+    if sq.rebinding {
+        return Err(EAGAIN);
+    }
+    if rkey != sq.remote_rkey {
+        return Err(EINVAL);
+    }
+    // A request of several SGEs is one WQE per SGE that is not empty, all but the last a
+    // plain unsignalled WRITE, each writing where the one before ended: the responder sees
+    // the data of the SGEs in order at consecutive addresses, and the immediate and the
+    // completion come with the last. Every SGE is checked before any WQE is written. An
+    // inline request is one WQE whose source is the copy of its data in the bounce area,
+    // at its send queue entry.
+    let mut pieces = [(0u64, 0u32); MAX_SEND_SGE as usize];
+    let mut n = 0;
+    let mut total = 0u32;
+    if let Some(&(_, len)) = inline {
+        pieces[0] = (0, len);
+        n = 1;
+        total = len;
+    } else {
+        let sges = wr.sges();
+        if sges.len() > qp.max_sge as usize {
+            return Err(EINVAL);
+        }
+        for sge in sges {
+            total = total.checked_add(sge.length()).ok_or(EINVAL)?;
+            if total > max_msg {
+                return Err(EINVAL);
+            }
+            let mr = lookup(sge.lkey()).ok_or(EINVAL)?;
+            let local = translate(&mr, qp.pd, sge.addr(), sge.length())?;
+            if sge.length() > 0 {
+                pieces[n] = (local, sge.length());
+                n += 1;
+            }
+        }
+    }
+    // No data at all: one zero-length WRITE.
+    let n = n.max(1);
+    // The responder's completion of a WRITE with immediate counts the bytes of its message,
+    // which would be the last SGE's alone.
+    if n > 1 && opcode == hw::WQE_RDMA_WRITE_IMM {
+        return Err(EINVAL);
+    }
+    if u32::from(sq.pi.wrapping_sub(sq.ci)) + n as u32 > size {
+        return Err(ENOMEM);
+    }
+    if let (Some((data, _)), Some(b)) = (inline, &qp.bounce) {
+        let slot = usize::from(sq.pi & mask);
+        let words = INLINE_MAX / 4;
+        io_project!(&b.mem, [try: slot * words..(slot + 1) * words])
+            .try_cast::<InlineData>()?
+            .copy_write(*data);
+        pieces[0].0 = b.map.va() + (slot * INLINE_MAX) as u64;
+    }
+    let signaled = qp.signal_all || wr.signaled();
+    let mut remote = raddr;
+    for (i, &(local, len)) in pieces[..n].iter().enumerate() {
+        let last = i + 1 == n;
+        let slot = usize::from(sq.pi & mask);
+        let wqe = Wqe {
+            opcode: if last { opcode } else { hw::WQE_RDMA_WRITE },
+            flags: if last && signaled {
+                hw::WQE_SIGNALED
+            } else {
+                0
+            },
+            length: len,
+            local_va: local,
+            remote_va: remote,
+            imm: if last { u32::from_be(wr.imm_data()) } else { 0 },
+            ..Default::default()
+        };
+        let base = slot * WQE_WORDS;
+        io_project!(&qp.ring.mem, [try: base..base + WQE_WORDS])
+            .try_cast::<Wqe>()?
+            .copy_write(wqe);
+        sq.wr_ids[slot] = wr.wr_id();
+        sq.lens[slot] = total;
+        sq.cont[slot] = i > 0;
+        sq.pi = sq.pi.wrapping_add(1);
+        remote = remote.wrapping_add(u64::from(len));
+    }
+    Ok(())
 }
 
 /// Take the completions of `cq` into `out` (see [`rdma::Driver::poll_cq`]): `push` reports one

@@ -324,24 +324,25 @@ static void gaudi_wr_set_inline_data_list(struct ibv_qp_ex *qpx,
 {
 	struct gaudi_qp *qp = qpx_to_gaudi_qp(qpx);
 	struct ibv_send_wr *wr = gaudi_wr_cur(qp);
+	size_t i;
 
 	if (!wr)
 		return;
 	/*
 	 * The kernel copies inline data into the QP's own bounce area when
-	 * the request is posted, so the buffer is free on return. One buffer
-	 * per request, as one SGE.
+	 * the request is posted (ibv_wr_complete()), so the buffers are
+	 * free once it returns. Up to max_send_sge buffers, as SGEs.
 	 */
-	if (num_buf > 1) {
+	if (num_buf > qp->max_sge) {
 		qp->wr_err = EINVAL;
 		return;
 	}
 	wr->send_flags |= IBV_SEND_INLINE;
 	wr->num_sge = num_buf;
-	if (num_buf) {
-		wr->sg_list->addr = (uintptr_t)buf_list->addr;
-		wr->sg_list->length = buf_list->length;
-		wr->sg_list->lkey = 0;
+	for (i = 0; i < num_buf; i++) {
+		wr->sg_list[i].addr = (uintptr_t)buf_list[i].addr;
+		wr->sg_list[i].length = buf_list[i].length;
+		wr->sg_list[i].lkey = 0;
 	}
 }
 

@@ -221,6 +221,8 @@ pub struct Context {
 
 /// `IB_SEND_SIGNALED` of `enum ib_send_flags` (the kernel's, not in the uAPI).
 pub const SEND_SIGNALED: u32 = 1 << 1;
+/// `IB_SEND_INLINE` of `enum ib_send_flags`.
+pub const SEND_INLINE: u32 = 1 << 3;
 
 /// A completion queue.
 #[derive(Debug)]

@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: GPL-2.0
 # perftest's ib_write_lat from Debian, unmodified, with its defaults (2-byte
 # messages, ping-pong by RDMA WRITE, each side polling the last byte of its
-# region), between the two hosts: this host is the client,
+# region; perftest turns inline data off on devices it does not know,
+# this one among them, so its default is none here), between the two
+# hosts: this host is the client,
 # perftest_write_lat_target the server. Then every size from 2 B to 8 MiB
 # (-a, 10 iterations each).
 . /lib/gaudi/guest-lib.sh

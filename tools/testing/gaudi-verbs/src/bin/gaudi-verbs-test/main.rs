@@ -114,8 +114,8 @@ use gaudi_verbs::{
     IB_EVENT_PORT_ERR, IB_EVENT_QP_FATAL, MTU_1024, MTU_4096, QPS_ERR, QPS_INIT, QPS_RESET,
     QPS_RTR, QPS_RTS, QP_ACCESS_FLAGS, QP_AV, QP_DEST_QPN, QP_MAX_DEST_RD_ATOMIC, QP_PATH_MTU,
     QP_PKEY_INDEX, QP_PORT, QP_RETRY_CNT, QP_RNR_RETRY, QP_RQ_PSN, QP_SQ_PSN, QP_STATE, QP_TIMEOUT,
-    SEND_SIGNALED, WC_RECV_RDMA_WITH_IMM, WC_REM_ACCESS_ERR, WC_RETRY_EXC_ERR, WC_SUCCESS,
-    WC_WITH_IMM, WC_WR_FLUSH_ERR,
+    SEND_INLINE, SEND_SIGNALED, WC_RECV_RDMA_WITH_IMM, WC_REM_ACCESS_ERR, WC_RETRY_EXC_ERR,
+    WC_SUCCESS, WC_WITH_IMM, WC_WR_FLUSH_ERR,
 };
 use std::io::Write;
 use std::process::exit;
@@ -1114,8 +1114,9 @@ fn unsupported_opcodes() {
             .map(|q| q.qpn),
         libc::EOPNOTSUPP,
     );
-    // A receive queue and inline data may be asked for (software written for
-    // other devices does): the QP is created without them and says so.
+    // A receive queue may be asked for (software written for other devices
+    // does): the QP is created without one and says so; inline data asked
+    // for gets the device's 256 bytes.
     let asked = QpCaps {
         max_recv_wr: 512,
         max_recv_sge: 1,
@@ -1130,7 +1131,7 @@ fn unsupported_opcodes() {
             ))
         });
     check(
-        rq.max_recv_wr == 0 && rq.max_recv_sge == 0 && rq.max_inline_data == 0 && rq.max_send_wr >= 16,
+        rq.max_recv_wr == 0 && rq.max_recv_sge == 0 && rq.max_inline_data == 256 && rq.max_send_wr >= 16,
         format!(
             "RC QP asking for 512 receives and 220 inline bytes: granted {} receives, {} receive SGEs, {} inline bytes, {} send WRs",
             rq.max_recv_wr, rq.max_recv_sge, rq.max_inline_data, rq.max_send_wr
@@ -1418,16 +1419,17 @@ fn end_sized(
     sizes: (u32, u32),
     channel: Option<&CompChannel>,
 ) -> End {
-    end_sge(ctx, pd, port, sizes, 1, channel)
+    end_sge(ctx, pd, port, sizes, (1, 0), channel)
 }
 
-/// As [`end_sized`], with requests of up to `sge` SGEs.
+/// As [`end_sized`], with requests of up to `sge.0` SGEs and `sge.1` bytes of
+/// inline data.
 fn end_sge(
     ctx: &Context,
     pd: &Pd,
     port: u8,
     (sq, cqe): (u32, u32),
-    sge: u32,
+    (sge, inline): (u32, u32),
     channel: Option<&CompChannel>,
 ) -> End {
     let cq = ctx
@@ -1436,6 +1438,7 @@ fn end_sge(
     let caps = QpCaps {
         max_send_wr: sq,
         max_send_sge: sge,
+        max_inline_data: inline,
         ..Default::default()
     };
     let qp = ctx
@@ -1933,15 +1936,15 @@ fn write_loopback(args: &[String]) {
     // untouched, with one completion of the whole length; an SGE of no bytes
     // adds nothing. When the first SGE's WRITE fails, the request completes
     // once, in error (the flush of the rest is not a second completion).
-    let g = end_sge(&ctx, &pd, pa, (16, 32), 4, None);
+    let g = end_sge(&ctx, &pd, pa, (16, 32), (4, 220), None);
     let h = end(&ctx, &pd, pb, None);
     connect(&ctx, &g, h.info.mac, h.info.ipv4, h.qp.qpn, dmr.rkey, 0);
     connect(&ctx, &h, g.info.mac, g.info.ipv4, g.qp.qpn, 0, dmr.rkey);
     check(
-        g.qp.max_send_sge == 4 && g.qp.max_send_wr >= 16,
+        g.qp.max_send_sge == 4 && g.qp.max_send_wr >= 16 && g.qp.max_inline_data == 256,
         format!(
-            "QP of 16 requests of 4 SGEs: granted {} of {}",
-            g.qp.max_send_wr, g.qp.max_send_sge
+            "QP of 16 requests of 4 SGEs and 220 inline bytes: granted {} of {}, {} inline bytes",
+            g.qp.max_send_wr, g.qp.max_send_sge, g.qp.max_inline_data
         ),
     );
     dst.bytes()[..64 * 1024].fill(0);
@@ -1980,6 +1983,75 @@ fn write_loopback(args: &[String]) {
             if dd[300..end_at] == want[..] { "in order and byte-exact" } else { "DIFFERS" }
         ),
     );
+    // Inline: the data is taken when the request is posted (the buffers are
+    // overwritten before the completion; their lkey is 0), from two buffers
+    // one after the other, with an immediate; 257 bytes are refused, and so
+    // is a buffer the poster cannot read (EFAULT).
+    dst.bytes()[..64 * 1024].fill(0);
+    let mut b1: Vec<u8> = (0..100u32).map(|i| (i * 7 + 1) as u8).collect();
+    let mut b2: Vec<u8> = (0..120u32).map(|i| (i * 13 + 5) as u8).collect();
+    let want: Vec<u8> = b1.iter().chain(b2.iter()).copied().collect();
+    let inline_wr = |id: u64, bufs: &[(u64, u32)]| SendWr {
+        wr_id: id,
+        opcode: IB_UVERBS_WR_RDMA_WRITE_WITH_IMM,
+        send_flags: SEND_SIGNALED | SEND_INLINE,
+        remote_addr: diova + 40_000,
+        rkey: dmr.rkey,
+        imm_data: 0x5150_u32.to_be(),
+        sges: bufs
+            .iter()
+            .map(|&(addr, length)| Sge {
+                addr,
+                length,
+                lkey: 0,
+            })
+            .collect(),
+    };
+    let w = inline_wr(510, &[(b1.as_ptr() as u64, 100), (b2.as_ptr() as u64, 120)]);
+    if let Err((e, bad)) = ctx.post_send(&g.qp, &[w]) {
+        fail(format!("post an inline WRITE: {e} (bad_wr {bad})"));
+    }
+    b1.fill(0xee);
+    b2.fill(0xee);
+    let wcs = ctx.wait_cq(&g.cq, 1, 10_000).unwrap_or_default();
+    let r = ctx.wait_cq(&h.cq, 1, 10_000).unwrap_or_default();
+    let dd = dst.bytes();
+    check(
+        wcs.len() == 1
+            && wcs[0].wr_id == 510
+            && wcs[0].status == WC_SUCCESS
+            && wcs[0].byte_len == 220
+            && r.len() == 1
+            && u32::from_be(r[0].imm_data()) == 0x5150
+            && r[0].byte_len == 220
+            && dd[40_000..40_220] == want[..]
+            && dd[39_999] == 0
+            && dd[40_220] == 0,
+        format!(
+            "inline WRITE with immediate of 100 + 120 bytes, sources overwritten after posting: completions {:?} / {:?}, data {}",
+            wcs.first().map(|w| (w.wr_id, w.status, w.byte_len)),
+            r.first().map(|w| (w.status, w.byte_len)),
+            if dd[40_000..40_220] == want[..] { "as posted" } else { "DIFFERS" }
+        ),
+    );
+    let big = vec![1u8; 257];
+    post_refused(
+        &ctx,
+        &g.qp,
+        &[inline_wr(511, &[(big.as_ptr() as u64, 257)])],
+        1,
+        "inline WRITE of 257 bytes",
+    );
+    match ctx.post_send(&g.qp, &[inline_wr(512, &[(0x10, 8)])]) {
+        Ok(()) => fail("inline WRITE from an unmapped address: accepted".into()),
+        Err((e, bad)) => check(
+            errno(&e) == libc::EFAULT && bad == 1,
+            format!(
+                "inline WRITE from an unmapped address: errno {} ({e}), bad_wr {bad}",
+                errno(&e)
+            ),
+        ),
+    }
     let mut imm = wr.clone();
     imm.opcode = IB_UVERBS_WR_RDMA_WRITE_WITH_IMM;
     post_refused(
