@@ -11,7 +11,9 @@ result() {
 }
 
 fail() {
-	echo "FAIL: $*"
+	# On standard error: a helper whose output a test captures ($(...))
+	# still reports why it failed.
+	echo "FAIL: $*" >&2
 	exit 1
 }
 
@@ -260,10 +262,13 @@ up_and_ping() {
 	ip link set lo up
 	ip addr replace "$2/24" dev "$1"
 	ip link set "$1" up
-	n=0
+	# Up to two minutes of the guest's clock: a ping can also fail at once
+	# (no neighbour entry yet, the link still coming up), so a count of
+	# tries is no measure of time.
+	t0=$(uptime_cs)
 	until ping -c 1 -W 1 "$3" >/dev/null 2>&1; do
-		n=$((n + 1))
-		[ $n -lt 120 ] || fail "peer $3 does not answer on $1"
+		[ $(($(uptime_cs) - t0)) -lt 12000 ] || fail "peer $3 does not answer on $1"
+		sleep 0.2
 	done
 }
 
@@ -360,7 +365,7 @@ rxe_up() {
 	done
 	nic=$(nic_with_mac "$1")
 	[ -n "$nic" ] || fail "no NIC with MAC $1*"
-	ip addr add "$2/24" dev "$nic"
+	ip addr replace "$2/24" dev "$nic"
 	ip link set "$nic" up
 	rdma link add rxe0 type rxe netdev "$nic" || fail "rdma link add rxe0 failed"
 	echo "$nic"

@@ -9,7 +9,7 @@ me=10.98.0.$(kparam mgmt "" | sed 's/.*\.//')
 x=$(gid_index_v4 rxe0 "$me") || fail "no RoCE v2 GID of $me on rxe0"
 i=0
 while :; do
-	ib_write_bw -d rxe0 -i 1 -x "$x" -F -s 65536 -n 50 --report_gbits "$peer" >/tmp/bw.txt 2>&1 && break
+	ib_write_bw -d rxe0 -i 1 -x "$x" -F -s 65536 -n 50 -u 18 --report_gbits "$peer" >/tmp/bw.txt 2>&1 && break
 	grep -q "Couldn't connect to $peer" /tmp/bw.txt || { cat /tmp/bw.txt; fail "ib_write_bw (rxe client) failed"; }
 	i=$((i + 1))
 	[ $i -lt 30 ] || { cat /tmp/bw.txt; fail "the Gaudi2 server never listened"; }
