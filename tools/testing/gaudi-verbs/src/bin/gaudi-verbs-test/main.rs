@@ -1203,13 +1203,14 @@ fn unsupported_opcodes() {
             sges: vec![sge],
             ..Default::default()
         };
-        match ctx.post_send(&qp, &[wr]) {
-            Ok(()) => fail(format!("post_send {name}: accepted")),
-            Err((e, bad)) => check(
-                errno(&e) == libc::EOPNOTSUPP && bad == 1,
-                format!("post_send {name}: errno {} ({e}), bad_wr {bad}", errno(&e)),
-            ),
-        }
+        post_refused_with(
+            &ctx,
+            &qp,
+            &[wr],
+            1,
+            libc::EOPNOTSUPP,
+            &format!("post_send {name}"),
+        );
     }
     // The first request of a list fails: nothing of the list is posted.
     let list = [
@@ -1224,16 +1225,14 @@ fn unsupported_opcodes() {
             ..Default::default()
         },
     ];
-    match ctx.post_send(&qp, &list) {
-        Ok(()) => fail("post_send [RDMA_READ, RDMA_WRITE]: accepted".into()),
-        Err((e, bad)) => check(
-            errno(&e) == libc::EOPNOTSUPP && bad == 1,
-            format!(
-                "post_send [RDMA_READ, RDMA_WRITE]: errno {}, bad_wr {bad}",
-                errno(&e)
-            ),
-        ),
-    }
+    post_refused_with(
+        &ctx,
+        &qp,
+        &list,
+        1,
+        libc::EOPNOTSUPP,
+        "post_send [RDMA_READ, RDMA_WRITE]",
+    );
     expect_errno("post_recv", ctx.post_recv(&qp, 9, sge), libc::EOPNOTSUPP);
 
     // The same on a connected QP in RTS, where a WQE would reach the
@@ -1276,16 +1275,14 @@ fn unsupported_opcodes() {
         let good = write_wr(8, addr, 64, mr.lkey, dst.addr(), dmr.rkey);
         for list in [vec![bad_wr.clone()], vec![bad_wr, good]] {
             let n = list.len();
-            match ctx.post_send(&a.qp, &list) {
-                Ok(()) => fail(format!("RTS: post_send {name} (list of {n}): accepted")),
-                Err((e, bad)) => check(
-                    errno(&e) == libc::EOPNOTSUPP && bad == 1,
-                    format!(
-                        "RTS: post_send {name} (list of {n}): errno {}, bad_wr {bad}",
-                        errno(&e)
-                    ),
-                ),
-            }
+            post_refused_with(
+                &ctx,
+                &a.qp,
+                &list,
+                1,
+                libc::EOPNOTSUPP,
+                &format!("RTS: post_send {name} (list of {n})"),
+            );
         }
     }
     let tx1 = emu
@@ -1656,10 +1653,15 @@ fn reg_mapping(ctx: &Context, pd: &Pd, m: &Mapping, access: u32) -> Mr {
 
 /// Posting `wrs` on `qp` must fail with EINVAL, naming request `bad` (from 1).
 fn post_refused(ctx: &Context, qp: &Qp, wrs: &[SendWr], bad: u32, what: &str) {
+    post_refused_with(ctx, qp, wrs, bad, libc::EINVAL, what);
+}
+
+/// Posting `wrs` on `qp` must fail with `want`, naming request `bad` (from 1).
+fn post_refused_with(ctx: &Context, qp: &Qp, wrs: &[SendWr], bad: u32, want: i32, what: &str) {
     match ctx.post_send(qp, wrs) {
         Ok(()) => fail(format!("{what}: accepted")),
         Err((e, got)) => check(
-            errno(&e) == libc::EINVAL && got == bad,
+            errno(&e) == want && got == bad,
             format!("{what}: errno {} ({e}), bad_wr {got}", errno(&e)),
         ),
     }
@@ -2042,16 +2044,14 @@ fn write_loopback(args: &[String]) {
         1,
         "inline WRITE of 257 bytes",
     );
-    match ctx.post_send(&g.qp, &[inline_wr(512, &[(0x10, 8)])]) {
-        Ok(()) => fail("inline WRITE from an unmapped address: accepted".into()),
-        Err((e, bad)) => check(
-            errno(&e) == libc::EFAULT && bad == 1,
-            format!(
-                "inline WRITE from an unmapped address: errno {} ({e}), bad_wr {bad}",
-                errno(&e)
-            ),
-        ),
-    }
+    post_refused_with(
+        &ctx,
+        &g.qp,
+        &[inline_wr(512, &[(0x10, 8)])],
+        1,
+        libc::EFAULT,
+        "inline WRITE from an unmapped address",
+    );
     let mut imm = wr.clone();
     imm.opcode = IB_UVERBS_WR_RDMA_WRITE_WITH_IMM;
     post_refused(
@@ -2398,16 +2398,13 @@ fn mr_out_of_bounds(_args: &[String]) {
     // A deregistered region's key is refused afterwards too.
     ctx.dereg_mr(smr)
         .unwrap_or_else(|e| fail(format!("dereg_mr: {e}")));
-    match ctx.post_send(&a.qp, &[write_wr(40, iova, 16, 1, raddr, rkey)]) {
-        Ok(()) => fail("WRITE from a deregistered region: accepted".into()),
-        Err((e, bad)) => check(
-            errno(&e) == libc::EINVAL && bad == 1,
-            format!(
-                "WRITE from a deregistered region: errno {}, bad_wr {bad}",
-                errno(&e)
-            ),
-        ),
-    }
+    post_refused(
+        &ctx,
+        &a.qp,
+        &[write_wr(40, iova, 16, 1, raddr, rkey)],
+        1,
+        "WRITE from a deregistered region",
+    );
     let faults = stat(&mut emu, "mmu_faults");
     check(
         faults == faults0,
@@ -2544,13 +2541,7 @@ fn write_errors(_args: &[String]) {
         q.qp_state == QPS_ERR,
         format!("QP state after the error: {}", q.qp_state),
     );
-    match ctx.post_send(&a.qp, &[wr(20, 64)]) {
-        Ok(()) => fail("post_send in ERR: accepted".into()),
-        Err((e, bad)) => check(
-            errno(&e) == libc::EINVAL && bad == 1,
-            format!("post_send in ERR: errno {}, bad_wr {bad}", errno(&e)),
-        ),
-    }
+    post_refused(&ctx, &a.qp, &[wr(20, 64)], 1, "post_send in ERR");
 
     // Recovery: link up, both ends through RESET to RTS, and a WRITE lands.
     emu.command("link 0 up")
