@@ -79,7 +79,10 @@ use crate::{
         udata::{Udata, User},
         umem::Access,
         uverbs::UapiDef,
-        wr::SendWrs,
+        wr::{
+            RecvWrs,
+            SendWrs, //
+        },
     },
     sync::{new_spinlock_irq, Completion, Mutex, Refcount, SpinLockIrq},
     types::Opaque,

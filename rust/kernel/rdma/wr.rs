@@ -184,6 +184,73 @@ impl<'a> Iterator for SendWrs<'a> {
     }
 }
 
+/// A receive work request (`struct ib_recv_wr`), borrowed for a `post_recv` call.
+pub struct RecvWr<'a> {
+    raw: &'a bindings::ib_recv_wr,
+}
+
+impl<'a> RecvWr<'a> {
+    /// The caller's identifier, reported in the completion that consumes the request.
+    pub fn wr_id(&self) -> u64 {
+        // SAFETY: `wr_id` and `wr_cqe` share the storage; reading the bits as `u64` is valid
+        // either way, and completions hand them back the same way.
+        unsafe { self.raw.__bindgen_anon_1.wr_id }
+    }
+
+    /// The scatter/gather list.
+    pub fn sges(&self) -> &'a [Sge] {
+        let n = usize::try_from(self.raw.num_sge).unwrap_or(0);
+        if n == 0 || self.raw.sg_list.is_null() {
+            return &[];
+        }
+        // SAFETY: The poster provides `num_sge` elements at `sg_list`, valid for the call
+        // (`'a`); `Sge` is a transparent `ib_sge`.
+        unsafe { core::slice::from_raw_parts(self.raw.sg_list.cast::<Sge>(), n) }
+    }
+}
+
+/// The list of receive work requests of one `post_recv` call, taken in order; on an error the
+/// request taken last (or the first, if none was taken) is reported as the failed one, as for
+/// [`SendWrs`].
+pub struct RecvWrs<'a> {
+    next: *const bindings::ib_recv_wr,
+    last: *const bindings::ib_recv_wr,
+    _p: PhantomData<&'a bindings::ib_recv_wr>,
+}
+
+impl<'a> RecvWrs<'a> {
+    /// # Safety
+    ///
+    /// `first` is null or the head of a list of receive work requests valid for `'a`.
+    pub(crate) unsafe fn new(first: *const bindings::ib_recv_wr) -> Self {
+        Self {
+            next: first,
+            last: first,
+            _p: PhantomData,
+        }
+    }
+
+    /// The request to report as failed.
+    pub(crate) fn failed(&self) -> *const bindings::ib_recv_wr {
+        self.last
+    }
+}
+
+impl<'a> Iterator for RecvWrs<'a> {
+    type Item = RecvWr<'a>;
+
+    fn next(&mut self) -> Option<RecvWr<'a>> {
+        if self.next.is_null() {
+            return None;
+        }
+        // SAFETY: `next` is a request of the list, valid for `'a` (type invariants of `new`).
+        let raw = unsafe { &*self.next };
+        self.last = self.next;
+        self.next = raw.next;
+        Some(RecvWr { raw })
+    }
+}
+
 #[macros::kunit_tests(rust_kernel_rdma_wr)]
 mod tests {
     use super::*;
@@ -265,5 +332,41 @@ mod tests {
         assert!(wrs.peek().is_none());
         assert!(wrs.next().is_none());
         assert_eq!(Opcode::from_raw(0x7f), Opcode::Other(0x7f));
+    }
+
+    #[test]
+    fn receive_requests_and_failed_request() {
+        let mut sges: [bindings::ib_sge; 2] = pin_init::zeroed();
+        sges[0].addr = 0x4000;
+        sges[0].length = 16;
+        sges[0].lkey = 9;
+        let mut wrs: [bindings::ib_recv_wr; 2] = pin_init::zeroed();
+        wrs[0].__bindgen_anon_1.wr_id = 7;
+        wrs[0].sg_list = sges.as_mut_ptr();
+        wrs[0].num_sge = 1;
+        wrs[1].__bindgen_anon_1.wr_id = 8;
+        // A negative count is no SGE at all.
+        wrs[1].sg_list = sges.as_mut_ptr();
+        wrs[1].num_sge = -1;
+        let second: *const bindings::ib_recv_wr = &raw const wrs[1];
+        wrs[0].next = second.cast_mut();
+        let first: *const bindings::ib_recv_wr = &raw const wrs[0];
+        // SAFETY: `first` heads a list of two requests that outlive `list`.
+        let mut list = unsafe { RecvWrs::new(first) };
+        assert_eq!(list.failed(), first);
+        let w = list.next().expect("first request");
+        assert_eq!(w.wr_id(), 7);
+        let s = w.sges();
+        assert_eq!(
+            (s.len(), s[0].addr(), s[0].length(), s[0].lkey()),
+            (1, 0x4000, 16, 9)
+        );
+        assert_eq!(list.failed(), first);
+        let w = list.next().expect("second request");
+        assert_eq!(w.wr_id(), 8);
+        assert!(w.sges().is_empty());
+        assert_eq!(list.failed(), second);
+        assert!(list.next().is_none());
+        assert_eq!(list.failed(), second);
     }
 }

@@ -411,13 +411,15 @@ pub(super) unsafe extern "C" fn post_recv<T: Driver>(
     wr: *const bindings::ib_recv_wr,
     bad_wr: *mut *const bindings::ib_recv_wr,
 ) -> c_int {
+    // SAFETY: `wr` is the poster's list, valid for the call.
+    let mut wrs = unsafe { RecvWrs::new(wr) };
     // SAFETY: `qp` is a live QP of driver `T` with initialised data.
-    match T::post_recv(unsafe { Qp::<T>::from_raw(qp) }) {
+    match T::post_recv(unsafe { Qp::<T>::from_raw(qp) }, &mut wrs) {
         Ok(()) => 0,
         Err(e) => {
             if !bad_wr.is_null() {
                 // SAFETY: A non-null `bad_wr` is the poster's slot for the failed request.
-                unsafe { *bad_wr = wr };
+                unsafe { *bad_wr = wrs.failed() };
             }
             e.to_errno()
         }

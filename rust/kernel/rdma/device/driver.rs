@@ -179,10 +179,10 @@ pub trait Driver: Sized + Send + Sync + 'static {
         Err(EOPNOTSUPP)
     }
 
-    /// Post receive work requests to `qp`; on an error the first request is reported as the
-    /// failed one. Drivers of devices without receive queues keep the default, `EOPNOTSUPP`.
-    /// Must not sleep.
-    fn post_recv(_qp: &Qp<Self>) -> Result {
+    /// Post the receive work requests of `wrs` to `qp`, in order. On an error, the request
+    /// taken last from `wrs` is reported as the failed one (see [`RecvWrs`]). Drivers of
+    /// devices without receive queues keep the default, `EOPNOTSUPP`. Must not sleep.
+    fn post_recv(_qp: &Qp<Self>, _wrs: &mut RecvWrs<'_>) -> Result {
         Err(EOPNOTSUPP)
     }
 
