@@ -31,6 +31,9 @@ PROVIDER=$("$TOP/scripts/rdma-core.sh" path)/lib/libgaudi.so.1
 # rdma-core's test suite (pyverbs), from the same source tree, with the
 # project's patches (tools/rdma-core/patches).
 RDMA_TESTS=$("$TOP/scripts/rdma-core.sh" tree)/tests
+# pyverbs' modules the project patches, from that source (the guest puts
+# them over Debian's).
+mapfile -t PYVERBS_MODS < <("$TOP/scripts/rdma-core.sh" pyverbs)
 LIBDIR=/usr/lib/x86_64-linux-gnu
 RDMA_PROGRAMS="/usr/bin/ibv_devinfo /usr/bin/ibv_rc_pingpong /usr/bin/ib_write_bw /usr/bin/ib_write_lat"
 
@@ -41,13 +44,16 @@ if [ ! -x "$RXE_PEER" ]; then
 	in_env gcc -O2 -Wall -Werror -o "$RXE_PEER" "$RXE_PEER_SRC" -libverbs ||
 		die "building rxe-peer failed"
 fi
+for m in "${PYVERBS_MODS[@]}"; do
+	[ -f "$m" ] || die "$m missing: build the provider first (scripts/rdma-core.sh build)"
+done
 [ -f "$RDMA_TESTS/run_tests.py" ] || die "$RDMA_TESTS missing: fetch the rdma-core source first (scripts/rdma-core.sh source)"
 [ -x "$BUSYBOX" ] || die "busybox missing from the build environment"
 [ -x "$VERBS" ] || die "$VERBS missing: build the test programs first"
 [ -x "$RDMA_TOOL" ] || die "rdma (iproute2) missing from the build environment"
 [ -x "$ETHTOOL" ] || die "ethtool missing from the build environment"
 
-inputs=("$MOD" "$BUSYBOX" "$VERBS" "$RDMA_TOOL" "$ETHTOOL" "$RXE_PEER" "$(readlink -f "$PROVIDER")" "$KOUT/include/config/kernel.release" "$TOP/tools/testing/vm/init"
+inputs=("$MOD" "$BUSYBOX" "$VERBS" "$RDMA_TOOL" "$ETHTOOL" "$RXE_PEER" "$(readlink -f "$PROVIDER")" "${PYVERBS_MODS[@]}" "$KOUT/include/config/kernel.release" "$TOP/tools/testing/vm/init"
 	"$TOP/tools/testing/guest" "$RDMA_TESTS" "$0")
 if [ -f "$OUT" ] && [ -z "$(find "${inputs[@]}" -newer "$OUT" -print -quit)" ]; then
 	exit 0
@@ -64,6 +70,8 @@ install -m 0755 "$TOP/tools/testing/vm/init" "$root/init"
 cp "$TOP/tools/testing/guest/guest-lib.sh" "$TOP/tools/testing/guest/pyverbs-run.py" \
 	"$TOP/tools/testing/guest/pyverbs-skips.txt" "$root/lib/gaudi/"
 cp -r "$RDMA_TESTS" "$root/lib/gaudi/rdma-core-tests"
+mkdir -p "$root/lib/gaudi/pyverbs"
+cp "${PYVERBS_MODS[@]}" "$root/lib/gaudi/pyverbs/"
 cp "$TOP"/tools/testing/guest/tests/*.sh "$root/tests/"
 cp "$MOD" "$root/lib/modules/"
 cp "$KOUT/include/config/kernel.release" "$root/etc/kernel-release"

@@ -16,14 +16,15 @@ SUITE=trixie
 
 # rdma-core: the binary packages (libibverbs, its tools, perftest's
 # libibverbs programs, pyverbs) and the source package the device's provider
-# is built in must be one version (scripts/rdma-core.sh).
+# is built in must be one version (scripts/rdma-core.sh). pyverbs' dma-buf
+# module is rebuilt from that source (cython3, python3-dev, libdrm-dev).
 RDMA_CORE_VER=${RDMA_CORE_VER:-56.1-1}
 RDMA_CORE_PKGS="libibverbs1=$RDMA_CORE_VER libibverbs-dev=$RDMA_CORE_VER ibverbs-providers=$RDMA_CORE_VER
 ibverbs-utils=$RDMA_CORE_VER librdmacm1t64=$RDMA_CORE_VER python3-pyverbs=$RDMA_CORE_VER perftest"
 ENV_PKGS="make gcc libc6-dev flex bison bc libelf-dev libssl-dev cpio kmod python3
 xz-utils zstd rsync clang lld llvm libclang-dev bindgen busybox-static patch ca-certificates tshark
 iproute2 ethtool dpkg-dev cmake ninja-build pkg-config libnl-3-dev libnl-route-3-dev libudev-dev
-$RDMA_CORE_PKGS"
+cython3 python3-dev libdrm-dev $RDMA_CORE_PKGS"
 ENV_BPO_PKGS="rustc cargo rust-src rustfmt rust-clippy qemu-system-x86 $KPKG=$KVER_PIN"
 
 log() { printf '==> %s\n' "$*" >&2; }

@@ -7,18 +7,36 @@
 # (IBVERBS_PRIVATE_<n>), so the two must not differ by a single revision.
 #
 #   rdma-core.sh source   fetch and unpack the source (once), apply the overlay
-#   rdma-core.sh build    configure (once) and build the provider (incremental)
+#   rdma-core.sh build    configure (once) and build the provider and
+#                         pyverbs' dma-buf and MR modules (incremental)
 #   rdma-core.sh path     the build directory
 #   rdma-core.sh tree     the source tree
+#   rdma-core.sh pyverbs  the pyverbs modules built
 #
-# Only the provider and what it links against are built; the man pages,
-# pyverbs and the other providers are not.
+# Only the provider, the pyverbs modules the project patches (dma-buf
+# allocation through udmabuf where no GPU is, and DmaBufMR; see
+# tools/rdma-core/patches; the guest puts them over Debian's) and what they
+# link against are built; the man pages, the rest of pyverbs and the other
+# providers are not.
 
 . "$(dirname "$0")/lib.sh"
 
 RC=$CACHE/rdma-core/$RDMA_CORE_VER
 RSRC=$RC/src
 RBUILD=$RC/build
+# The pyverbs modules built (ninja targets), named as Python names extension
+# modules
+PYVERBS_MODULES="dmabuf mr"
+pyso() {
+	local abi m
+	abi=$(in_env python3 -c 'import sysconfig; print(sysconfig.get_config_var("SOABI"))')
+	for m in $PYVERBS_MODULES; do
+		echo "$m.$abi"
+	done
+}
+CMAKE_FLAGS="-G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DENABLE_WERROR=1 -DNO_MAN_PAGES=1
+-DENABLE_STATIC=0 -DCMAKE_INSTALL_PREFIX=/usr -DCMAKE_INSTALL_LIBDIR=lib/x86_64-linux-gnu
+-DCMAKE_INSTALL_SYSCONFDIR=/etc"
 
 do_source() {
 	local have
@@ -55,16 +73,19 @@ do_source() {
 
 do_build() {
 	do_source
-	if [ ! -f "$RBUILD/build.ninja" ]; then
+	if [ ! -f "$RBUILD/build.ninja" ] || [ "$(cat "$RBUILD/.flags" 2>/dev/null)" != "$CMAKE_FLAGS" ]; then
 		log "configuring rdma-core $RDMA_CORE_VER"
+		rm -rf "$RBUILD"
 		mkdir -p "$RBUILD"
-		in_env cmake -S "$RSRC" -B "$RBUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-			-DENABLE_WERROR=1 -DNO_MAN_PAGES=1 -DNO_PYVERBS=1 -DENABLE_STATIC=0 \
-			-DCMAKE_INSTALL_PREFIX=/usr -DCMAKE_INSTALL_LIBDIR=lib/x86_64-linux-gnu \
-			-DCMAKE_INSTALL_SYSCONFDIR=/etc >"$RC/configure.log" 2>&1 ||
+		# shellcheck disable=SC2086
+		in_env cmake -S "$RSRC" -B "$RBUILD" $CMAKE_FLAGS >"$RC/configure.log" 2>&1 ||
 			{ rm -f "$RBUILD/build.ninja"; die "configuring rdma-core failed, see $RC/configure.log"; }
+		grep -q "build python/pyverbs/$(pyso | head -n 1).so" "$RBUILD/build.ninja" ||
+			{ rm -f "$RBUILD/build.ninja"; die "rdma-core configured without pyverbs (cython3, python3-dev), see $RC/configure.log"; }
+		echo "$CMAKE_FLAGS" >"$RBUILD/.flags"
 	fi
-	in_env ninja -C "$RBUILD" gaudi >"$RC/build.log" 2>&1 ||
+	# shellcheck disable=SC2046
+	in_env ninja -C "$RBUILD" gaudi $(pyso) >"$RC/build.log" 2>&1 ||
 		{ cat "$RC/build.log" >&2; die "building the provider failed"; }
 	# Warning-free under rdma-core's own flags (-Werror is on): the log
 	# would show any that a future flag turned into a non-error.
@@ -78,6 +99,7 @@ case "${1:-}" in
 source) do_source ;;
 build) do_build ;;
 path) echo "$RBUILD" ;;
+pyverbs) pyso | sed "s|^|$RBUILD/python/pyverbs/|; s|\$|.so|" ;;
 tree) echo "$RSRC" ;;
-*) die "usage: rdma-core.sh source|build|path|tree" ;;
+*) die "usage: rdma-core.sh source|build|path|tree|pyverbs" ;;
 esac

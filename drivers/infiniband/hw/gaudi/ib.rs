@@ -36,7 +36,10 @@ use kernel::{
             Presence,
             UapiDef, //
         },
-        wr::SendWrs,
+        wr::{
+            RecvWrs,
+            SendWrs, //
+        },
         DeviceAttr,
         DmabufMr,
         Gid,
@@ -593,10 +596,9 @@ impl rdma::Driver for GaudiRdma {
             vendor_part_id: d.vendor_part_id,
             max_qp: c.max_qps.saturating_mul(c.ports),
             max_qp_wr: c.max_sqe,
-            // Requests of several SGEs are one WQE per SGE. `max_recv_sge` is the same: the
-            // uverbs ABI reports the smaller of the two as the device's `max_sge`, which
-            // software reads as the send limit; the receive queue itself is never granted an
-            // entry (`create_qp`).
+            // Requests of several SGEs are one WQE per SGE. Receives take as many (they are
+            // credits, `queue::post_recv`); the uverbs ABI reports the smaller of the two as
+            // the device's `max_sge`.
             max_send_sge: queue::MAX_SEND_SGE,
             max_recv_sge: queue::MAX_SEND_SGE,
             max_cq: c.max_cqs.saturating_mul(c.ports),
@@ -834,10 +836,10 @@ impl rdma::Driver for GaudiRdma {
                 );
                 return Err(EOPNOTSUPP);
             }
-            // A receive queue may be asked for (software written for other devices does): the
-            // QP gets none, and says so in the capabilities it reports; posting a receive
-            // fails. Inline data asked for by user space gets a bounce area of
-            // `hw::INLINE_MAX` bytes per WQE, which it reports (a kernel consumer's gets
+            // A receive queue asked for is granted as asked: its receives are the credits of
+            // incoming WRITEs with immediate (`queue::post_recv`), held by the driver, as the
+            // NIC has no receive queue. Inline data asked for by user space gets a bounce area
+            // of `hw::INLINE_MAX` bytes per WQE, which it reports (a kernel consumer's gets
             // none).
             let cap = init.cap();
             let inline = user.is_some() && cap.max_inline_data > 0;
@@ -845,11 +847,17 @@ impl rdma::Driver for GaudiRdma {
             // holds the requests asked for, each with as many SGEs as asked for.
             let sge = cap.max_send_sge.max(1);
             let wqes = cap.max_send_wr.saturating_mul(sge);
-            if cap.max_send_wr == 0 || sge > queue::MAX_SEND_SGE || wqes > d.caps.max_sqe {
+            if cap.max_send_wr == 0
+                || sge > queue::MAX_SEND_SGE
+                || wqes > d.caps.max_sqe
+                || cap.max_recv_wr > d.caps.max_sqe
+                || cap.max_recv_sge > queue::MAX_SEND_SGE
+            {
                 kernel::ibdev_info_ratelimited!(
                     dev,
-                    "QP capabilities refused: {:?} (send WRs times SGEs 1 to {}, SGEs up to {})\n",
+                    "QP capabilities refused: {:?} (send WRs times SGEs 1 to {}, receive WRs up to {}, SGEs up to {})\n",
                     cap,
+                    d.caps.max_sqe,
                     d.caps.max_sqe,
                     queue::MAX_SEND_SGE
                 );
@@ -871,6 +879,8 @@ impl rdma::Driver for GaudiRdma {
                     pd: pd.data().id,
                     log_sq: entries.ilog2(),
                     max_sge: sge,
+                    max_recv_wr: cap.max_recv_wr,
+                    max_recv_sge: cap.max_recv_sge,
                     inline,
                     signal_all: init.signal_all(),
                     cq,
@@ -883,8 +893,9 @@ impl rdma::Driver for GaudiRdma {
             init.grant(QpCap {
                 max_send_wr: entries / sge,
                 max_send_sge: sge,
+                max_recv_wr: cap.max_recv_wr,
+                max_recv_sge: cap.max_recv_sge,
                 max_inline_data: if inline { hw::INLINE_MAX as u32 } else { 0 },
-                ..QpCap::default()
             });
             let data = data?;
             Ok(data)
@@ -926,8 +937,9 @@ impl rdma::Driver for GaudiRdma {
             cap: QpCap {
                 max_send_wr: q.max_send_wr(),
                 max_send_sge: q.max_send_sge(),
+                max_recv_wr: q.max_recv_wr(),
+                max_recv_sge: q.max_recv_sge(),
                 max_inline_data: q.max_inline_data(),
-                ..QpCap::default()
             },
             signal_all: q.signal_all(),
         })
@@ -965,6 +977,20 @@ impl rdma::Driver for GaudiRdma {
             kernel::ibdev_dbg!(
                 qp.device(),
                 "QP {}: post_send refused: {:?}\n",
+                qp.qp_num(),
+                e
+            );
+        }
+        res
+    }
+
+    fn post_recv(qp: &rdma::Qp<Self>, wrs: &mut RecvWrs<'_>) -> Result {
+        let d = qp.device().data();
+        let res = queue::post_recv(qp.data(), wrs, |key| d.mr(key).map(|m| m.view));
+        if let Err(e) = res {
+            kernel::ibdev_dbg!(
+                qp.device(),
+                "QP {}: post_recv refused: {:?}\n",
                 qp.qp_num(),
                 e
             );

@@ -205,9 +205,12 @@ pub(crate) fn dereg(mr: &rdma::Mr<GaudiRdma>) -> Result {
 
 /// Refuse what the NIC cannot do with a memory region of `length` bytes and `access`.
 fn check_mr(dev: &rdma::Device<GaudiRdma>, length: u64, access: Access) -> Result {
-    // The NIC executes RDMA WRITE only: nothing reads or atomically updates its memory on
-    // behalf of a peer, and it has no memory windows or on-demand paging.
-    let unsupported = Access::REMOTE_READ | Access::REMOTE_ATOMIC | Access::MW_BIND;
+    // The NIC executes RDMA WRITE only: nothing atomically updates its memory on behalf of a
+    // peer, and it has no memory windows or on-demand paging. `REMOTE_READ`, which software
+    // asks for with every region (there is no capability to say it would be refused), is
+    // kept and grants nothing: the NIC executes no READ request (it takes only the packets of
+    // WRITEs and acknowledgements), and the device writes a region only with `REMOTE_WRITE`.
+    let unsupported = Access::REMOTE_ATOMIC | Access::MW_BIND;
     if access.bits() & unsupported.bits() != 0 || access.contains(Access::ON_DEMAND) {
         kernel::ibdev_info_ratelimited!(
             dev,

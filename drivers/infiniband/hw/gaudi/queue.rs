@@ -7,6 +7,7 @@
 //! See "Completion queues and queue pairs" in Documentation/infiniband/gaudi/design.rst.
 
 use kernel::{
+    alloc::flags::GFP_KERNEL_ACCOUNT,
     device::{
         Bound,
         Device, //
@@ -28,6 +29,7 @@ use kernel::{
         qp::QpState,
         wr::{
             Opcode,
+            RecvWrs,
             SendWrs, //
         },
         Gid, Mtu,
@@ -436,6 +438,15 @@ struct Sq {
     /// The length of the region incoming WRITEs reach (0: the QP takes none): a completion
     /// of a WRITE with immediate longer than that did not come from this QP's responder.
     recv_len: u64,
+    /// The QP's access rights include `IB_ACCESS_REMOTE_WRITE`: it may take WRITEs with
+    /// immediate, and so receives (their credits).
+    remote_write: bool,
+    /// The receives posted and not consumed, oldest first from `recv_head` (a ring of
+    /// `recvs.len()` entries, `recv_count` of them taken): a received WRITE with immediate
+    /// completes the oldest.
+    recvs: KVec<u64>,
+    recv_head: usize,
+    recv_count: usize,
     /// Producer index (next WQE to write), consumer index (oldest WQE not completed).
     pi: u16,
     ci: u16,
@@ -460,6 +471,8 @@ pub(crate) struct QpData {
     log_sq: u32,
     /// SGEs a request may have (at most [`MAX_SEND_SGE`]).
     max_sge: u32,
+    /// SGEs a receive may have (at most [`MAX_SEND_SGE`]).
+    max_recv_sge: u32,
     signal_all: bool,
     /// The CQ of every completion of the QP.
     cq: Arc<Cq>,
@@ -479,6 +492,9 @@ pub(crate) struct QpParams {
     pub(crate) pd: u32,
     pub(crate) log_sq: u32,
     pub(crate) max_sge: u32,
+    /// Receives the QP holds, and SGEs each may have.
+    pub(crate) max_recv_wr: u32,
+    pub(crate) max_recv_sge: u32,
     /// Inline requests may be posted (a QP of user space: their data is copied from the
     /// poster's memory).
     pub(crate) inline: bool,
@@ -505,6 +521,10 @@ impl QpData {
         lens.resize(size, 0, GFP_KERNEL)?;
         let mut cont = KVec::with_capacity(size, GFP_KERNEL)?;
         cont.resize(size, false, GFP_KERNEL)?;
+        // Sized by user space: charged to the poster's memory cgroup.
+        let rq = p.max_recv_wr as usize;
+        let mut recvs = KVec::with_capacity(rq, GFP_KERNEL_ACCOUNT)?;
+        recvs.resize(rq, 0, GFP_KERNEL_ACCOUNT)?;
         let shared = shared.clone();
         Ok(try_pin_init!(Self {
             shared,
@@ -512,6 +532,7 @@ impl QpData {
             pd: p.pd,
             log_sq: p.log_sq,
             max_sge: p.max_sge,
+            max_recv_sge: p.max_recv_sge,
             signal_all: p.signal_all,
             cq: p.cq,
             ring,
@@ -527,6 +548,10 @@ impl QpData {
                 remote_explicit: false,
                 rebinding: false,
                 recv_len: 0,
+                remote_write: false,
+                recvs,
+                recv_head: 0,
+                recv_count: 0,
                 pi: 0,
                 ci: 0,
                 wr_ids,
@@ -552,6 +577,15 @@ impl QpData {
 
     pub(crate) fn max_send_sge(&self) -> u32 {
         self.max_sge
+    }
+
+    /// The receives the QP holds.
+    pub(crate) fn max_recv_wr(&self) -> u32 {
+        self.sq.lock().recvs.len() as u32
+    }
+
+    pub(crate) fn max_recv_sge(&self) -> u32 {
+        self.max_recv_sge
     }
 
     /// The largest inline request (0: none).
@@ -613,6 +647,10 @@ impl QpData {
                 sq.remote_rkey = 0;
                 sq.remote_explicit = false;
                 sq.recv_len = 0;
+                sq.remote_write = false;
+                // Receives left are discarded (they were never flushed, see `post_recv`).
+                sq.recv_head = 0;
+                sq.recv_count = 0;
                 return Ok(());
             }
             QpState::Err if !on_device => {
@@ -651,9 +689,8 @@ impl QpData {
         sq.on_device = true;
         sq.remote_rkey = a.path.remote_rkey;
         sq.remote_explicit = a.path.remote_explicit;
-        sq.recv_len = if a.access & kernel::rdma::umem::Access::REMOTE_WRITE.bits() != 0
-            && a.path.local_rkey != 0
-        {
+        sq.remote_write = a.access & kernel::rdma::umem::Access::REMOTE_WRITE.bits() != 0;
+        sq.recv_len = if sq.remote_write && a.path.local_rkey != 0 {
             a.path.region.length
         } else {
             0
@@ -870,6 +907,48 @@ pub(crate) fn post_send(
         ring(&sq);
     }
     res
+}
+
+/// Post the receives of `wrs` on `qp`: `lookup` finds a region by lkey.
+///
+/// The NIC has no receive queue: a receive is a credit that a received RDMA WRITE with
+/// immediate consumes, reporting its `wr_id` (nothing is written to its SGEs, which are
+/// checked as those of a request). A QP with no receive queue (asked for none) refuses
+/// receives with `EOPNOTSUPP`; so does one closed to remote writes, which never takes a
+/// WRITE. `EINVAL` in RESET or ERR (receives are not flushed), for more SGEs than the QP
+/// takes or an SGE outside a region of its PD; `ENOMEM` when the queue is full.
+pub(crate) fn post_recv(
+    qp: &QpData,
+    wrs: &mut RecvWrs<'_>,
+    lookup: impl Fn(u32) -> Option<MrView>,
+) -> Result {
+    let mut sq = qp.sq.lock();
+    for wr in wrs.by_ref() {
+        if sq.recvs.is_empty() {
+            return Err(EOPNOTSUPP);
+        }
+        if matches!(sq.state, QpState::Reset | QpState::Err) {
+            return Err(EINVAL);
+        }
+        if !sq.remote_write {
+            return Err(EOPNOTSUPP);
+        }
+        let sges = wr.sges();
+        if sges.len() > qp.max_recv_sge as usize {
+            return Err(EINVAL);
+        }
+        for sge in sges {
+            let mr = lookup(sge.lkey()).ok_or(EINVAL)?;
+            translate(&mr, qp.pd, sge.addr(), sge.length())?;
+        }
+        if sq.recv_count == sq.recvs.len() {
+            return Err(ENOMEM);
+        }
+        let tail = (sq.recv_head + sq.recv_count) % sq.recvs.len();
+        sq.recvs[tail] = wr.wr_id();
+        sq.recv_count += 1;
+    }
+    Ok(())
 }
 
 /// The data of an inline request of `sges` (user-space addresses of the poster; lkeys do
@@ -1141,12 +1220,19 @@ fn complete<T: kernel::rdma::Driver<Qp = QpData>>(
         hw::CQE_RECV_WRITE_IMM => {
             // The responder reports only WRITEs it took: successful, on the QP's port, into
             // the region it is bound to.
-            let sq = q.sq.lock();
+            let mut sq = q.sq.lock();
             if status != WcStatus::Success
                 || sq.port != port
                 || u64::from(cqe.byte_len) > sq.recv_len
             {
                 return Err(EPROTO);
+            }
+            // The oldest receive is its credit; with none posted, the device did not wait
+            // for one (it has no receive queue to hold the WRITE back with an RNR NAK).
+            if sq.recv_count != 0 {
+                wc.wr_id = sq.recvs[sq.recv_head];
+                sq.recv_head = (sq.recv_head + 1) % sq.recvs.len();
+                sq.recv_count -= 1;
             }
             wc.opcode = WcOpcode::RecvRdmaWithImm;
             wc.imm = Some(cqe.imm);

@@ -8,7 +8,9 @@
  * translation domain and no lkeys). So every verb here is a command to the
  * kernel driver, the data path included: ibv_post_send() and the
  * ibv_wr_*() calls end in ibv_cmd_post_send(), ibv_poll_cq() in
- * ibv_cmd_poll_cq(). What the NIC cannot do fails with EOPNOTSUPP.
+ * ibv_cmd_poll_cq(), ibv_post_recv() in ibv_cmd_post_recv() (receives are
+ * credits of incoming WRITEs with immediate). What the NIC cannot do fails
+ * with EOPNOTSUPP.
  */
 
 #include <errno.h>
@@ -591,9 +593,17 @@ int gaudi_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
 int gaudi_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr,
 		    struct ibv_recv_wr **bad_wr)
 {
-	/* The NIC has no receive queues: data arrives by RDMA WRITE. */
-	*bad_wr = wr;
-	verbs_debug(verbs_get_ctx(qp->context),
-		    "post_recv: the device has no receive queues\n");
-	return EOPNOTSUPP;
+	int err;
+
+	/*
+	 * The NIC has no receive queues: a receive is only the credit of an
+	 * incoming RDMA WRITE with immediate, which the kernel keeps and hands
+	 * to its completion. A QP without IBV_ACCESS_REMOTE_WRITE never takes
+	 * one, so it refuses receives.
+	 */
+	err = ibv_cmd_post_recv(qp, wr, bad_wr);
+	if (err == EOPNOTSUPP)
+		verbs_debug(verbs_get_ctx(qp->context),
+			    "post_recv: the device has no receive queues; receives are credits of RDMA WRITE with immediate, on QPs with IBV_ACCESS_REMOTE_WRITE only\n");
+	return err;
 }

@@ -903,7 +903,7 @@ fn rate_limit_bound(took: Duration, interval: Duration, burst: u64) -> u64 {
 
 /// `log-ratelimited [--verbs N] [--faults N]`: what user space provokes by
 /// the thousand adds a few dozen kernel log lines at most. N (default
-/// 10000) REG_MR with REMOTE_READ, each refused with EOPNOTSUPP (the driver
+/// 10000) REG_MR with REMOTE_ATOMIC, each refused with EOPNOTSUPP (the driver
 /// logs 10 refusals per 5 s), add at most 20 lines; N MMU faults of WQEs
 /// whose source device VA is unmapped (a LOC_PROT_ERR CQE each, the QP
 /// brought back through RESET, INIT and RTR to RTS after each; the driver
@@ -930,15 +930,15 @@ pub(crate) fn log_ratelimited(args: &[String]) {
             src.addr(),
             4096,
             src.addr(),
-            IB_UVERBS_ACCESS_REMOTE_READ,
+            IB_UVERBS_ACCESS_LOCAL_WRITE | IB_UVERBS_ACCESS_REMOTE_ATOMIC,
         ) {
             Err(e) if errno(&e) == libc::EOPNOTSUPP => {}
             Err(e) => fail(format!(
-                "REG_MR with REMOTE_READ {i} of {verbs}: errno {} ({e}), expected EOPNOTSUPP",
+                "REG_MR with REMOTE_ATOMIC {i} of {verbs}: errno {} ({e}), expected EOPNOTSUPP",
                 errno(&e)
             )),
             Ok(mr) => fail(format!(
-                "REG_MR with REMOTE_READ {i} of {verbs}: accepted (key {:#x})",
+                "REG_MR with REMOTE_ATOMIC {i} of {verbs}: accepted (key {:#x})",
                 mr.lkey
             )),
         }
@@ -949,7 +949,7 @@ pub(crate) fn log_ratelimited(args: &[String]) {
     check(
         lines <= allowed && refusals >= 1,
         format!(
-            "{verbs} REG_MR with REMOTE_READ, each EOPNOTSUPP, in {:.1} s: {lines} kernel log lines added ({refusals} \"memory registration with access ... refused\"), at most {allowed}",
+            "{verbs} REG_MR with REMOTE_ATOMIC, each EOPNOTSUPP, in {:.1} s: {lines} kernel log lines added ({refusals} \"memory registration with access ... refused\"), at most {allowed}",
             took.as_secs_f64()
         ),
     );

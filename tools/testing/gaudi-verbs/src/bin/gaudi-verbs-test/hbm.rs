@@ -196,8 +196,8 @@ impl HbmTarget {
             libc::EINVAL,
         );
         expect_errno(
-            "dma-buf MR for remote reads (the NIC does RDMA WRITE only)",
-            ctx.reg_dmabuf_mr(pd, &buf, 0, len, 0, rw | IB_UVERBS_ACCESS_REMOTE_READ),
+            "dma-buf MR for remote atomics (the NIC does RDMA WRITE only)",
+            ctx.reg_dmabuf_mr(pd, &buf, 0, len, 0, rw | IB_UVERBS_ACCESS_REMOTE_ATOMIC),
             libc::EOPNOTSUPP,
         );
         // The object goes; the dma-buf and the MR keep the block: a new

@@ -20,7 +20,7 @@
 //!       HBM succeed, the context keeps the NIC to itself until it is
 //!       closed, and another context's PD is refused meanwhile.
 //!   gaudi-verbs-test log-ratelimited [--verbs N] [--faults N]
-//!       N (default 10000) REG_MR with REMOTE_READ, each EOPNOTSUPP, add at
+//!       N (default 10000) REG_MR with REMOTE_ATOMIC, each EOPNOTSUPP, add at
 //!       most 20 kernel log lines; N MMU faults of a QP set's WQEs (each a
 //!       LOC_PROT_ERR CQE, the QP reset to RTS after each; the emulator
 //!       counts exactly N) at most 40.
@@ -1010,10 +1010,16 @@ fn mr_register(args: &[String]) {
         faults_expected += check_region(&ctx, &pd, &mut emu, map, Some(30));
     }
 
-    // Without REMOTE_WRITE the device may read but not write the region.
+    // Without REMOTE_WRITE the device may read but not write the region;
+    // REMOTE_READ is accepted (software asks for it) and grants nothing more.
     let mut map = Mapping::new(8192);
     map.bytes()[0] = 0x5a;
-    for access in [IB_UVERBS_ACCESS_LOCAL_WRITE, 0] {
+    for access in [
+        IB_UVERBS_ACCESS_LOCAL_WRITE,
+        0,
+        IB_UVERBS_ACCESS_REMOTE_READ,
+        IB_UVERBS_ACCESS_LOCAL_WRITE | IB_UVERBS_ACCESS_REMOTE_READ,
+    ] {
         let mr = ctx
             .reg_mr(&pd, map.addr(), 8192, map.addr(), access)
             .unwrap_or_else(|e| fail(format!("reg_mr access {access}: {e}")));
@@ -1034,18 +1040,6 @@ fn mr_register(args: &[String]) {
     }
 
     // What the NIC cannot do fails explicitly.
-    expect_errno(
-        "REMOTE_READ",
-        ctx.reg_mr(
-            &pd,
-            map.addr(),
-            8192,
-            map.addr(),
-            IB_UVERBS_ACCESS_REMOTE_READ,
-        )
-        .map(|m| m.lkey),
-        libc::EOPNOTSUPP,
-    );
     expect_errno(
         "REMOTE_ATOMIC",
         ctx.reg_mr(
@@ -1114,9 +1108,9 @@ fn unsupported_opcodes() {
             .map(|q| q.qpn),
         libc::EOPNOTSUPP,
     );
-    // A receive queue may be asked for (software written for other devices
-    // does): the QP is created without one and says so; inline data asked
-    // for gets the device's 256 bytes.
+    // A receive queue asked for is granted (its receives are the credits of
+    // WRITEs with immediate); inline data asked for gets the device's 256
+    // bytes.
     let asked = QpCaps {
         max_recv_wr: 512,
         max_recv_sge: 1,
@@ -1131,15 +1125,62 @@ fn unsupported_opcodes() {
             ))
         });
     check(
-        rq.max_recv_wr == 0 && rq.max_recv_sge == 0 && rq.max_inline_data == 256 && rq.max_send_wr >= 16,
+        rq.max_recv_wr == 512 && rq.max_recv_sge == 1 && rq.max_inline_data == 256 && rq.max_send_wr >= 16,
         format!(
             "RC QP asking for 512 receives and 220 inline bytes: granted {} receives, {} receive SGEs, {} inline bytes, {} send WRs",
             rq.max_recv_wr, rq.max_recv_sge, rq.max_inline_data, rq.max_send_wr
         ),
     );
+    // No receive in RESET; none on a QP closed to remote writes, which no
+    // WRITE with immediate can reach (ibv_rc_pingpong's QP, in INIT with no
+    // access rights).
+    let mut rmap = Mapping::new(4096);
+    rmap.bytes()[0] = 1;
+    let rmr = ctx
+        .reg_mr(
+            &pd,
+            rmap.addr(),
+            4096,
+            rmap.addr(),
+            IB_UVERBS_ACCESS_LOCAL_WRITE,
+        )
+        .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
+    let rsge = Sge {
+        addr: rmap.addr(),
+        length: 64,
+        lkey: rmr.lkey,
+    };
+    expect_errno(
+        "post_recv in RESET",
+        ctx.post_recv(&rq, 1, rsge),
+        libc::EINVAL,
+    );
+    ctx.modify_qp(
+        &rq,
+        &ModifyQp {
+            qp_access_flags: 0,
+            ..init_attrs(1)
+        },
+    )
+    .unwrap_or_else(|e| fail(format!("INIT without access rights: {e}")));
+    expect_errno(
+        "post_recv on a QP without REMOTE_WRITE",
+        ctx.post_recv(&rq, 2, rsge),
+        libc::EOPNOTSUPP,
+    );
     ctx.destroy_qp(rq)
         .unwrap_or_else(|e| fail(format!("destroy QP: {e}")));
+    ctx.dereg_mr(rmr)
+        .unwrap_or_else(|e| fail(format!("dereg_mr: {e}")));
     for (what, bad) in [
+        (
+            "QP with 5 receive SGEs",
+            QpCaps {
+                max_recv_wr: 1,
+                max_recv_sge: 5,
+                ..caps
+            },
+        ),
         (
             "QP with 5 SGEs",
             QpCaps {
@@ -1233,7 +1274,11 @@ fn unsupported_opcodes() {
         libc::EOPNOTSUPP,
         "post_send [RDMA_READ, RDMA_WRITE]",
     );
-    expect_errno("post_recv", ctx.post_recv(&qp, 9, sge), libc::EOPNOTSUPP);
+    expect_errno(
+        "post_recv on a QP without a receive queue",
+        ctx.post_recv(&qp, 9, sge),
+        libc::EOPNOTSUPP,
+    );
 
     // The same on a connected QP in RTS, where a WQE would reach the
     // device: each refused request, alone or first of a list, leaves the
@@ -1432,11 +1477,13 @@ fn end_sge(
     let cq = ctx
         .create_cq_on(cqe, channel)
         .unwrap_or_else(|e| fail(format!("create CQ of {cqe}: {e}")));
+    // Four receives: the credits of WRITEs with immediate (write-loopback).
     let caps = QpCaps {
         max_send_wr: sq,
         max_send_sge: sge,
         max_inline_data: inline,
-        ..Default::default()
+        max_recv_wr: 4,
+        max_recv_sge: 1,
     };
     let qp = ctx
         .create_qp(pd, &cq, IB_UVERBS_QPT_RC, caps)
@@ -1834,12 +1881,63 @@ fn write_loopback(args: &[String]) {
             && r[0].byte_len == 4096
             && r[0].wc_flags & WC_WITH_IMM != 0
             && r[0].qp_num == b.qp.qpn
+            && r[0].wr_id == 0
             && dst.bytes()[..4096] == src.bytes()[..4096],
         format!(
-            "WRITE with immediate: requester status {} byte_len {}; responder completion {:?}; data landed",
+            "WRITE with immediate, no receive posted: requester status {} byte_len {}; responder completion {:?} (wr_id 0); data landed",
             wc.status,
             wc.byte_len,
             r.first()
+        ),
+    );
+
+    // Receives are the credits of WRITEs with immediate: each WRITE with
+    // immediate completes the oldest receive posted, with its wr_id; the
+    // queue holds the 4 granted, checks SGEs as a request's, and nothing is
+    // written to them.
+    let dlen = dst.bytes().len() as u64;
+    let rsge = |off: u64| Sge {
+        addr: diova + off,
+        length: 64,
+        lkey: dmr.lkey,
+    };
+    expect_errno(
+        "post_recv of an SGE past the region's end",
+        ctx.post_recv(&b.qp, 500, rsge(dlen - 32)),
+        libc::EINVAL,
+    );
+    for id in 501..505u64 {
+        ctx.post_recv(&b.qp, id, rsge(8192))
+            .unwrap_or_else(|e| fail(format!("post_recv {id}: {e}")));
+    }
+    expect_errno(
+        "post_recv of a fifth receive (4 granted)",
+        ctx.post_recv(&b.qp, 505, rsge(8192)),
+        libc::ENOMEM,
+    );
+    dst.bytes()[8192..8192 + 64].fill(0xee);
+    let mut ids = Vec::new();
+    for k in 0..5u32 {
+        let mut wr = write_wr(78 + u64::from(k), iova, 64, smr.lkey, diova, dmr.rkey);
+        wr.opcode = IB_UVERBS_WR_RDMA_WRITE_WITH_IMM;
+        wr.imm_data = k.to_be();
+        write_once(&ctx, &a, wr, "WRITE with immediate on a receive");
+        let r = ctx
+            .wait_cq(&b.cq, 1, 10_000)
+            .unwrap_or_else(|e| fail(format!("poll responder: {e}")));
+        match r.first() {
+            Some(w) if w.opcode == WC_RECV_RDMA_WITH_IMM && u32::from_be(w.imm_data()) == k => {
+                ids.push(w.wr_id)
+            }
+            other => fail(format!(
+                "WRITE with immediate {k}: responder completion {other:?}"
+            )),
+        }
+    }
+    check(
+        ids == [501, 502, 503, 504, 0] && dst.bytes()[8192..8192 + 64].iter().all(|&x| x == 0xee),
+        format!(
+            "5 WRITEs with immediate on 4 receives: responder wr_ids {ids:?} (501 to 504, then 0); receive buffers untouched"
         ),
     );
 
