@@ -181,6 +181,22 @@ impl<'a> QpInit<'a> {
         Some(unsafe { crate::rdma::Cq::<T>::from_raw(cq) })
     }
 
+    /// The completion queue of the receive queue, if it belongs to `dev`.
+    pub fn recv_cq<'b, T: crate::rdma::Driver>(
+        &'b self,
+        dev: &crate::rdma::Device<T>,
+    ) -> Option<&'b crate::rdma::Cq<T>> {
+        let cq = self.recv_cq_raw();
+        // SAFETY: A non-null `recv_cq` is a live CQ the core holds for the creation; its
+        // device is set at its creation.
+        if cq.is_null() || unsafe { (*cq).device } != dev.as_raw() {
+            return None;
+        }
+        // SAFETY: The CQ belongs to `dev`, a device of driver `T`, so it was created by the
+        // glue of `T` with initialised data; it stays live during the creation of the QP.
+        Some(unsafe { crate::rdma::Cq::<T>::from_raw(cq) })
+    }
+
     /// The raw completion queue of the send queue.
     pub fn send_cq_raw(&self) -> *mut bindings::ib_cq {
         self.raw.send_cq

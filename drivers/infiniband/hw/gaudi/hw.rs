@@ -183,7 +183,7 @@ pub(crate) struct QpContext {
     /// (1.3) With [`QPF_GRH`]: the source GID entry.
     pub(crate) sgid_index: u8,
     pub(crate) reserved1: u8,
-    /// [`QPF_REMOTE_WRITE`], [`QPF_REGION`], [`QPF_GRH`].
+    /// [`QPF_REMOTE_WRITE`], [`QPF_REGION`], [`QPF_GRH`], [`QPF_RCQ`].
     pub(crate) flags: u32,
     /// (1.3) IPv6 flow label, bits 19:0.
     pub(crate) flow_label: u32,
@@ -196,7 +196,9 @@ pub(crate) struct QpContext {
     pub(crate) rnr_retry: u8,
     /// (1.2) The minimum RNR timer the responder asks for (5-bit encoding).
     pub(crate) min_rnr_timer: u8,
-    pub(crate) reserved3: [u8; 6],
+    pub(crate) reserved3: [u8; 2],
+    /// (1.5) With [`QPF_RCQ`]: the CQ (same port) of received WRITEs with immediate.
+    pub(crate) rcqn: u32,
     /// (1.3) With [`QPF_GRH`]: the destination GID.
     pub(crate) dgid: [u8; 16],
 }
@@ -209,6 +211,9 @@ pub(crate) const QPF_REGION: u32 = 1 << 1;
 /// [`QpContext::flags`] (1.3): the QP sends from GID entry `sgid_index` to `dgid`, with the
 /// hop limit, traffic class and flow label of the context.
 pub(crate) const QPF_GRH: u32 = 1 << 2;
+/// [`QpContext::flags`] (1.5): completions of received WRITEs with immediate go to CQ
+/// `rcqn` rather than `cqn`.
+pub(crate) const QPF_RCQ: u32 = 1 << 3;
 
 /// The argument of `GID_SET` (1.3).
 #[repr(C)]

@@ -866,9 +866,16 @@ impl rdma::Driver for GaudiRdma {
             if init.create_flags() != 0 {
                 return Err(EOPNOTSUPP);
             }
-            // All completions of a QP, received WRITEs with immediate included, go to its send
-            // CQ: the device has one CQ per QP.
+            // Send completions go to the send CQ; received WRITEs with immediate to the
+            // receive CQ, which the device takes as the QP's responder CQ when it is another
+            // (device model 1.5).
             let cq = init.send_cq(dev).ok_or(EINVAL)?.data().clone();
+            let rcq = match init.recv_cq(dev) {
+                Some(r) if r.data().id() != cq.id() => Some(r.data().clone()),
+                Some(_) => None,
+                None if init.recv_cq_raw().is_null() => None,
+                None => return Err(EINVAL),
+            };
             let entries = wqes.next_power_of_two().max(2);
             let qpn = d.alloc_qpn()?;
             let data = QpData::new(
@@ -884,6 +891,7 @@ impl rdma::Driver for GaudiRdma {
                     inline,
                     signal_all: init.signal_all(),
                     cq,
+                    rcq,
                 },
             );
             if data.is_err() {

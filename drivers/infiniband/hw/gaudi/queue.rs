@@ -474,8 +474,10 @@ pub(crate) struct QpData {
     /// SGEs a receive may have (at most [`MAX_SEND_SGE`]).
     max_recv_sge: u32,
     signal_all: bool,
-    /// The CQ of every completion of the QP.
+    /// The CQ of the QP's send completions, and of every completion without `rcq`.
     cq: Arc<Cq>,
+    /// The CQ of received WRITEs with immediate, when it is another (device model 1.5).
+    rcq: Option<Arc<Cq>>,
     ring: Ring,
     /// The copies of inline requests: QPs of user space that asked for inline data.
     bounce: Option<Bounce>,
@@ -500,6 +502,8 @@ pub(crate) struct QpParams {
     pub(crate) inline: bool,
     pub(crate) signal_all: bool,
     pub(crate) cq: Arc<Cq>,
+    /// The receive CQ, when it is not `cq`.
+    pub(crate) rcq: Option<Arc<Cq>>,
 }
 
 impl QpData {
@@ -535,6 +539,7 @@ impl QpData {
             max_recv_sge: p.max_recv_sge,
             signal_all: p.signal_all,
             cq: p.cq,
+            rcq: p.rcq,
             ring,
             bounce,
             attrs <- new_mutex!(QpAttrs::default()),
@@ -607,7 +612,12 @@ impl QpData {
 
     /// The device QP context of `state` with attributes `a`.
     fn context(&self, state: u8, a: &QpAttrs) -> QpContext {
-        qp_context(state, self.cq.id, self.ring.va(), self.log_sq, a)
+        let mut c = qp_context(state, self.cq.id, self.ring.va(), self.log_sq, a);
+        if let Some(rcq) = &self.rcq {
+            c.rcqn = rcq.id;
+            c.flags |= hw::QPF_RCQ;
+        }
+        c
     }
 
     /// Move the QP to `next` with attributes `a` on the device (the caller holds `attrs` and
@@ -668,6 +678,9 @@ impl QpData {
         let port = a.port.checked_sub(1).ok_or(EINVAL)?;
         if cur == QpState::Reset {
             self.cq.ensure_port(dev, port)?;
+            if let Some(rcq) = &self.rcq {
+                rcq.ensure_port(dev, port)?;
+            }
         }
         if next == QpState::Err {
             // Before the device flushes: its QP_ERROR event then finds the owner's ERR and
@@ -1167,7 +1180,13 @@ fn complete<T: kernel::rdma::Driver<Qp = QpData>>(
     out: &mut WcSink<'_, T>,
 ) -> Result {
     let q = qp.data();
-    if q.cq.id != cq {
+    // Send completions come on the QP's CQ, received WRITEs with immediate on its receive CQ
+    // (the same one without `rcq`).
+    let expected = match cqe.opcode {
+        hw::CQE_RECV_WRITE_IMM => q.rcq.as_ref().unwrap_or(&q.cq).id,
+        _ => q.cq.id,
+    };
+    if expected != cq {
         return Err(EPROTO);
     }
     let status = wc_status(cqe.status).ok_or(EPROTO)?;

@@ -233,8 +233,8 @@ pub(crate) const MODEL_MAJOR: u32 = 1;
 /// The oldest minor version the driver drives: 1.1 added the page-table bit that keeps queues
 /// out of reach of work requests, 1.2 the region an incoming WRITE must stay in, key
 /// revocation and the device memory fill, 1.3 the Ethernet rings of the ports, 1.4 the key
-/// replacement of a running QP.
-pub(crate) const MODEL_MINOR_MIN: u32 = 4;
+/// replacement of a running QP, 1.5 the responder CQ of a QP.
+pub(crate) const MODEL_MINOR_MIN: u32 = 5;
 
 /// Largest counts the 16-bit fields of [`CMD`] and the doorbells can name: QPs and CQs per
 /// port, and WQEs (a producer index must tell a full ring from an empty one).

@@ -989,7 +989,10 @@ impl Device {
         if !p.cqs.contains_key(&cqn) {
             return ENOENT;
         }
-        if p.qps.values().any(|q| q.ctx.cqn == cqn) {
+        if p.qps
+            .values()
+            .any(|q| q.ctx.cqn == cqn || q.ctx.responder_cqn() == cqn)
+        {
             return EBUSY;
         }
         p.cqs.remove(&cqn);
@@ -1044,7 +1047,9 @@ impl Device {
             return 0;
         }
         if new.state >= QPS_INIT {
-            if !self.ports[port].cqs.contains_key(&new.cqn) {
+            if !self.ports[port].cqs.contains_key(&new.cqn)
+                || !self.ports[port].cqs.contains_key(&new.responder_cqn())
+            {
                 return EINVAL;
             }
             if new.sq_log_size == 0
@@ -1835,7 +1840,7 @@ impl Device {
         // immediate. Nothing of the packet is stored and the expected PSN
         // stays: the requester sends it again after the timer.
         let q = self.ports[port].qps.get_mut(&qpn).unwrap();
-        let cqn = q.ctx.cqn;
+        let cqn = q.ctx.responder_cqn();
         if last && pkt.imm.is_some() && self.ports[port].cqs.get(&cqn).is_some_and(Cq::is_full) {
             let q = self.ports[port].qps.get_mut(&qpn).unwrap();
             let timer = q.ctx.min_rnr_timer & aeth::TIMER_MASK;

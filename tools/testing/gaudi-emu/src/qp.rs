@@ -76,6 +76,8 @@ pub struct QpCtx {
     pub rnr_retry: u8,
     /// (1.2) The RNR timer (5-bit IBA code) the responder asks for.
     pub min_rnr_timer: u8,
+    /// (1.5, with [`QPF_RCQ`]) The CQ of received WRITEs with immediate.
+    pub rcqn: u32,
 }
 
 /// What admitted an incoming WRITE at its first packet: the rest of the
@@ -134,6 +136,11 @@ impl QpCtx {
             },
             rnr_retry: b[88],
             min_rnr_timer: b[89],
+            rcqn: if flags & QPF_RCQ != 0 {
+                u32_at(b, 92)
+            } else {
+                0
+            },
         }
     }
 
@@ -168,7 +175,19 @@ impl QpCtx {
         b[80..88].copy_from_slice(&self.region.va.to_le_bytes());
         b[88] = self.rnr_retry;
         b[89] = self.min_rnr_timer;
+        if self.flags & QPF_RCQ != 0 {
+            b[92..96].copy_from_slice(&self.rcqn.to_le_bytes());
+        }
         b
+    }
+
+    /// The CQ of the completions of received WRITEs with immediate.
+    pub fn responder_cqn(&self) -> u32 {
+        if self.flags & QPF_RCQ != 0 {
+            self.rcqn
+        } else {
+            self.cqn
+        }
     }
 
     pub fn mtu(&self) -> u64 {

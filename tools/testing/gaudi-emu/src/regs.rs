@@ -244,7 +244,7 @@ pub const ID_MAGIC: u32 = 0x4741_5532;
 /// Programming model 1.3 (1.1 added the RING page-table bit; 1.2 the
 /// QP's local region, RNR NAKs, RKEY_REVOKE and DEVMEM_FILL; 1.3 the
 /// Ethernet rings, the GID table, GRH QP contexts and IPv6).
-pub const MODEL_VERSION: u32 = VERSION_MAJOR.put(1) | VERSION_MINOR.put(4);
+pub const MODEL_VERSION: u32 = VERSION_MAJOR.put(1) | VERSION_MINOR.put(5);
 pub const STATUS_READY: u32 = 1 << 0;
 pub const STATUS_FATAL: u32 = 1 << 1;
 pub const RESET_MAGIC: u32 = 0x5245_5345;
@@ -541,6 +541,9 @@ pub const QPF_REGION: u32 = 1 << 1;
 /// (1.3) The context's addresses are GIDs: source GID index, destination
 /// GID, hop limit, traffic class, flow label.
 pub const QPF_GRH: u32 = 1 << 2;
+/// QP context flag (1.5): completions of received WRITEs with immediate go
+/// to the responder CQ (`rcqn`, offset 92) rather than to `cqn`.
+pub const QPF_RCQ: u32 = 1 << 3;
 
 /// RNR retry count meaning "retry without limit".
 pub const RNR_RETRY_FOREVER: u8 = 7;
@@ -560,7 +563,7 @@ mod tests {
 
     #[test]
     fn fields() {
-        assert_eq!(MODEL_VERSION, 0x0001_0004);
+        assert_eq!(MODEL_VERSION, 0x0001_0005);
         assert_eq!(CMD_OPCODE.mask(), 0xff00_0000);
         assert_eq!(CMD_PORT.get(0xffff_ffff), 0x1f);
         assert_eq!(CMD_INDEX.put(0x1_2345), 0x2345);

@@ -34,7 +34,7 @@ expect hca_id gaudi_0
 expect transport InfiniBand
 expect vendor_id 0x1da3
 expect vendor_part_id 4128
-expect fw_ver 1.4.0
+expect fw_ver 1.5.0
 expect node_guid 001d:a3ff:fe00:0000
 expect phys_port_cnt "$ports"
 expect max_qp $((max_qps * ports))

@@ -902,6 +902,52 @@ fn full_responder_cq_answers_rnr_naks_until_the_consumer_moves() {
 }
 
 #[test]
+fn write_imm_completes_on_the_responder_cq() {
+    let mut a = Dev::new(1, |_| {});
+    let mut b = Dev::new(2, |_| {});
+    let (ea, eb) = (a.d.ports[0].ep, b.d.ports[0].ep);
+    let mut cqa = a.cq(1, CQ_VA, 6);
+    let mut cqb = b.cq(1, CQ_VA, 6);
+    // A context naming a responder CQ that does not exist is refused.
+    let bad = QpCtx {
+        state: QPS_INIT,
+        cqn: 1,
+        sq_base: SQ_VA,
+        sq_log_size: 6,
+        flags: QPF_RCQ,
+        rcqn: 2,
+        ..Default::default()
+    };
+    assert_eq!(b.cmd(CMD_QP_WRITE, 11, &bad.encode()), EINVAL);
+    let mut rcqb = b.cq(2, CQ_VA + 0x1_0000, 6);
+    let mut qpa = a.qp(QPN_A, eb, QPN_B, (KEY_B, KEY_A), |_| {});
+    b.qp(QPN_B, ea, QPN_A, (KEY_A, KEY_B), |c| {
+        c.flags |= QPF_RCQ;
+        c.rcqn = 2;
+    });
+    assert_eq!(b.ctx(QPN_B).responder_cqn(), 2);
+    let mut r = Rig { a, b };
+    let src = r.a.buffer(SRC_VA, 64, 0);
+    r.a.put(src, &[0x42; 64]);
+    let dst = r.b.buffer(DST_VA, 2 * 64, PTE_WRITE);
+    r.a.post(&mut qpa, imm_write(0));
+    r.a.post(&mut qpa, wqe(64, DST_VA + 64, None));
+    r.run();
+    assert_eq!(r.a.drain(&mut cqa).len(), 2);
+    assert_eq!(r.b.get(dst, 2 * 64), vec![0x42; 2 * 64]);
+    // The WRITE with immediate completes on the responder CQ only.
+    assert!(r.b.drain(&mut cqb).is_empty(), "nothing on the QP's CQ");
+    let got = r.b.drain(&mut rcqb);
+    assert_eq!(got.len(), 1);
+    assert_eq!(
+        (got[0].qpn, got[0].opcode, got[0].imm, got[0].byte_len),
+        (QPN_B, CQE_RECV_WRITE_IMM, 0x100, 64)
+    );
+    // A CQ a context names as responder CQ stays.
+    assert_eq!(r.b.cmd(CMD_CQ_DESTROY, 2, &[]), EBUSY);
+}
+
+#[test]
 fn write_without_immediate_needs_no_cq_room() {
     let (mut r, mut cqa, mut qpa, _, dst) = rnr_rig(1, 0, 1);
     for i in 0..2 {

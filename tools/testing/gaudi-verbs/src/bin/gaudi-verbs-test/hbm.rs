@@ -61,8 +61,8 @@ fn drm_import(fd: &OwnedFd) -> i32 {
     std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
 }
 
-/// The programming model the emulator implements (1.4).
-pub(crate) const MODEL_VERSION: u32 = 0x0001_0004;
+/// The programming model the emulator implements (1.5).
+pub(crate) const MODEL_VERSION: u32 = 0x0001_0005;
 
 fn device_info(ctx: &Context) -> gaudi_ib_device_info {
     ctx.query_device_info()
