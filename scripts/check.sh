@@ -64,7 +64,7 @@ if [ "${BENCH:-0}" = 1 ]; then
 		"bench_local|--ports 2 --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|bench_local||gaudi.ports=2|3072"
 	)
 	PAIRS=(
-		"bench_two_hosts|--ports 2 --link 0=@P0@:@P1@|bench_two_hosts|gaudi.ports=2 gaudi.mgmt=10.99.0.1 gaudi.peer=10.99.0.2 gaudi.data=10.0.9.1 gaudi.peer_data=10.0.9.2|--instance 1 --ports 2 --link 0=@P1@:@P0@|bench_two_hosts_target|gaudi.ports=2 gaudi.mgmt=10.99.0.2 gaudi.peer=10.99.0.1 gaudi.data=10.0.9.2|2048|$(nic data @D1@ @D0@ 02:00:00:00:09:02)|$(nic data @D0@ @D1@ 02:00:00:00:09:01)"
+		"bench_two_hosts|--ports 2 --link 0=@P0@:@P1@|bench_two_hosts|gaudi.ports=2 gaudi.mgmt=10.99.0.1 gaudi.peer=10.99.0.2 gaudi.data=10.0.9.1 gaudi.peer_data=10.0.9.2 @TSC@|--instance 1 --ports 2 --link 0=@P1@:@P0@|bench_two_hosts_target|gaudi.ports=2 gaudi.mgmt=10.99.0.2 gaudi.peer=10.99.0.1 gaudi.data=10.0.9.2 @TSC@|2048|$(nic data @D1@ @D0@ 02:00:00:00:09:02)|$(nic data @D0@ @D1@ 02:00:00:00:09:01)"
 	)
 fi
 # The soak (SOAK=1, "make soak"): 1000 unbind/bind and 1000 rmmod/insmod

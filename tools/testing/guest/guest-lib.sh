@@ -401,10 +401,10 @@ uptime_cs() {
 }
 
 # Run perftest program $2 as client of the server at $3 (further arguments
-# passed on), on port 1 of gaudi_0, its output in file $1. Only a refused
-# connection (the server not listening yet: perftest's client gives up at
-# once) is tried again, for up to 30 s; a run is killed after
-# PERFTEST_TIMEOUT seconds (300).
+# passed on), on port 1 of gaudi_0 (of PERFTEST_DEV if set), its output in
+# file $1. Only a refused connection (the server not listening yet:
+# perftest's client gives up at once) is tried again, for up to 30 s; a run
+# is killed after PERFTEST_TIMEOUT seconds (300).
 perftest_client() {
 	out=$1
 	prog=$2
@@ -412,7 +412,7 @@ perftest_client() {
 	shift 3
 	i=0
 	while :; do
-		timeout "${PERFTEST_TIMEOUT:-300}" "$prog" -d gaudi_0 -i 1 -F "$@" "$server" >"$out" 2>&1 && return 0
+		timeout "${PERFTEST_TIMEOUT:-300}" "$prog" -d "${PERFTEST_DEV:-gaudi_0}" -i 1 -F "$@" "$server" >"$out" 2>&1 && return 0
 		grep -q "Couldn't connect to $server" "$out" || return 1
 		i=$((i + 1))
 		[ $i -lt 30 ] || return 1
