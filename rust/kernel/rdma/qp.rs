@@ -165,20 +165,29 @@ impl<'a> QpInit<'a> {
         self.raw.create_flags
     }
 
+    /// `cq`, the send or receive CQ of the creation, if it belongs to `dev`.
+    fn cq_of<'b, T: crate::rdma::Driver>(
+        &'b self,
+        cq: *mut bindings::ib_cq,
+        dev: &crate::rdma::Device<T>,
+    ) -> Option<&'b crate::rdma::Cq<T>> {
+        // SAFETY: `cq` is `send_cq` or `recv_cq` of the attributes: null, or a live CQ the
+        // core holds for the creation, whose device is set at its creation.
+        if cq.is_null() || unsafe { (*cq).device } != dev.as_raw() {
+            return None;
+        }
+        // SAFETY: The CQ belongs to `dev`, a device of driver `T`, so it was created by the
+        // glue of `T` with initialised data; it stays live during the creation of the QP
+        // (`'b`).
+        Some(unsafe { crate::rdma::Cq::<T>::from_raw(cq) })
+    }
+
     /// The completion queue of the send queue, if it belongs to `dev`.
     pub fn send_cq<'b, T: crate::rdma::Driver>(
         &'b self,
         dev: &crate::rdma::Device<T>,
     ) -> Option<&'b crate::rdma::Cq<T>> {
-        let cq = self.send_cq_raw();
-        // SAFETY: A non-null `send_cq` is a live CQ the core holds for the creation; its
-        // device is set at its creation.
-        if cq.is_null() || unsafe { (*cq).device } != dev.as_raw() {
-            return None;
-        }
-        // SAFETY: The CQ belongs to `dev`, a device of driver `T`, so it was created by the
-        // glue of `T` with initialised data; it stays live during the creation of the QP.
-        Some(unsafe { crate::rdma::Cq::<T>::from_raw(cq) })
+        self.cq_of(self.send_cq_raw(), dev)
     }
 
     /// The completion queue of the receive queue, if it belongs to `dev`.
@@ -186,15 +195,7 @@ impl<'a> QpInit<'a> {
         &'b self,
         dev: &crate::rdma::Device<T>,
     ) -> Option<&'b crate::rdma::Cq<T>> {
-        let cq = self.recv_cq_raw();
-        // SAFETY: A non-null `recv_cq` is a live CQ the core holds for the creation; its
-        // device is set at its creation.
-        if cq.is_null() || unsafe { (*cq).device } != dev.as_raw() {
-            return None;
-        }
-        // SAFETY: The CQ belongs to `dev`, a device of driver `T`, so it was created by the
-        // glue of `T` with initialised data; it stays live during the creation of the QP.
-        Some(unsafe { crate::rdma::Cq::<T>::from_raw(cq) })
+        self.cq_of(self.recv_cq_raw(), dev)
     }
 
     /// The raw completion queue of the send queue.

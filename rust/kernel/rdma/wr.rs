@@ -130,60 +130,6 @@ impl<'a> SendWr<'a> {
     }
 }
 
-/// The list of send work requests of one `post_send` call.
-///
-/// The driver takes the requests in order. When it fails, the request it took last (or the
-/// first, if it took none) is reported to the poster as the one that failed (`bad_wr`):
-/// requests before it were posted, it and those after were not.
-pub struct SendWrs<'a> {
-    next: *const bindings::ib_send_wr,
-    last: *const bindings::ib_send_wr,
-    _p: PhantomData<&'a bindings::ib_send_wr>,
-}
-
-impl<'a> SendWrs<'a> {
-    /// # Safety
-    ///
-    /// `first` is null or the head of a list of send work requests valid for `'a`.
-    pub(crate) unsafe fn new(first: *const bindings::ib_send_wr) -> Self {
-        Self {
-            next: first,
-            last: first,
-            _p: PhantomData,
-        }
-    }
-
-    /// The request [`Iterator::next`] would take, without taking it.
-    pub fn peek(&self) -> Option<SendWr<'a>> {
-        if self.next.is_null() {
-            return None;
-        }
-        // SAFETY: `next` is a request of the list, valid for `'a` (type invariants of `new`).
-        let raw = unsafe { &*self.next };
-        Some(SendWr { raw })
-    }
-
-    /// The request to report as failed.
-    pub(crate) fn failed(&self) -> *const bindings::ib_send_wr {
-        self.last
-    }
-}
-
-impl<'a> Iterator for SendWrs<'a> {
-    type Item = SendWr<'a>;
-
-    fn next(&mut self) -> Option<SendWr<'a>> {
-        if self.next.is_null() {
-            return None;
-        }
-        // SAFETY: `next` is a request of the list, valid for `'a` (type invariants of `new`).
-        let raw = unsafe { &*self.next };
-        self.last = self.next;
-        self.next = raw.next;
-        Some(SendWr { raw })
-    }
-}
-
 /// A receive work request (`struct ib_recv_wr`), borrowed for a `post_recv` call.
 pub struct RecvWr<'a> {
     raw: &'a bindings::ib_recv_wr,
@@ -209,20 +155,52 @@ impl<'a> RecvWr<'a> {
     }
 }
 
-/// The list of receive work requests of one `post_recv` call, taken in order; on an error the
-/// request taken last (or the first, if none was taken) is reported as the failed one, as for
-/// [`SendWrs`].
-pub struct RecvWrs<'a> {
-    next: *const bindings::ib_recv_wr,
-    last: *const bindings::ib_recv_wr,
-    _p: PhantomData<&'a bindings::ib_recv_wr>,
+/// A raw element of a work request list: `struct ib_send_wr` or `struct ib_recv_wr`.
+pub trait RawWr: private::Sealed {
+    /// The element after this one (null at the end).
+    fn next_raw(&self) -> *const Self;
 }
 
-impl<'a> RecvWrs<'a> {
+mod private {
+    pub trait Sealed {}
+    impl Sealed for crate::bindings::ib_send_wr {}
+    impl Sealed for crate::bindings::ib_recv_wr {}
+}
+
+impl RawWr for bindings::ib_send_wr {
+    fn next_raw(&self) -> *const Self {
+        self.next
+    }
+}
+
+impl RawWr for bindings::ib_recv_wr {
+    fn next_raw(&self) -> *const Self {
+        self.next
+    }
+}
+
+/// The list of work requests of one `post_send` or `post_recv` call.
+///
+/// The driver takes the requests in order. When it fails, the request it took last (or the
+/// first, if it took none) is reported to the poster as the one that failed (`bad_wr`):
+/// requests before it were posted, it and those after were not.
+pub struct WrList<'a, R: RawWr> {
+    next: *const R,
+    last: *const R,
+    _p: PhantomData<&'a R>,
+}
+
+/// The send work requests of one `post_send` call.
+pub type SendWrs<'a> = WrList<'a, bindings::ib_send_wr>;
+
+/// The receive work requests of one `post_recv` call.
+pub type RecvWrs<'a> = WrList<'a, bindings::ib_recv_wr>;
+
+impl<'a, R: RawWr> WrList<'a, R> {
     /// # Safety
     ///
-    /// `first` is null or the head of a list of receive work requests valid for `'a`.
-    pub(crate) unsafe fn new(first: *const bindings::ib_recv_wr) -> Self {
+    /// `first` is null or the head of a list of work requests valid for `'a`.
+    pub(crate) unsafe fn new(first: *const R) -> Self {
         Self {
             next: first,
             last: first,
@@ -230,9 +208,39 @@ impl<'a> RecvWrs<'a> {
         }
     }
 
+    /// The request [`WrList::take`] would take, without taking it.
+    fn peek_raw(&self) -> Option<&'a R> {
+        // SAFETY: A non-null `next` is a request of the list, valid for `'a` (type invariants
+        // of `new`).
+        unsafe { self.next.as_ref() }
+    }
+
+    /// Take the next request; it becomes the one reported as failed.
+    fn take(&mut self) -> Option<&'a R> {
+        let raw = self.peek_raw()?;
+        self.last = self.next;
+        self.next = raw.next_raw();
+        Some(raw)
+    }
+
     /// The request to report as failed.
-    pub(crate) fn failed(&self) -> *const bindings::ib_recv_wr {
+    pub(crate) fn failed(&self) -> *const R {
         self.last
+    }
+}
+
+impl<'a> SendWrs<'a> {
+    /// The request [`Iterator::next`] would take, without taking it.
+    pub fn peek(&self) -> Option<SendWr<'a>> {
+        self.peek_raw().map(|raw| SendWr { raw })
+    }
+}
+
+impl<'a> Iterator for SendWrs<'a> {
+    type Item = SendWr<'a>;
+
+    fn next(&mut self) -> Option<SendWr<'a>> {
+        self.take().map(|raw| SendWr { raw })
     }
 }
 
@@ -240,14 +248,7 @@ impl<'a> Iterator for RecvWrs<'a> {
     type Item = RecvWr<'a>;
 
     fn next(&mut self) -> Option<RecvWr<'a>> {
-        if self.next.is_null() {
-            return None;
-        }
-        // SAFETY: `next` is a request of the list, valid for `'a` (type invariants of `new`).
-        let raw = unsafe { &*self.next };
-        self.last = self.next;
-        self.next = raw.next;
-        Some(RecvWr { raw })
+        self.take().map(|raw| RecvWr { raw })
     }
 }
 
