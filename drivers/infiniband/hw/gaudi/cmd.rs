@@ -3,7 +3,7 @@
 //! The command interface: QP and CQ contexts, key revocation, the device memory fill and the
 //! GID tables.
 //!
-//! Documentation/infiniband/gaudi/device-model.rst ("Command interface") is the reference. A
+//! Documentation/infiniband/gaudi/device-model-1.rst ("Command interface") is the reference. A
 //! command writes its argument to `CMD_DATA`, starts with the write of `CMD` and has finished
 //! when a following read of `CMD_STATUS` returns; one is outstanding at a time.
 

@@ -2,7 +2,7 @@
 
 //! The event queue: asynchronous events written by the device into host memory.
 //!
-//! Documentation/infiniband/gaudi/device-model.rst ("Event queue") is the reference. The queue
+//! Documentation/infiniband/gaudi/device-model-1.rst ("Event queue") is the reference. The queue
 //! belongs to the kernel: its memory is addressed by bus address, never through the device MMU,
 //! so no user work request can reach it.
 

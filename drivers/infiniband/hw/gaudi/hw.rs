@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! What the device reads and writes in memory, and the contexts of its commands: typed
-//! layouts of Documentation/infiniband/gaudi/device-model.rst.
+//! layouts of Documentation/infiniband/gaudi/device-model-1.rst.
 //!
 //! Every multi-byte field is little-endian, and the fields are native integers: the driver
 //! supports little-endian hosts (Gaudi2 hosts are x86-64); a big-endian port would convert

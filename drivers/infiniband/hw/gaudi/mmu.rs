@@ -2,7 +2,7 @@
 
 //! The device MMU: one translation domain for the whole device.
 //!
-//! Documentation/infiniband/gaudi/device-model.rst ("Device MMU") is the reference: device VAs
+//! Documentation/infiniband/gaudi/device-model-1.rst ("Device MMU") is the reference: device VAs
 //! of 39 bits, three levels of 4 KiB tables of 512 entries in host memory, leaves of 4 KiB,
 //! 2 MiB (level 1) and 1 GiB (level 0). The driver owns the tables; every memory region gets a
 //! linear range of device VA ([`VaSpace`]) and its pages are entered here.

@@ -2,7 +2,7 @@
 
 //! BAR0 register map of the Gaudi2 NIC.
 //!
-//! Documentation/infiniband/gaudi/device-model.rst is the reference: its register tables, these
+//! Documentation/infiniband/gaudi/device-model-1.rst is the reference: its register tables, these
 //! definitions and the emulator's own map are compared by the `register_map_matches_doc` test.
 //! A register whose whole word is one value has no fields; read it with `into_raw()`.
 

@@ -38,6 +38,9 @@
 //! reset-hangs on|off       resets from now on never finish (as
 //!                          --reset-hangs), or finish again
 //! capture PORT PATH|off    write the port's frames to a pcap file
+//! nic-hold PORT on|off     model 2.0: the port's NIC takes no doorbell from
+//!                          its FIFOs (as a NIC busy elsewhere), or takes
+//!                          them again; a test hook for FIFO overruns
 //! peek VA LEN              read LEN (up to 4096) bytes at device VA VA through
 //!                          the MMU: "data HEX", or err naming the fault
 //! peek-bytes VA [VA...]    one byte at each device VA (up to 64) through the
@@ -66,7 +69,13 @@
 //!                          producer indexes refused: QP to ERR),
 //!                          "cq_ci_ignored N" (CQ consumer indexes
 //!                          ignored), "fuzz_regs left N CLASS N ..." (see
-//!                          fuzz-regs), then per port "port P tx N rx N
+//!                          fuzz-regs), "nic gw_ops N gw_write_while_busy N
+//!                          gw_read_while_busy N gw_unreachable N
+//!                          unknown_register N cq_ci_refused N eq_dropped N
+//!                          cqe_dropped N db_overruns N" (model 2.0's NIC:
+//!                          gateway operations done, software's misuse,
+//!                          what was lost), then
+//!                          per port "port P tx N rx N
 //!                          rx_drops N retransmits N naks N icrc_errors N
 //!                          injected N rnr_naks N link up|down"
 //! ```
@@ -314,6 +323,18 @@ fn command(
         Ok(p)
     };
     match cmd {
+        "nic-hold" => {
+            let p: usize = num(w.next(), "port")?;
+            let on = match w.next() {
+                Some("on") => true,
+                Some("off") => false,
+                _ => return Err("nic-hold PORT on|off".into()),
+            };
+            if p >= crate::nic::regs::PORTS {
+                return Err("nic-hold: no such port".into());
+            }
+            d.nic.hold(p, on);
+        }
         "link" => {
             let p = port(&mut w)?;
             let up = match w.next() {
@@ -529,6 +550,19 @@ fn command(
                 format!("cq_ci_ignored {}", a.cq_ci_ignored),
                 format!("fuzz_regs left {left} {served}"),
             ];
+            let n = d.nic.audits();
+            out.push(format!(
+                "nic gw_ops {} gw_write_while_busy {} gw_read_while_busy {} gw_unreachable {} unknown_register {} cq_ci_refused {} eq_dropped {} cqe_dropped {} db_overruns {}",
+                d.nic.gw_ops,
+                n.gw_write_while_busy,
+                n.gw_read_while_busy,
+                n.gw_unreachable,
+                n.unknown_register,
+                n.cq_ci_refused,
+                n.eq_dropped,
+                n.cqe_dropped,
+                n.db_overruns
+            ));
             for (i, p) in d.ports.iter().enumerate() {
                 let c = &p.counters;
                 out.push(format!(

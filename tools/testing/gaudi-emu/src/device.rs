@@ -215,6 +215,8 @@ pub struct Device {
     fuzz: fuzz::State,
     pub ports: Vec<Port>,
     vectors: Arc<Vectors>,
+    /// Model 2.0: the NIC blocks at their configuration-space offsets.
+    pub nic: crate::nic::Nic,
 }
 
 fn default_ep(instance: u8, port: usize) -> Endpoint {
@@ -262,6 +264,7 @@ impl Device {
             })
             .collect();
         let strict = opts.strict;
+        let cmd_delay = opts.cmd_delay;
         Ok(Self {
             mem: Mem::new(opts.devmem)?,
             opts,
@@ -293,6 +296,7 @@ impl Device {
             fuzz: fuzz::State::default(),
             ports,
             vectors,
+            nic: crate::nic::Nic::new(if strict { cmd_delay } else { Duration::ZERO }),
         })
     }
 
@@ -431,6 +435,13 @@ impl Device {
     /// Raise MSI-X `vector`, as a PCI function can: only with bus
     /// mastering on (MSI-X messages are memory writes) and the vector
     /// enabled. Returns whether it was raised.
+    /// Raise the interrupts model 2.0's NIC asked for.
+    fn nic_irqs(&mut self) {
+        for v in self.nic.take_irqs() {
+            self.raise(v);
+        }
+    }
+
     fn raise(&mut self, vector: usize) -> bool {
         if self.gone {
             return false;
@@ -462,6 +473,11 @@ impl Device {
     pub fn read32(&mut self, off: u64) -> u32 {
         if self.gone {
             return u32::MAX;
+        }
+        if let Some(cfg) = crate::nic::regs::nic_cfg(off) {
+            let v = self.nic.read32(cfg, Instant::now(), &mut self.mem);
+            self.nic_irqs();
+            return v;
         }
         self.finish_invalidation();
         self.settle();
@@ -575,6 +591,11 @@ impl Device {
         if self.gone {
             return;
         }
+        if let Some(cfg) = crate::nic::regs::nic_cfg(off) {
+            self.nic.write32(cfg, val, now, &mut self.mem);
+            self.nic_irqs();
+            return;
+        }
         self.settle();
         if (DB_BASE..DB_BASE + DB_STRIDE * self.ports.len() as u64).contains(&off) {
             if !self.is_ready() {
@@ -657,6 +678,7 @@ impl Device {
 
     /// Reset to power-on state (the DMA audit and fault counters excepted).
     pub fn reset(&mut self) {
+        self.nic.reset();
         self.scratch = 0;
         self.cause = 0;
         self.fatal = false;
@@ -1341,7 +1363,9 @@ impl Device {
     /// port receives it itself (internal loopback, as two QPs of one port
     /// reach each other), and what it answers comes with the next call.
     pub fn take_tx(&mut self, port: usize, now: Instant) -> Vec<Vec<u8>> {
+        let nic = self.nic.take_tx(port);
         let p = &mut self.ports[port];
+        p.tx.extend(nic.into_iter().map(|f| (now, f)));
         let due: Vec<Vec<u8>> = if p.tx.iter().all(|(t, _)| *t <= now) {
             p.tx.drain(..).map(|(_, f)| f).collect()
         } else {
@@ -1578,6 +1602,11 @@ impl Device {
         }
         if !self.is_ready() {
             self.ports[port].counters.rx_drops += 1;
+            return;
+        }
+        if self.nic.receive(port, frame, now, &mut self.mem) {
+            self.ports[port].counters.rx += 1;
+            self.nic_irqs();
             return;
         }
         let eth = self.eth_enabled(port);
@@ -1915,6 +1944,8 @@ impl Device {
         if self.fatal || !self.is_ready() {
             return;
         }
+        self.nic.step(now, &mut self.mem);
+        self.nic_irqs();
         for port in 0..self.ports.len() {
             self.eth_transmit(port, now);
             let qpns: Vec<u32> = self.ports[port]

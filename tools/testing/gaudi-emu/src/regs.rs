@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 //! The programming model's numbers: BAR0 register map, command interface,
 //! context, WQE, CQE and EQE layouts. Documentation/infiniband/gaudi/
-//! device-model.rst is the reference; the driver mirrors what it uses.
+//! device-model-1.rst is the reference; the driver mirrors what it uses.
 //!
 //! [`REGISTER_MAP`] is the register map as data, built from the constants
 //! the device model uses; the `register_map_matches_doc` test compares it,
@@ -259,7 +259,8 @@ pub const DMA_TEST_FAULT: u32 = 2;
 /// Longest DMA self-test buffer.
 pub const DMA_TEST_MAX_LEN: u32 = 4096;
 
-/// Size of BAR0.
+/// Size of the part of BAR0 that holds the registers of model 1.5 (BAR0
+/// itself is the chip's, [`crate::nic::regs::BAR0_SIZE`]).
 pub const BAR0_SIZE: u64 = 0x10_0000;
 
 // ---- The register map as data ------------------------------------------

@@ -45,7 +45,7 @@ impl Backend {
         let mut bars = vec![
             pci::Bar {
                 index: 0,
-                size: regs::BAR0_SIZE,
+                size: crate::nic::regs::BAR0_SIZE,
                 prefetchable: false,
             },
             pci::Bar {
@@ -173,7 +173,8 @@ impl Backend {
     /// BAR0 accepts naturally aligned 32-bit accesses; a 64-bit access is
     /// two, low word first.
     fn bar0_access(off: u64, len: usize) -> std::io::Result<()> {
-        if !(len == 4 || len == 8) || off % 4 != 0 || off + len as u64 > regs::BAR0_SIZE {
+        if !(len == 4 || len == 8) || off % 4 != 0 || off + len as u64 > crate::nic::regs::BAR0_SIZE
+        {
             log::warn!("BAR0 access of {len} bytes at {off:#x} refused");
             return Err(einval());
         }

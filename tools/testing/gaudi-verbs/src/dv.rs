@@ -26,7 +26,7 @@ impl gaudi_ib_mr_info {
     }
 }
 
-// Queue formats (Documentation/infiniband/gaudi/device-model.rst).
+// Queue formats (Documentation/infiniband/gaudi/device-model-1.rst).
 const WQE_SIZE: usize = 32;
 const CQE_SIZE: usize = 32;
 /// WQE opcodes.

@@ -12,7 +12,7 @@ const WC_LOC_QP_OP_ERR: u32 = 2;
 const WC_REM_INV_REQ_ERR: u32 = 9;
 const WC_REM_OP_ERR: u32 = 11;
 
-/// Device CQE status codes (device-model.rst, Completions).
+/// Device CQE status codes (device-model-1.rst, Completions).
 const ST_LOC_LEN_ERR: u32 = 1;
 const ST_LOC_QP_OP_ERR: u32 = 2;
 const ST_REM_OP_ERR: u32 = 6;
