@@ -72,7 +72,8 @@
 //!                          fuzz-regs), "nic gw_ops N gw_write_while_busy N
 //!                          gw_read_while_busy N gw_unreachable N
 //!                          unknown_register N cq_ci_refused N eq_dropped N
-//!                          cqe_dropped N db_overruns N" (model 2.0's NIC:
+//!                          cqe_dropped N db_overruns N raw_rx_dropped N"
+//!                          (model 2.0's NIC:
 //!                          gateway operations done, software's misuse,
 //!                          what was lost), then
 //!                          per port "port P tx N rx N
@@ -552,7 +553,7 @@ fn command(
             ];
             let n = d.nic.audits();
             out.push(format!(
-                "nic gw_ops {} gw_write_while_busy {} gw_read_while_busy {} gw_unreachable {} unknown_register {} cq_ci_refused {} eq_dropped {} cqe_dropped {} db_overruns {}",
+                "nic gw_ops {} gw_write_while_busy {} gw_read_while_busy {} gw_unreachable {} unknown_register {} cq_ci_refused {} eq_dropped {} cqe_dropped {} db_overruns {} raw_rx_dropped {}",
                 d.nic.gw_ops,
                 n.gw_write_while_busy,
                 n.gw_read_while_busy,
@@ -561,7 +562,8 @@ fn command(
                 n.cq_ci_refused,
                 n.eq_dropped,
                 n.cqe_dropped,
-                n.db_overruns
+                n.db_overruns,
+                n.raw_rx_dropped
             ));
             for (i, p) in d.ports.iter().enumerate() {
                 let c = &p.counters;

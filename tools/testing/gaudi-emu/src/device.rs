@@ -217,6 +217,8 @@ pub struct Device {
     vectors: Arc<Vectors>,
     /// Model 2.0: the NIC blocks at their configuration-space offsets.
     pub nic: crate::nic::Nic,
+    /// Model 2.0: the emulated function's device MMU (a chip service).
+    pub chip: crate::chip::ChipMmu,
 }
 
 fn default_ep(instance: u8, port: usize) -> Endpoint {
@@ -297,6 +299,7 @@ impl Device {
             ports,
             vectors,
             nic: crate::nic::Nic::new(if strict { cmd_delay } else { Duration::ZERO }),
+            chip: crate::chip::ChipMmu::new(strict),
         })
     }
 
@@ -435,6 +438,31 @@ impl Device {
     /// Raise MSI-X `vector`, as a PCI function can: only with bus
     /// mastering on (MSI-X messages are memory writes) and the vector
     /// enabled. Returns whether it was raised.
+    /// A read of the emulated function's services (model 2.0, [`crate::chip`]).
+    fn svc_read(&self, off: u64) -> u32 {
+        use crate::chip::*;
+        let mac = |p: usize| self.ports.get(p).map_or([0; 6], |p| p.factory_mac);
+        match off {
+            SVC_ID => SVC_ID_MAGIC,
+            SVC_VERSION => SVC_VERSION_2_0,
+            SVC_PORT_MASK => ((1u64 << self.ports.len()) - 1) as u32,
+            SVC_LINK => self
+                .ports
+                .iter()
+                .enumerate()
+                .fold(0, |m, (i, p)| m | (u32::from(p.link_up) << i)),
+            o if (SVC_MAC_LO..SVC_END).contains(&o) => {
+                let m = mac(((o - SVC_MAC_LO) / 8) as usize);
+                if o % 8 == 0 {
+                    u32::from_be_bytes([m[2], m[3], m[4], m[5]])
+                } else {
+                    u32::from(m[0]) << 8 | u32::from(m[1])
+                }
+            }
+            o => self.chip.read32(o),
+        }
+    }
+
     /// Raise the interrupts model 2.0's NIC asked for.
     fn nic_irqs(&mut self) {
         for v in self.nic.take_irqs() {
@@ -474,8 +502,15 @@ impl Device {
         if self.gone {
             return u32::MAX;
         }
+        if (crate::chip::SVC_BASE..crate::chip::SVC_END).contains(&off) {
+            return self.svc_read(off);
+        }
         if let Some(cfg) = crate::nic::regs::nic_cfg(off) {
-            let v = self.nic.read32(cfg, Instant::now(), &mut self.mem);
+            let mut bus = crate::nic::Bus {
+                mem: &mut self.mem,
+                mmu: &mut self.chip,
+            };
+            let v = self.nic.read32(cfg, Instant::now(), &mut bus);
             self.nic_irqs();
             return v;
         }
@@ -591,8 +626,21 @@ impl Device {
         if self.gone {
             return;
         }
+        if (crate::chip::SVC_BASE..crate::chip::SVC_END).contains(&off) {
+            if off == crate::chip::SVC_RESET {
+                if val == crate::chip::SVC_RESET_MAGIC {
+                    self.reset();
+                }
+                return;
+            }
+            return self.chip.write32(off, val);
+        }
         if let Some(cfg) = crate::nic::regs::nic_cfg(off) {
-            self.nic.write32(cfg, val, now, &mut self.mem);
+            let mut bus = crate::nic::Bus {
+                mem: &mut self.mem,
+                mmu: &mut self.chip,
+            };
+            self.nic.write32(cfg, val, now, &mut bus);
             self.nic_irqs();
             return;
         }
@@ -679,6 +727,7 @@ impl Device {
     /// Reset to power-on state (the DMA audit and fault counters excepted).
     pub fn reset(&mut self) {
         self.nic.reset();
+        self.chip.reset();
         self.scratch = 0;
         self.cause = 0;
         self.fatal = false;
@@ -842,6 +891,12 @@ impl Device {
         if p.link_up != up {
             p.link_up = up;
             self.post_event(if up { EV_PORT_UP } else { EV_PORT_DOWN }, port, 0, 0);
+            let mut bus = crate::nic::Bus {
+                mem: &mut self.mem,
+                mmu: &mut self.chip,
+            };
+            self.nic.link_changed(port, up, &mut bus);
+            self.nic_irqs();
         }
         true
     }
@@ -1604,7 +1659,13 @@ impl Device {
             self.ports[port].counters.rx_drops += 1;
             return;
         }
-        if self.nic.receive(port, frame, now, &mut self.mem) {
+        let mut bus = crate::nic::Bus {
+            mem: &mut self.mem,
+            mmu: &mut self.chip,
+        };
+        if self.nic.receive(port, frame, now, &mut bus)
+            || self.nic.receive_raw(port, frame, &mut bus)
+        {
             self.ports[port].counters.rx += 1;
             self.nic_irqs();
             return;
@@ -1944,7 +2005,11 @@ impl Device {
         if self.fatal || !self.is_ready() {
             return;
         }
-        self.nic.step(now, &mut self.mem);
+        let mut bus = crate::nic::Bus {
+            mem: &mut self.mem,
+            mmu: &mut self.chip,
+        };
+        self.nic.step(now, &mut bus);
         self.nic_irqs();
         for port in 0..self.ports.len() {
             self.eth_transmit(port, now);

@@ -4,6 +4,7 @@
 //! Documentation/infiniband/gaudi/device-model-1.rst is the specification;
 //! this crate is its executable form.
 
+pub mod chip;
 pub mod ctrl;
 pub mod device;
 pub mod dma;

@@ -872,3 +872,353 @@ fn syndromes_raised() {
     );
     assert_eq!(e.stat("dma_audit"), 0);
 }
+
+// ---- Translation in an ASID (the emulated function's device MMU) ------
+
+use gaudi_emu::chip::{
+    HOST_VA_BASE, SVC_MMU_FAULTS, SVC_MMU_FAULT_ASID, SVC_MMU_FAULT_VA_LO, SVC_MMU_ROOT_LO,
+};
+
+/// A page table of the emulated function's device MMU for one ASID, in
+/// the test's RAM: three levels of 512 entries, 4 KiB pages.
+struct PageTable {
+    root: u64,
+}
+
+impl PageTable {
+    fn new(e: &mut Emu, asid: u32) -> Self {
+        let root = e.ram.alloc(4096, 4096);
+        e.ram.slice(root, 4096).fill(0);
+        e.wr(SVC_MMU_ROOT_LO + 8 * u64::from(asid), root as u32);
+        e.wr(
+            SVC_MMU_ROOT_LO + 8 * u64::from(asid) + 4,
+            (root >> 32) as u32,
+        );
+        PageTable { root }
+    }
+
+    /// Map the 4 KiB page at `bus` at device VA `va`, writable.
+    fn map(&self, e: &mut Emu, va: u64, bus: u64) {
+        let off = va - HOST_VA_BASE;
+        let mut table = self.root;
+        for level in 0..3 {
+            let idx = (off >> (30 - 9 * level)) & 0x1ff;
+            let slot = table + idx * 8;
+            let pte = u64::from_le_bytes(e.ram.slice(slot, 8).try_into().unwrap());
+            if level == 2 {
+                e.ram.put_u64(slot, bus | 0x3);
+            } else if pte & 1 == 0 {
+                let next = e.ram.alloc(4096, 4096);
+                e.ram.slice(next, 4096).fill(0);
+                e.ram.put_u64(slot, next | 0x1);
+                table = next;
+            } else {
+                table = pte & 0x000f_ffff_ffff_f000;
+            }
+        }
+    }
+}
+
+/// Data accesses of a QP that does not bypass the MMU are translated in
+/// its context's ASID: the same device VA reaches different pages in two
+/// ASIDs, a WRITE lands only in the page its ASID maps, and an address
+/// mapped only in another ASID is a fault: the requester's QP errs (model
+/// syndrome 0x7e) sending nothing, the responder's refuses the WRITE (a
+/// NAK, QP_ERR 0x7e) and writes nothing.
+#[test]
+fn asid_translation() {
+    let mut e = linked();
+    let mut a = Port::up(&mut e, 0, 1);
+    let mut b = Port::up(&mut e, 1, 2);
+    let t1 = PageTable::new(&mut e, USER_ASID);
+    let t2 = PageTable::new(&mut e, 2);
+    let page = |e: &mut Emu, fill: u8| {
+        let p = e.ram.alloc(4096, 4096);
+        e.ram.slice(p, 4096).fill(fill);
+        p
+    };
+    let (src1, src2, dst1, dst2, only2) = (
+        page(&mut e, 0x11),
+        page(&mut e, 0x22),
+        page(&mut e, 0xd1),
+        page(&mut e, 0xd2),
+        page(&mut e, 0x99),
+    );
+    let want = fill(&e, src1, 4096, 3);
+    let (x, y, z) = (
+        HOST_VA_BASE + 0x10_0000,
+        HOST_VA_BASE + 0x20_0000,
+        HOST_VA_BASE + 0x30_0000,
+    );
+    t1.map(&mut e, x, src1);
+    t2.map(&mut e, x, src2);
+    t1.map(&mut e, y, dst1);
+    t2.map(&mut e, y, dst2);
+    t2.map(&mut e, z, only2);
+    // Contexts of ASID 1 that go through the MMU.
+    let translated = |e: &mut Emu, port: usize, qpn: u32, req: bool| {
+        let bits = if req {
+            rf("DATA_MMU_BYPASS")
+        } else {
+            sf("DATA_MMU_BYPASS")
+        };
+        let mut m = [0u64; 16];
+        bits.set(&mut m, 1);
+        let mask = le_words(&bytes(&m));
+        gateway(e, port, qpn, req, &mask, &[0; 32]);
+    };
+    let (qa, qb) = (3u32, 4u32);
+    a.requester(&mut e, qa, &b, qb, 21);
+    b.responder(&mut e, qb, &a, qa, 21);
+    translated(&mut e, 0, qa, true);
+    translated(&mut e, 1, qb, false);
+    a.put_wqe(&e, qa, 0, 0, Linear(x, y, 4096, 1));
+    a.ring(&mut e, qa, 1);
+    assert_eq!(a.cqes(&mut e, 1), [(qa, 1, 0, 1)]);
+    assert_eq!(e.ram.slice(dst1, 4096), &want[..], "ASID 1's page behind y");
+    assert!(
+        e.ram.slice(dst2, 4096).iter().all(|&v| v == 0xd2),
+        "ASID 2's page behind y"
+    );
+    assert!(e.ram.slice(src2, 4096).iter().all(|&v| v == 0x22));
+    assert_eq!(e.rd(SVC_MMU_FAULTS), 0);
+
+    // The requester's source mapped only in ASID 2.
+    a.put_wqe(&e, qa, 1, 1, Linear(z, y, 64, 2));
+    a.ring(&mut e, qa, 2);
+    assert_eq!(
+        a.wait_events(&e, |v| !v.is_empty()),
+        [(EQE_QP_ERR, qa, 0x7e)]
+    );
+    assert_eq!(e.rd(SVC_MMU_FAULTS), 1);
+    assert_eq!(
+        (e.rd(SVC_MMU_FAULT_ASID), e.rd(SVC_MMU_FAULT_VA_LO)),
+        (USER_ASID, z as u32)
+    );
+    assert_eq!(e.ram.slice(dst1, 4096), &want[..], "nothing sent");
+
+    // The responder's target mapped only in ASID 2.
+    let (qc, qd) = (5u32, 6u32);
+    a.requester(&mut e, qc, &b, qd, 22);
+    b.responder(&mut e, qd, &a, qc, 22);
+    translated(&mut e, 1, qd, false);
+    a.put_wqe(&e, qc, 0, 0, Linear(src1, z, 4096, 3));
+    a.ring(&mut e, qc, 1);
+    assert_eq!(
+        b.wait_events(&e, |v| !v.is_empty()),
+        [(EQE_QP_ERR, qd, 0x7e)]
+    );
+    assert_eq!(
+        a.wait_events(&e, |v| !v.is_empty()),
+        [(EQE_QP_ERR, qc, 0x7f)]
+    );
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(
+        e.ram.slice(only2, 4096).iter().all(|&v| v == 0x99),
+        "ASID 2's page written by ASID 1's QP"
+    );
+    assert_eq!(e.stat("dma_audit"), 0);
+}
+
+// ---- Ethernet: the raw path of QP 0 -----------------------------------
+
+use gaudi_emu::nic::formats::EQE_RAW_TX_COMP;
+
+const RAW_ELEM_LOG: u32 = 11;
+const RAW_COUNT_LOG: u32 = 4;
+
+/// The raw path of `p` as hbl_en sets it up: QP 0's requester context
+/// (raw, secured, send array 0, 128 entries), send array 0, the receive
+/// ring of 16 elements of 2 KiB, CQ 0 and the raw MAC filter. Returns the
+/// send array's and the ring's addresses.
+fn raw_up(e: &mut Emu, p: &Port) -> (u64, u64) {
+    let port = p.port;
+    let sq = e.ram.alloc(128 * 32, 4096);
+    e.wr(at(TXE0_SQ_BASE_ADDRESS_63_32_0, port, 0), (sq >> 32) as u32);
+    e.wr(at(TXE0_SQ_BASE_ADDRESS_31_0_0, port, 0), sq as u32);
+    e.wr(at(TXE0_LOG_MAX_WQ_SIZE_0, port, 0), 5);
+    let mut c = [0u64; 16];
+    rf("TRANSPORT_SERVICE").set(&mut c, 1);
+    rf("LAST_IDX").set(&mut c, 127);
+    rf("WQ_TYPE").set(&mut c, 1);
+    rf("TRUST_LEVEL").set(&mut c, 1);
+    rf("DATA_MMU_BYPASS").set(&mut c, 1);
+    rf("WQ_BACK_PRESSURE").set(&mut c, 1);
+    rf("VALID").set(&mut c, 1);
+    gateway(e, port, 0, true, &[u32::MAX; 32], &le_words(&bytes(&c)));
+    let ring = e.ram.alloc(1 << (RAW_ELEM_LOG + RAW_COUNT_LOG), 4096);
+    e.ram
+        .slice(ring, 1 << (RAW_ELEM_LOG + RAW_COUNT_LOG))
+        .fill(0);
+    e.wr(at(RXE0_RAW_QPN_P0_0, port, 0), 0);
+    e.wr(at(RXE0_RAW_BASE_LO_P0_0, port, 0), ring as u32);
+    e.wr(at(RXE0_RAW_BASE_HI_P0_0, port, 0), (ring >> 32) as u32);
+    e.wr(
+        at(RXE0_RAW_MISC_P0_0, port, 0),
+        RAW_ELEM_LOG | RAW_COUNT_LOG << 15,
+    );
+    let pi = e.ram.alloc(128, 128);
+    e.wr(at(RXE0_CQ_LOG_SIZE_0, port, 0), CQ_LOG);
+    e.wr(at(RXE0_CQ_PI_ADDR_HI_0, port, 0), (pi >> 32) as u32);
+    e.wr(at(RXE0_CQ_PI_ADDR_LO_0, port, 0), pi as u32);
+    e.wr(at(RXE0_CQ_CFG_0, port, 0), 0x9);
+    let fi = if port & 1 == 0 { 0 } else { 2 };
+    let hi = u32::from(p.mac[0]) << 8 | u32::from(p.mac[1]);
+    let lo = u32::from_be_bytes([p.mac[2], p.mac[3], p.mac[4], p.mac[5]]);
+    e.wr(
+        CFG_IN_BAR0 + macro_cfg(RXB_CORE_TS_RAW0_MAC_47_32_0, port) + 4 * fi,
+        hi,
+    );
+    e.wr(
+        CFG_IN_BAR0 + macro_cfg(RXB_CORE_TS_RAW0_MAC_31_0_0, port) + 4 * fi,
+        lo,
+    );
+    (sq, ring)
+}
+
+/// Ethernet over the raw path: frames posted as LINEAR WQEs on QP 0 and
+/// rung on the secured FIFO go out as they are, a WQE with SE reports its
+/// index in RAW_TX_COMP; the receiver writes the frames its raw filter
+/// takes (its MAC, broadcast) into consecutive ring elements with a CQE on
+/// CQ 0 carrying the element and the length, and leaves the others.
+#[test]
+fn ethernet_raw() {
+    let mut e = linked();
+    let mut a = Port::up(&mut e, 0, 1);
+    let mut b = Port::up(&mut e, 1, 2);
+    let (sq, _) = raw_up(&mut e, &a);
+    let (_, ring) = raw_up(&mut e, &b);
+    let frame = |e: &mut Emu, dst: [u8; 6], len: usize, seed: u8| {
+        let at = e.ram.alloc(len, 64);
+        let mut f: Vec<u8> = dst.iter().chain(&a.mac).copied().collect();
+        f.extend([0x88, 0xb5]);
+        f.extend((0..len - 14).map(|i| (i as u8).wrapping_mul(7) ^ seed));
+        e.ram.slice(at, len).copy_from_slice(&f);
+        (at, f)
+    };
+    let frames = [
+        frame(&mut e, b.mac, 100, 1),
+        frame(&mut e, [0xff; 6], 60, 2),
+        frame(&mut e, [0x02, 0, 0, 0, 0, 0x99], 80, 3),
+        frame(&mut e, b.mac, 1500, 4),
+    ];
+    for (i, (at, f)) in frames.iter().enumerate() {
+        let mut w = [0u64; 4];
+        SqWqe::field("OPCODE").set(&mut w, WQE_OPCODE_LINEAR);
+        SqWqe::field("WQE_INDEX").set(&mut w, i as u64);
+        SqWqe::field("SIZE").set(&mut w, f.len() as u64);
+        SqWqe::field("LOCAL_ADDRESS").set(&mut w, *at);
+        SqWqe::field("SE").set(&mut w, u64::from(i == 3));
+        e.ram
+            .slice(sq + 32 * i as u64, 32)
+            .copy_from_slice(&bytes(&w));
+    }
+    e.wr(at(QPC0_SECURED_DB_FIRST32, 0, 0), 4);
+    e.wr(at(QPC0_SECURED_DB_SECOND32, 0, 0), 0);
+    assert_eq!(
+        a.wait_events(&e, |v| !v.is_empty()),
+        [(EQE_RAW_TX_COMP, 0, 3)]
+    );
+    // CQ 0 of the receiver.
+    let cq0 = b.cqs;
+    let t0 = Instant::now();
+    let mut got = Vec::new();
+    while got.len() < 3 {
+        let s = e.ram.slice(cq0 + 16 * got.len() as u64, 16);
+        let w = words(s);
+        if Cqe::field("VALID").get(&w) == 0 {
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "CQEs so far: {got:?}"
+            );
+            std::thread::sleep(Duration::from_millis(2));
+            continue;
+        }
+        got.push((
+            Cqe::field("WQE_INDEX").get(&w),
+            Cqe::field("RAW_PKT_SIZE").get(&w),
+            Cqe::field("IS_REQ").get(&w),
+        ));
+    }
+    assert_eq!(got, [(0, 100, 0), (1, 60, 0), (2, 1500, 0)]);
+    for (elem, k) in [(0u64, 0usize), (1, 1), (2, 3)] {
+        let f = &frames[k].1;
+        assert_eq!(
+            e.ram.slice(ring + (elem << RAW_ELEM_LOG), f.len()),
+            &f[..],
+            "element {elem}"
+        );
+    }
+    assert!(
+        e.ram
+            .slice(ring + (3 << RAW_ELEM_LOG), 1 << RAW_ELEM_LOG)
+            .iter()
+            .all(|&x| x == 0),
+        "a fourth frame"
+    );
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(
+        Cqe::field("VALID").get(&words(e.ram.slice(cq0 + 48, 16))),
+        0,
+        "a fourth CQE"
+    );
+    // The consumer index through the secured slot.
+    e.wr(at(QPC0_SECURED_CQ_NUMBER, 1, 0), 0);
+    e.wr(at(QPC0_SECURED_CQ_CONSUMER_INDEX, 1, 0), 3);
+    assert_eq!(e.rd(at(RXE0_CQ_CONSUMER_INDEX_0, 1, 0)), 3);
+    assert!(b.events(&e).is_empty() && a.events(&e).is_empty());
+    assert_eq!(nic_stat(&e, "raw_rx_dropped"), 0);
+}
+
+// ---- The emulated function's chip services ----------------------------
+
+use gaudi_emu::chip::{
+    SVC_ID, SVC_LINK, SVC_MAC_HI, SVC_MAC_LO, SVC_PORT_MASK, SVC_RESET, SVC_VERSION,
+};
+use gaudi_emu::nic::formats::EQE_LINK_STATUS;
+
+/// What the firmware and habanalabs tell a NIC driver, as the emulated
+/// function says it: identity and model version, the enabled ports, each
+/// port's MAC and link state (a change also a LINK_STATUS event on the
+/// port's EQ), and the chip reset, after which the NIC's registers and the
+/// MMU's roots are back at 0.
+#[test]
+fn chip_services() {
+    let mut e = linked();
+    assert_eq!(e.rd(SVC_ID).to_be_bytes(), *b"G2EF");
+    assert_eq!(e.rd(SVC_VERSION), 0x0002_0000);
+    assert_eq!(e.rd(SVC_PORT_MASK), 0x3);
+    for p in 0..2u64 {
+        assert_eq!(e.rd(SVC_MAC_HI + 8 * p), 0x021d);
+        assert_eq!(e.rd(SVC_MAC_LO + 8 * p), 0xa300_0000 | p as u32);
+    }
+    assert_eq!(e.rd(SVC_LINK), 0x3);
+    let mut b = Port::up(&mut e, 1, 2);
+    e.ctl("link 1 down");
+    assert_eq!(e.rd(SVC_LINK), 0x1);
+    assert_eq!(
+        b.wait_events(&e, |v| !v.is_empty()),
+        [(EQE_LINK_STATUS, 0, 0)]
+    );
+    e.ctl("link 1 up");
+    assert_eq!(
+        b.wait_events(&e, |v| !v.is_empty()),
+        [(EQE_LINK_STATUS, 0, 1)]
+    );
+    assert_eq!(e.rd(SVC_LINK), 0x3);
+    // A reset needs its magic.
+    let _ = PageTable::new(&mut e, 7);
+    e.wr(SVC_RESET, 1);
+    assert_ne!(e.rd(at(QPC0_EVENT_QUE_CFG, 1, 0)), 0);
+    e.wr(SVC_RESET, u32::from_be_bytes(*b"RSET"));
+    let t0 = Instant::now();
+    while e.rd(SVC_ID) != u32::from_be_bytes(*b"G2EF") {
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "the chip did not come back"
+        );
+    }
+    assert_eq!(e.rd(at(QPC0_EVENT_QUE_CFG, 1, 0)), 0);
+    assert_eq!(e.rd(at(TXE0_SQ_BASE_ADDRESS_31_0_0, 1, 1)), 0);
+    assert_eq!(e.rd(SVC_MMU_ROOT_LO + 8 * 7), 0);
+}

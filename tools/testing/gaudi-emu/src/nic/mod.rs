@@ -36,10 +36,23 @@ pub fn phys(addr: u64) -> Target {
     }
 }
 
-/// The NIC's physical accesses (MMU bypassed).
+/// The largest frame the raw path sends (model-defined: a 9000-byte MTU
+/// and its Ethernet header).
+pub const RAW_MAX_FRAME: u32 = 9018;
+
+/// What the NIC reaches: physical addresses (MMU bypassed), and device
+/// VAs of an ASID through the device MMU, which is the chip's.
 pub trait Memory {
     fn read_phys(&mut self, addr: u64, buf: &mut [u8]) -> bool;
     fn write_phys(&mut self, addr: u64, buf: &[u8]) -> bool;
+    /// Read at device VA `va` of `asid`; false on a fault.
+    fn read_va(&mut self, _asid: u32, _va: u64, _buf: &mut [u8]) -> bool {
+        false
+    }
+    /// Write at device VA `va` of `asid`; false on a fault.
+    fn write_va(&mut self, _asid: u32, _va: u64, _buf: &[u8]) -> bool {
+        false
+    }
 }
 
 impl Memory for Mem {
@@ -48,6 +61,44 @@ impl Memory for Mem {
     }
     fn write_phys(&mut self, addr: u64, buf: &[u8]) -> bool {
         self.write(phys(addr), buf)
+    }
+}
+
+/// The memories and the device MMU of the emulated function.
+pub struct Bus<'a> {
+    pub mem: &'a mut Mem,
+    pub mmu: &'a mut crate::chip::ChipMmu,
+}
+
+impl Memory for Bus<'_> {
+    fn read_phys(&mut self, addr: u64, buf: &mut [u8]) -> bool {
+        self.mem.read_phys(addr, buf)
+    }
+    fn write_phys(&mut self, addr: u64, buf: &[u8]) -> bool {
+        self.mem.write_phys(addr, buf)
+    }
+    fn read_va(&mut self, asid: u32, va: u64, buf: &mut [u8]) -> bool {
+        self.mmu.read(self.mem, asid, va, buf).is_ok()
+    }
+    fn write_va(&mut self, asid: u32, va: u64, buf: &[u8]) -> bool {
+        self.mmu.write(self.mem, asid, va, buf).is_ok()
+    }
+}
+
+/// A data access: physical with `bypass`, else at a device VA of `asid`.
+pub fn read_data(mem: &mut dyn Memory, bypass: bool, asid: u32, addr: u64, buf: &mut [u8]) -> bool {
+    if bypass {
+        mem.read_phys(addr, buf)
+    } else {
+        mem.read_va(asid, addr, buf)
+    }
+}
+
+pub fn write_data(mem: &mut dyn Memory, bypass: bool, asid: u32, addr: u64, buf: &[u8]) -> bool {
+    if bypass {
+        mem.write_phys(addr, buf)
+    } else {
+        mem.write_va(asid, addr, buf)
     }
 }
 
@@ -102,6 +153,9 @@ pub struct NicAudits {
     pub unknown_register: u32,
     /// CQ consumer indexes written through a UMR slot for another CQ.
     pub cq_ci_refused: u32,
+    /// Frames the raw path did not take: no room on CQ 0, or larger than
+    /// a ring element.
+    pub raw_rx_dropped: u32,
     /// Events, CQEs and doorbells lost.
     pub eq_dropped: u32,
     pub cqe_dropped: u32,
@@ -134,6 +188,7 @@ pub struct Nic {
     unknown: u32,
     unreachable: u32,
     cq_ci_refused: u32,
+    raw_rx_dropped: u32,
     /// Gateway operations finished, for tests and stats.
     pub gw_ops: u64,
 }
@@ -155,6 +210,7 @@ impl Nic {
             unknown: 0,
             unreachable: 0,
             cq_ci_refused: 0,
+            raw_rx_dropped: 0,
             gw_ops: 0,
         }
     }
@@ -164,6 +220,7 @@ impl Nic {
             gw_unreachable: self.unreachable,
             unknown_register: self.unknown,
             cq_ci_refused: self.cq_ci_refused,
+            raw_rx_dropped: self.raw_rx_dropped,
             ..Default::default()
         };
         for g in &self.gateways {
@@ -391,6 +448,22 @@ impl Nic {
         self.settle(port, now, false, mem);
     }
 
+    /// The port's link went up or down: a LINK_STATUS event (status bit 0:
+    /// up).
+    pub fn link_changed(&mut self, port: usize, up: bool, mem: &mut dyn Memory) {
+        if port < regs::PORTS {
+            self.event(
+                port,
+                Event {
+                    ty: formats::EQE_LINK_STATUS,
+                    data1: 0,
+                    data2: u32::from(up),
+                },
+                mem,
+            );
+        }
+    }
+
     fn event(&mut self, port: usize, ev: Event, mem: &mut dyn Memory) {
         if self.queues[port].post_event(port, ev, &mut self.regs, mem) {
             self.irqs.push(eq_vector(port));
@@ -443,6 +516,61 @@ impl Nic {
             rdma::pump(&self.regs, mem, st, &mut out, port, qpn, now);
             self.deliver(port, out, mem);
         }
+    }
+
+    /// A frame arrived on `port` that is not RDMA: with the raw path set
+    /// up (CQ 0 enabled), a frame to the port's raw MAC filter, broadcast or
+    /// multicast is written into the next element of the receive ring (the
+    /// element of CQ 0's producer index) and completed on CQ 0 with its
+    /// element index and length; returns whether the raw path took it.
+    pub fn receive_raw(&mut self, port: usize, frame: &[u8], mem: &mut dyn Memory) -> bool {
+        use regs::*;
+        let r = &self.regs;
+        if r.get(RXE0_CQ_CFG_0, port, 0) & 1 == 0 || frame.len() < 14 {
+            return false;
+        }
+        let i = if port & 1 == 0 { 0 } else { 2 };
+        let m = |reg: u64| r.get_macro(reg, port, i);
+        let mac = rdma::mac_of(
+            m(RXB_CORE_TS_RAW0_MAC_47_32_0),
+            m(RXB_CORE_TS_RAW0_MAC_31_0_0),
+        );
+        let mask = rdma::mac_of(
+            m(RXB_CORE_TS_RAW0_MAC_47_32_MASK_0),
+            m(RXB_CORE_TS_RAW0_MAC_31_0_MASK_0),
+        );
+        let group = frame[0] & 1 != 0;
+        if !group && (0..6).any(|k| (frame[k] ^ mac[k]) & !mask[k] != 0) {
+            return false;
+        }
+        let misc = r.get(RXE0_RAW_MISC_P0_0, port, 0);
+        let (elem_log, count_log) = (misc & 0xf, (misc >> 15) & 0x1f);
+        let base = (u64::from(r.get(RXE0_RAW_BASE_HI_P0_0, port, 0)) << 32)
+            | u64::from(r.get(RXE0_RAW_BASE_LO_P0_0, port, 0));
+        let pi = r.get(RXE0_CQ_PRODUCER_INDEX_0, port, 0);
+        let ci = r.get(RXE0_CQ_CONSUMER_INDEX_0, port, 0);
+        let size = 1u32 << (r.get(RXE0_CQ_LOG_SIZE_0, port, 0) & 0x1f).min(24);
+        if frame.len() > 1 << elem_log || pi.wrapping_sub(ci) >= size {
+            self.raw_rx_dropped += 1;
+            log::debug!("port {port}: raw frame of {} bytes dropped", frame.len());
+            return true;
+        }
+        let elem = pi % (1 << count_log);
+        if !mem.write_phys(base + (u64::from(elem) << elem_log), frame) {
+            log::warn!("port {port}: raw receive ring element {elem} unreachable");
+            return true;
+        }
+        let mut w = queues::cqe(
+            r.get(RXE0_RAW_QPN_P0_0, port, 0) & 0xff_ffff,
+            false,
+            elem,
+            0,
+        );
+        <formats::Cqe as layout::Layout>::field("RAW_PKT_SIZE").set(&mut w, frame.len() as u64);
+        for ev in self.queues[port].post_cqe(port, 0, w, &mut self.regs, mem) {
+            self.event(port, ev, mem);
+        }
+        true
     }
 
     /// A frame arrived on `port`: RoCE v2 to the port's RDMA MAC filter

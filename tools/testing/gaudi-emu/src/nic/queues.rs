@@ -141,7 +141,7 @@ impl PortQueues {
         let cfg = regs.get(QPC0_EVENT_QUE_CFG, port, 0);
         if cfg & EQ_CFG_ENABLE == 0 {
             self.counts.eq_dropped += 1;
-            log::info!("port {port}: event {ev:?} dropped: EQ disabled");
+            log::debug!("port {port}: event {ev:?} dropped: EQ disabled");
             return false;
         }
         let log_size = regs.get(QPC0_EVENT_QUE_LOG_SIZE, port, 0) & 0x1f;

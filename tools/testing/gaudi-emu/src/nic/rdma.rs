@@ -31,6 +31,8 @@ pub const SYND_WQE_INDEX: u32 = 0x91;
 /// Model-defined (no public syndrome): the requester received a NAK other
 /// than a PSN sequence error.
 pub const SYND_MODEL_NAK: u32 = 0x7f;
+/// Model-defined: the device MMU refused a data access of the QP.
+pub const SYND_MODEL_MMU: u32 = 0x7e;
 
 fn f<L: Layout>(name: &str) -> Bits {
     L::field(name)
@@ -60,6 +62,7 @@ pub struct Res {
     va: u64,
     left: u64,
     bypass: bool,
+    asid: u32,
     nak_sent: bool,
 }
 
@@ -71,7 +74,8 @@ pub struct Out {
     pub cqes: Vec<(usize, [u64; 2])>,
 }
 
-fn mac_of(hi16: u32, lo32: u32) -> [u8; 6] {
+/// A MAC address from its register pair (bits 47:32 and 31:0).
+pub fn mac_of(hi16: u32, lo32: u32) -> [u8; 6] {
     let v = (u64::from(hi16 & 0xffff) << 32) | u64::from(lo32);
     let b = v.to_be_bytes();
     [b[2], b[3], b[4], b[5], b[6], b[7]]
@@ -205,26 +209,25 @@ pub fn doorbell(
     true
 }
 
-/// The WQE at `index` of QP `qpn`'s slot in send WQ array `array`.
+/// The WQE at `index` of QP `qpn`'s slot in send WQ array `array` (an
+/// array that does not bypass the MMU is read in the QP's ASID).
 fn fetch_wqe(
     regs: &Regs,
     mem: &mut dyn Memory,
     port: usize,
     qpn: u32,
     array: u32,
+    asid: u32,
     index: u32,
 ) -> Option<[u64; 4]> {
     let hi = regs.get(TXE0_SQ_BASE_ADDRESS_63_32_0, port, array);
     let lo = regs.get(TXE0_SQ_BASE_ADDRESS_31_0_0, port, array);
     let log = regs.get(TXE0_LOG_MAX_WQ_SIZE_0, port, array) & 0x1f;
-    if regs.get(TXE0_WQE_USER_CFG, port, 0) & (1 << array) == 0 {
-        log::warn!("port {port}: send WQ array {array} through the device MMU: not modelled yet");
-        return None;
-    }
-    let slot = ((u64::from(hi) << 32) | u64::from(lo)) + (u64::from(qpn) << log) * 128;
+    let bypass = regs.get(TXE0_WQE_USER_CFG, port, 0) & (1 << array) != 0;
+    let slot = ((u64::from(hi) << 32) | u64::from(lo)).wrapping_add((u64::from(qpn) << log) * 128);
+    let at = slot.wrapping_add(u64::from(index) * SqWqe::SIZE as u64);
     let mut b = [0u8; 32];
-    mem.read_phys(slot + u64::from(index) * SqWqe::SIZE as u64, &mut b)
-        .then(|| words(&b).try_into().unwrap())
+    super::read_data(mem, bypass, asid, at, &mut b).then(|| words(&b).try_into().unwrap())
 }
 
 /// Send what QP `qpn` may send now.
@@ -262,8 +265,11 @@ pub fn pump(
                 if exe == g("LOCAL_PRODUCER_IDX", &c) as u32 {
                     break;
                 }
-                let Some(wqe) = fetch_wqe(regs, mem, port, qpn, g("WQ_BASE_ADDR", &c) as u32, exe)
-                else {
+                let asid = g("ASID", &c) as u32;
+                let array = g("WQ_BASE_ADDR", &c) as u32;
+                let Some(wqe) = fetch_wqe(regs, mem, port, qpn, array, asid, exe) else {
+                    log::info!("port {port}: QP {qpn}: WQE {exe} unreachable");
+                    qp_error(out, &mut c, qpn, SYND_MODEL_MMU);
                     break;
                 };
                 let w = |n: &str| f::<SqWqe>(n).get(&wqe);
@@ -284,6 +290,15 @@ pub fn pump(
                     qp_error(out, &mut c, qpn, s);
                     break;
                 }
+                if g("TRANSPORT_SERVICE", &c) == TRANSPORT_RAW {
+                    if !raw_send(mem, out, &c, &wqe, port, qpn, exe) {
+                        qp_error(out, &mut c, qpn, SYND_MODEL_MMU);
+                        break;
+                    }
+                    f::<ReqQpc>("EXECUTION_IDX").set(&mut c, ((exe + 1) % ring).into());
+                    f::<ReqQpc>("CONSUMER_IDX").set(&mut c, ((exe + 1) % ring).into());
+                    continue;
+                }
                 (exe, wqe, 0)
             }
         };
@@ -291,15 +306,12 @@ pub fn pump(
         let size = w("SIZE");
         let n = mtu.min(size - off);
         let mut payload = vec![0u8; n as usize];
-        if g("DATA_MMU_BYPASS", &c) == 0 {
-            log::warn!("port {port}: QP {qpn}: data through the device MMU: not modelled yet");
-            break;
-        }
-        if !mem.read_phys(w("LOCAL_ADDRESS").wrapping_add(off), &mut payload) {
-            log::warn!(
-                "port {port}: QP {qpn}: local data at {:#x} unreachable",
-                w("LOCAL_ADDRESS") + off
-            );
+        let (bypass, asid) = (g("DATA_MMU_BYPASS", &c) != 0, g("ASID", &c) as u32);
+        let at = w("LOCAL_ADDRESS").wrapping_add(off);
+        if !super::read_data(mem, bypass, asid, at, &mut payload) {
+            log::info!("port {port}: QP {qpn}: local data at {at:#x} (ASID {asid}) unreachable");
+            st.cur = None;
+            qp_error(out, &mut c, qpn, SYND_MODEL_MMU);
             break;
         }
         let first = off == 0;
@@ -354,6 +366,42 @@ pub fn pump(
         }
     }
     write_ctx(regs, mem, port, qpn, &c);
+}
+
+/// The raw (Ethernet) path: the WQE's buffer is a whole frame, sent as it
+/// is; a WQE with SE reports its index in a RAW_TX_COMP event.
+fn raw_send(
+    mem: &mut dyn Memory,
+    out: &mut Out,
+    c: &[u64; 16],
+    wqe: &[u64; 4],
+    port: usize,
+    qpn: u32,
+    index: u32,
+) -> bool {
+    let w = |n: &str| f::<SqWqe>(n).get(wqe);
+    let (bypass, asid) = (
+        f::<ReqQpc>("DATA_MMU_BYPASS").get(c) != 0,
+        f::<ReqQpc>("ASID").get(c) as u32,
+    );
+    let size = w("SIZE").min(u64::from(super::RAW_MAX_FRAME));
+    let mut frame = vec![0u8; size as usize];
+    if !super::read_data(mem, bypass, asid, w("LOCAL_ADDRESS"), &mut frame) {
+        log::info!(
+            "port {port}: raw QP {qpn}: frame at {:#x} unreachable",
+            w("LOCAL_ADDRESS")
+        );
+        return false;
+    }
+    out.frames.push(frame);
+    if w("SE") != 0 {
+        out.events.push(Event {
+            ty: EQE_RAW_TX_COMP,
+            data1: qpn,
+            data2: index,
+        });
+    }
+    true
 }
 
 /// Send again from the oldest unacknowledged WQE (go-back-N).
@@ -539,6 +587,7 @@ pub fn write(
             va: reth.va,
             left: reth.len.into(),
             bypass: g("DATA_MMU_BYPASS", &c) != 0,
+            asid: g("ASID", &c) as u32,
             nak_sent: false,
         };
     }
@@ -547,16 +596,19 @@ pub fn write(
         out.frames.push(reply(aeth::NAK_INVALID_REQ, expected));
         return true;
     }
-    if !st.bypass {
-        log::warn!("port {port}: QP {qpn}: data through the device MMU: not modelled yet");
-        return true;
-    }
-    if !mem.write_phys(st.va, pkt.payload) {
-        log::warn!(
-            "port {port}: QP {qpn}: WRITE target {:#x} unreachable",
-            st.va
+    if !super::write_data(mem, st.bypass, st.asid, st.va, pkt.payload) {
+        log::info!(
+            "port {port}: QP {qpn}: WRITE target {:#x} (ASID {}) unreachable",
+            st.va,
+            st.asid
         );
         out.frames.push(reply(aeth::NAK_REMOTE_ACCESS, expected));
+        out.events.push(Event {
+            ty: EQE_QP_ERR,
+            data1: qpn,
+            data2: SYND_MODEL_MMU,
+        });
+        st.left = 0;
         return true;
     }
     st.va += n;

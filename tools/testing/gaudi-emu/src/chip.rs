@@ -1,0 +1,165 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The chip services of the emulated function (device model 2.0,
+//! "Chip services"): on a real host habanalabs provides them to the NIC
+//! driver (register access, the device MMU, DMA memory, firmware messages,
+//! interrupts, reset, HBM); on the emulated function they are the
+//! emulator's and model-defined. This is the device MMU: one page table per
+//! ASID, in the format of model 1.5's tables (three levels of 512 entries,
+//! 4 KiB, 2 MiB and 1 GiB pages; the RING bit unused), translating host
+//! virtual addresses from [`HOST_VA_BASE`], which is where habanalabs maps
+//! host memory for the device (gaudi2P.h `VA_HOST_SPACE_PAGE_START`).
+
+use crate::mem::Mem;
+use crate::mmu::{Fault, Mmu};
+use std::collections::HashMap;
+
+/// First device VA of host memory; translations cover 2^39 bytes from it.
+pub const HOST_VA_BASE: u64 = 0xfff0_0000_0000_0000;
+/// ASIDs the NIC's contexts and FIFOs can name (10-bit fields).
+pub const ASIDS: u32 = 1024;
+/// Where the services' registers are in BAR0 (after model 1.5's MiB;
+/// below the chip's configuration space).
+pub const SVC_BASE: u64 = 0x10_0000;
+/// Page-table root of ASID n: low and high words, 8 bytes apart per ASID.
+pub const SVC_MMU_ROOT_LO: u64 = SVC_BASE;
+pub const SVC_MMU_ROOT_HI: u64 = SVC_BASE + 4;
+/// Write an ASID: its cached translations are forgotten.
+pub const SVC_MMU_INVALIDATE: u64 = SVC_BASE + 8 * ASIDS as u64;
+/// Translation faults since power-on (read-only), and the last fault's
+/// ASID and VA.
+pub const SVC_MMU_FAULTS: u64 = SVC_MMU_INVALIDATE + 4;
+pub const SVC_MMU_FAULT_ASID: u64 = SVC_MMU_INVALIDATE + 8;
+pub const SVC_MMU_FAULT_VA_LO: u64 = SVC_MMU_INVALIDATE + 12;
+pub const SVC_MMU_FAULT_VA_HI: u64 = SVC_MMU_INVALIDATE + 16;
+/// Identity of the emulated function's services: [`SVC_ID_MAGIC`].
+pub const SVC_ID: u64 = SVC_BASE + 0x3000;
+pub const SVC_ID_MAGIC: u32 = u32::from_be_bytes(*b"G2EF");
+/// The device model's version: major 31:16, minor 15:0 ([`SVC_VERSION_2_0`]).
+pub const SVC_VERSION: u64 = SVC_BASE + 0x3004;
+pub const SVC_VERSION_2_0: u32 = 0x0002_0000;
+/// The ports the firmware enables: bit p for port p.
+pub const SVC_PORT_MASK: u64 = SVC_BASE + 0x3008;
+/// Write [`SVC_RESET_MAGIC`]: the chip resets (every block, the MMU).
+pub const SVC_RESET: u64 = SVC_BASE + 0x300c;
+pub const SVC_RESET_MAGIC: u32 = u32::from_be_bytes(*b"RSET");
+/// Link state: bit p set while port p's link is up.
+pub const SVC_LINK: u64 = SVC_BASE + 0x3010;
+/// Port p's MAC address as the firmware gives it: bytes 2 to 5 big-endian
+/// in LO (8 bytes apart per port), bytes 0 and 1 in HI bits 15:0.
+pub const SVC_MAC_LO: u64 = SVC_BASE + 0x3100;
+pub const SVC_MAC_HI: u64 = SVC_BASE + 0x3104;
+pub const SVC_END: u64 = SVC_MAC_LO + 8 * crate::nic::regs::PORTS as u64;
+
+/// The device MMU of the emulated function.
+#[derive(Default)]
+pub struct ChipMmu {
+    roots: HashMap<u32, u64>,
+    mmus: HashMap<u32, Mmu>,
+    strict: bool,
+    pub faults: u32,
+    pub last_fault: (u32, u64),
+}
+
+impl ChipMmu {
+    pub fn new(strict: bool) -> Self {
+        Self {
+            strict,
+            ..Default::default()
+        }
+    }
+
+    pub fn reset(&mut self) {
+        let (strict, faults, last) = (self.strict, self.faults, self.last_fault);
+        *self = Self::new(strict);
+        (self.faults, self.last_fault) = (faults, last);
+    }
+
+    /// A register read of the services' block (`off` from BAR0).
+    pub fn read32(&self, off: u64) -> u32 {
+        match off {
+            SVC_MMU_FAULTS => self.faults,
+            SVC_MMU_FAULT_ASID => self.last_fault.0,
+            SVC_MMU_FAULT_VA_LO => self.last_fault.1 as u32,
+            SVC_MMU_FAULT_VA_HI => (self.last_fault.1 >> 32) as u32,
+            o if (SVC_MMU_ROOT_LO..SVC_MMU_INVALIDATE).contains(&o) => {
+                let root = self
+                    .roots
+                    .get(&(((o - SVC_BASE) / 8) as u32))
+                    .copied()
+                    .unwrap_or(0);
+                if o % 8 == 0 {
+                    root as u32
+                } else {
+                    (root >> 32) as u32
+                }
+            }
+            _ => 0,
+        }
+    }
+
+    /// A register write of the services' block.
+    pub fn write32(&mut self, off: u64, v: u32) {
+        match off {
+            SVC_MMU_INVALIDATE => {
+                if let Some(m) = self.mmus.get_mut(&v) {
+                    m.invalidate();
+                }
+            }
+            o if (SVC_MMU_ROOT_LO..SVC_MMU_INVALIDATE).contains(&o) => {
+                let asid = ((o - SVC_BASE) / 8) as u32;
+                let r = self.roots.entry(asid).or_default();
+                *r = if o % 8 == 0 {
+                    (*r & !0xffff_ffff) | u64::from(v & !0xfff)
+                } else {
+                    (*r & 0xffff_ffff) | (u64::from(v) << 32)
+                };
+                // A root takes effect with the next invalidation of the
+                // ASID, as a hop-0 change does.
+                let root = *r;
+                let m = self
+                    .mmus
+                    .entry(asid)
+                    .or_insert_with(|| Mmu::new(self.strict));
+                m.root = root;
+                m.enabled = root != 0;
+            }
+            _ => log::debug!("chip services: write {v:#x} at {off:#x} ignored"),
+        }
+    }
+
+    fn mmu(&mut self, asid: u32, va: u64) -> Result<(&mut Mmu, u64), Fault> {
+        let off = va.checked_sub(HOST_VA_BASE).ok_or(Fault::Unmapped(va))?;
+        match self.mmus.get_mut(&asid) {
+            Some(m) if m.enabled => Ok((m, off)),
+            _ => Err(Fault::Unmapped(va)),
+        }
+    }
+
+    fn fault<T>(&mut self, asid: u32, va: u64, r: Result<T, Fault>) -> Result<T, Fault> {
+        if r.is_err() {
+            self.faults = self.faults.wrapping_add(1);
+            self.last_fault = (asid, va);
+            log::info!(
+                "device MMU: ASID {asid} VA {va:#x}: {r:?}",
+                r = r.as_ref().err()
+            );
+        }
+        r
+    }
+
+    /// Read at device VA `va` of `asid`.
+    pub fn read(&mut self, mem: &mut Mem, asid: u32, va: u64, buf: &mut [u8]) -> Result<(), Fault> {
+        let r = self
+            .mmu(asid, va)
+            .and_then(|(m, off)| m.read(mem, off, buf));
+        self.fault(asid, va, r)
+    }
+
+    /// Write at device VA `va` of `asid`.
+    pub fn write(&mut self, mem: &mut Mem, asid: u32, va: u64, buf: &[u8]) -> Result<(), Fault> {
+        let r = self
+            .mmu(asid, va)
+            .and_then(|(m, off)| m.write(mem, off, buf));
+        self.fault(asid, va, r)
+    }
+}
