@@ -444,3 +444,44 @@ gid_index_v4() {
 	done
 	return 1
 }
+
+# Benchmarks run their measurements BENCH_RUNS times (at least 5) and
+# report each figure as the minimum, median and maximum over the runs.
+BENCH_RUNS=5
+
+# Summarise the "bench:" lines of file $1, collected over several runs:
+# lines that differ only in their numbers are one figure, printed once with
+# every number that varies as min/median/max over the runs (and the run
+# count).
+bench_summary() {
+	awk '
+	/^bench:/ {
+		shape = $0; n = 0; rest = $0; vals = ""
+		while (match(rest, /[0-9]+(\.[0-9]+)?/)) {
+			n++; vals = vals (n > 1 ? " " : "") substr(rest, RSTART, RLENGTH)
+			rest = substr(rest, RSTART + RLENGTH)
+		}
+		gsub(/[0-9]+(\.[0-9]+)?/, "#", shape)
+		if (!(shape in runs)) { order[++shapes] = shape }
+		runs[shape]++
+		all[shape, runs[shape]] = vals
+	}
+	function sort(a, k,   i, j, t) {
+		for (i = 2; i <= k; i++)
+			for (j = i; j > 1 && a[j - 1] + 0 > a[j] + 0; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
+	}
+	END {
+		for (s = 1; s <= shapes; s++) {
+			shape = order[s]; k = runs[shape]
+			m = split(all[shape, 1], first, " ")
+			out = shape
+			for (f = 1; f <= m; f++) {
+				for (r = 1; r <= k; r++) { split(all[shape, r], v, " "); col[r] = v[f] }
+				sort(col, k)
+				fig = (col[1] == col[k]) ? col[1] : col[1] "/" col[int((k + 1) / 2)] "/" col[k]
+				sub(/#/, fig, out)
+			}
+			print out " [min/median/max of " k " runs]"
+		}
+	}' "$1"
+}
