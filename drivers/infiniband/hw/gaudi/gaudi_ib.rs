@@ -856,5 +856,9 @@ kernel::module_pci_driver! {
             default: 256,
             description: "MiB of QP set queues a user context may hold",
         },
+        first_pd_id: u64 {
+            default: 1,
+            description: "Identity of the first protection domain (tests start it near the end)",
+        },
     },
 }

@@ -83,11 +83,14 @@ use crate::{
         Hbm, //
     },
     hw,
-    ids::Ids,
+    ids::{
+        Ids,
+        PdId,
+        PdIds, //
+    },
     mmu,
     mr::{
         self,
-        mr_key,
         MrData,
         MrInfo, //
     },
@@ -143,19 +146,21 @@ pub(crate) struct IbDev {
     next_ctx: Atomic<u64>,
     /// Page sizes both the device MMU and the driver's tables support (bit n: 2^n bytes).
     pub(crate) mr_page_sizes: u64,
-    /// Memory regions by key (lkey = rkey). A key is a secret permutation of a counter: keys
-    /// look random to anyone who does not know `key_secret`, and none is issued twice before
-    /// 2^32 registrations, so a stale key finds nothing.
+    /// Memory regions by key (lkey = rkey). Keys are random (`get_random_u32`), never 0, and
+    /// a key that was revoked is not issued again while it is among the last
+    /// [`QUARANTINE`] revoked: nothing can be learnt from one key about another, and a stale
+    /// key finds nothing.
     #[pin]
     pub(crate) mrs: XArray<KBox<MrInfo>>,
-    next_key: Atomic<u32>,
-    key_secret: u32,
+    /// The keys revoked last, oldest overwritten first.
+    #[pin]
+    revoked: Mutex<Quarantine>,
     /// Held while a region is bound to a QP context (its key resolved and the context
     /// written) and while a key is revoked at deregistration, so that no context is written
     /// with a region whose key is already gone.
     #[pin]
     bind: Mutex<()>,
-    next_pd: Atomic<u32>,
+    pd_ids: PdIds,
     /// QP and CQ numbers in use.
     pub(crate) ids: Arc<Ids>,
     /// The GID tables as the core's GID cache last set them (`max_gids` entries per port, port
@@ -186,10 +191,9 @@ impl IbDev {
                 .filter(|size| u64::from(caps.page_sizes) & size != 0)
                 .fold(0, |all, size| all | size),
             mrs <- XArray::new(AllocKind::Alloc),
-            next_key: Atomic::new(0),
-            key_secret: kernel::random::get_random_u32(),
+            revoked <- kernel::new_mutex!(Quarantine::default()),
             bind <- kernel::new_mutex!(()),
-            next_pd: Atomic::new(1),
+            pd_ids: PdIds::new(crate::module_parameters::first_pd_id.value()),
             ids: Arc::pin_init(Ids::new(caps.ports, caps.max_qps, caps.max_cqs)?, GFP_KERNEL)?,
             gids <- kernel::new_mutex!(KVVec::from_elem(
                 Gid::default(),
@@ -227,11 +231,13 @@ impl IbDev {
     /// Enter `info` under a fresh key.
     pub(crate) fn insert_mr(&self, info: MrInfo) -> Result<u32> {
         let entry = KBox::new(info, GFP_KERNEL)?;
+        let revoked = self.revoked.lock();
         let mut mrs = self.mrs.lock();
-        // Keys in use are few; after a wrap, skip the ones still taken.
-        for _ in 0..1024 {
-            let key = mr_key(self.next_key.fetch_add(1, Relaxed), self.key_secret);
-            if key == 0 || mrs.get(key as usize).is_some() {
+        // The keys in use and in quarantine are a tiny part of 2^32: a draw almost never
+        // meets one.
+        for _ in 0..64 {
+            let key = kernel::random::get_random_u32();
+            if key == 0 || mrs.get(key as usize).is_some() || revoked.holds(key) {
                 continue;
             }
             mrs.store(key as usize, entry, GFP_KERNEL)
@@ -239,6 +245,14 @@ impl IbDev {
             return Ok(key);
         }
         Err(ENOSPC)
+    }
+
+    /// Take the region of `key` out of the table; its key goes into quarantine.
+    pub(crate) fn remove_mr(&self, key: u32) {
+        let mut revoked = self.revoked.lock();
+        if self.mrs.lock().remove(key as usize).is_some() {
+            revoked.add(key);
+        }
     }
 
     /// Make context `ctx` the exclusive owner of the data path, for what drives the device
@@ -271,7 +285,7 @@ impl IbDev {
     /// region it names, as the QP context is about to be written (the caller holds
     /// [`Self::bindings`] until it is). A key that no longer names a region of `pd` open to
     /// remote writes (it was deregistered since) binds nothing: the QP then accepts no WRITE.
-    pub(crate) fn resolve_local(&self, _bindings: &MutexGuard<'_, ()>, pd: u32, a: &mut QpAttrs) {
+    pub(crate) fn resolve_local(&self, _bindings: &MutexGuard<'_, ()>, pd: PdId, a: &mut QpAttrs) {
         let p = &mut a.path;
         p.region = Region::default();
         if p.local_rkey == 0 {
@@ -480,8 +494,8 @@ pub(crate) struct Context {
     usage: Arc<Usage>,
     /// The protection domain of the context exists.
     has_pd: Atomic<bool>,
-    /// Its id (as [`Pd::id`]) while it exists; 0 otherwise.
-    pd_id: Atomic<u32>,
+    /// Its identity (as [`Pd::id`], raw) while it exists; [`PdId::NONE`] otherwise.
+    pd_id: Atomic<u64>,
 }
 
 impl Context {
@@ -490,9 +504,36 @@ impl Context {
         &self.usage
     }
 
-    /// The id of the context's protection domain; 0 (no PD has it) without one.
-    pub(crate) fn pd_id(&self) -> u32 {
-        self.pd_id.load(kernel::sync::atomic::Acquire)
+    /// The identity of the context's protection domain; [`PdId::NONE`] without one.
+    pub(crate) fn pd_id(&self) -> PdId {
+        PdId::from_raw(self.pd_id.load(kernel::sync::atomic::Acquire))
+    }
+}
+
+/// Keys revoked last, which no new region gets.
+pub(crate) const QUARANTINE: usize = 4096;
+
+/// The last [`QUARANTINE`] revoked keys.
+#[derive(Default)]
+struct Quarantine {
+    keys: KVec<u32>,
+    /// Where the next revoked key goes once `keys` is full.
+    next: usize,
+}
+
+impl Quarantine {
+    fn holds(&self, key: u32) -> bool {
+        self.keys.contains(&key)
+    }
+
+    fn add(&mut self, key: u32) {
+        if self.keys.len() < QUARANTINE {
+            // Without memory for it the key is simply not held back.
+            let _ = self.keys.push(key, GFP_KERNEL);
+        } else {
+            self.keys[self.next] = key;
+            self.next = (self.next + 1) % QUARANTINE;
+        }
     }
 }
 
@@ -511,14 +552,14 @@ pub(crate) struct Pd {
     /// The context owning the PD, for user PDs.
     user: bool,
     /// Identifies the PD in [`MrInfo`].
-    pub(crate) id: u32,
+    pub(crate) id: PdId,
     /// The PD's regions registered with `REMOTE_WRITE`: their number (high 32 bits) and the
     /// xor of their keys (low 32 bits), so that with one region its key.
     writable: Atomic<u64>,
 }
 
 impl Pd {
-    fn new(user: bool, id: u32) -> Self {
+    fn new(user: bool, id: PdId) -> Self {
         Self {
             user,
             id,
@@ -713,7 +754,7 @@ impl rdma::Driver for GaudiRdma {
             id: d.next_ctx.fetch_add(1, Relaxed),
             usage: Usage::new()?,
             has_pd: Atomic::new(false),
-            pd_id: Atomic::new(0),
+            pd_id: Atomic::new(PdId::NONE.raw()),
         })
     }
 
@@ -729,9 +770,8 @@ impl rdma::Driver for GaudiRdma {
         dev: &rdma::Device<Self>,
         user: Option<&mut User<'_, Self>>,
     ) -> impl PinInit<Pd, Error> {
-        let id = dev.data().next_pd.fetch_add(1, Relaxed);
         let Some(user) = user else {
-            return Ok(Pd::new(false, id));
+            return Ok(Pd::new(false, dev.data().pd_ids.take()?));
         };
         let ctx = user.ucontext.data();
         let mut o = dev.data().owners.lock();
@@ -751,9 +791,16 @@ impl rdma::Driver for GaudiRdma {
             pdn: PDN,
             ..Default::default()
         })?;
+        // An identity only for a PD that is made: refusals use none up.
+        let id = dev.data().pd_ids.take().inspect_err(|_| {
+            kernel::ibdev_info_ratelimited!(
+                dev,
+                "PD refused: protection domain identities exhausted\n"
+            )
+        })?;
         ctx.has_pd.store(true, Relaxed);
         o.pds += 1;
-        ctx.pd_id.store(id, kernel::sync::atomic::Release);
+        ctx.pd_id.store(id.raw(), kernel::sync::atomic::Release);
         Ok(Pd::new(true, id))
     }
 
@@ -762,7 +809,7 @@ impl rdma::Driver for GaudiRdma {
             if let Some(ctx) = pd.ucontext() {
                 let c = ctx.data();
                 let mut o = pd.device().data().owners.lock();
-                c.pd_id.store(0, Relaxed);
+                c.pd_id.store(PdId::NONE.raw(), Relaxed);
                 c.has_pd.store(false, Relaxed);
                 o.pds = o.pds.saturating_sub(1);
             }

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! QP and CQ numbers.
+//! QP and CQ numbers, and the identities of protection domains.
 //!
 //! A QP number is an index into the QPs of one port, and the collective engine needs a QP to
 //! have the same index on every port it uses: an index is held per port. A QP of the standard
@@ -157,6 +157,55 @@ impl Ids {
     pub(crate) fn free_cqn(&self, id: u32) {
         if (FIRST_CQN..self.max_cqs).contains(&id) {
             self.cqs.lock().release_id(id as usize);
+        }
+    }
+}
+
+/// The identity of a protection domain: what a memory region and a QP are bound to, so that
+/// one PD's keys and addresses never resolve in another. Identities are handed out in order
+/// and never reused, even after the PD is gone: when they run out, no PD is created any more
+/// (at one a microsecond that takes half a million years, from the default start).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct PdId(u64);
+
+impl PdId {
+    /// No protection domain has it.
+    pub(crate) const NONE: PdId = PdId(0);
+
+    /// The identity as a number, for an atomic that holds one.
+    pub(crate) fn raw(self) -> u64 {
+        self.0
+    }
+
+    /// The identity [`Self::raw`] gave.
+    pub(crate) fn from_raw(raw: u64) -> Self {
+        PdId(raw)
+    }
+}
+
+/// Where the next [`PdId`] comes from.
+pub(crate) struct PdIds {
+    next: Atomic<u64>,
+}
+
+impl PdIds {
+    /// Identities from `first` (at least 1) on.
+    pub(crate) fn new(first: u64) -> Self {
+        Self {
+            next: Atomic::new(first.max(1)),
+        }
+    }
+
+    /// A fresh identity; `ENOSPC` once they have run out (the last one handed out is
+    /// `u64::MAX - 1`).
+    pub(crate) fn take(&self) -> Result<PdId> {
+        let mut cur = self.next.load(Relaxed);
+        loop {
+            let next = cur.checked_add(1).ok_or(ENOSPC)?;
+            match self.next.cmpxchg(cur, next, Relaxed) {
+                Ok(_) => return Ok(PdId(cur)),
+                Err(seen) => cur = seen,
+            }
         }
     }
 }

@@ -40,6 +40,7 @@ use crate::{
         GaudiRdma,
         Limit, //
     },
+    ids::PdId,
     mmu::{
         self,
         VaRange, //
@@ -57,7 +58,7 @@ pub(crate) struct MrInfo {
 
 impl MrInfo {
     /// The id of the region's protection domain.
-    pub(crate) fn pd(&self) -> u32 {
+    pub(crate) fn pd(&self) -> PdId {
         self.view.pd
     }
 
@@ -185,7 +186,7 @@ pub(crate) fn dereg(mr: &rdma::Mr<GaudiRdma>) -> Result {
     }
     {
         let bindings = d.bindings();
-        d.mrs.lock().remove(m.key as usize);
+        d.remove_mr(m.key);
         if let Err(e) = m.shared.revoke_key(m.key) {
             // Nothing a context names can be reached through the MMU after the unmap
             // below; a device that refused the revocation is failing anyway.
@@ -240,17 +241,6 @@ fn contained_page_sizes(sizes: u64, iova: u64, length: u64) -> Result<u64> {
         .map(|shift| 1u64 << shift)
         .filter(|&s| sizes & s != 0 && (s == SMALL || (start % s == 0 && end % s == 0)))
         .fold(0, |all, s| all | s))
-}
-
-/// A permutation of `n` keyed by `secret`: invertible steps (xor, multiplication by an odd
-/// constant, xor with a shifted copy), so distinct counters give distinct keys.
-pub(crate) fn mr_key(n: u32, secret: u32) -> u32 {
-    let mut x = n ^ secret;
-    x = x.wrapping_mul(0x9e37_79b1);
-    x ^= x >> 16;
-    x = x.wrapping_mul(0x85eb_ca6b);
-    x ^= x >> 13;
-    x.wrapping_add(secret.rotate_left(16))
 }
 
 /// A memory region about to be entered in the device MMU.
@@ -326,7 +316,7 @@ fn register(
         mmu_va,
         ..Default::default()
     }) {
-        d.mrs.lock().remove(key as usize);
+        d.remove_mr(key);
         shared.unmap_region(range, shift, r.blocks);
         return Err(e);
     }

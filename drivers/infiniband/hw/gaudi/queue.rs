@@ -69,6 +69,7 @@ use crate::{
         Wqe,
         INLINE_MAX, //
     },
+    ids::PdId,
     mmu::{
         self,
         VaRange, //
@@ -467,7 +468,7 @@ pub(crate) struct QpData {
     shared: Arc<Shared>,
     qpn: u32,
     /// [`crate::ib::Pd`] id, for the check of the SGEs.
-    pd: u32,
+    pd: PdId,
     log_sq: u32,
     /// SGEs a request may have (at most [`MAX_SEND_SGE`]).
     max_sge: u32,
@@ -491,7 +492,7 @@ pub(crate) struct QpData {
 /// What [`QpData::new`] needs.
 pub(crate) struct QpParams {
     pub(crate) qpn: u32,
-    pub(crate) pd: u32,
+    pub(crate) pd: PdId,
     pub(crate) log_sq: u32,
     pub(crate) max_sge: u32,
     /// Receives the QP holds, and SGEs each may have.
@@ -567,7 +568,7 @@ impl QpData {
         }))
     }
 
-    pub(crate) fn pd(&self) -> u32 {
+    pub(crate) fn pd(&self) -> PdId {
         self.pd
     }
 
@@ -847,7 +848,7 @@ pub(crate) fn qp_context(state: u8, cqn: u32, sq_va: u64, log_sq: u32, a: &QpAtt
 /// A memory region as the send path checks it.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct MrView {
-    pub(crate) pd: u32,
+    pub(crate) pd: PdId,
     pub(crate) iova: u64,
     pub(crate) length: u64,
     pub(crate) mmu_va: u64,
@@ -856,7 +857,7 @@ pub(crate) struct MrView {
 /// Check the SGE `addr`+`len` against `mr` of protection domain `pd`, and translate it to a
 /// device VA: `(addr - iova) + mmu_va`. `EINVAL` for a region of another PD or a range not
 /// inside the region (overflow included).
-pub(crate) fn translate(mr: &MrView, pd: u32, addr: u64, len: u32) -> Result<u64> {
+pub(crate) fn translate(mr: &MrView, pd: PdId, addr: u64, len: u32) -> Result<u64> {
     if mr.pd != pd {
         return Err(EINVAL);
     }

@@ -380,6 +380,138 @@ fn pd_single() {
     println!("PASS");
 }
 
+/// `pd-identity`, with the driver loaded with `first_pd_id` at 2^64 - 4, three
+/// identities before they run out: context A's PD takes the first and A
+/// registers a region open to remote writes. Context B then takes, uses and frees PDs until the
+/// identities run out: two PDs, then ENOSPC, and ENOSPC again (they never
+/// wrap). With each of B's PDs, B's post_send naming A's key is refused with
+/// EINVAL, binding one of B's QPs to A's key is refused with EINVAL, and a
+/// WRITE carrying A's key addressed at A's region is refused or fails: A's
+/// region is unchanged. A's own WRITE with the key lands.
+fn pd_identity() {
+    let rw = IB_UVERBS_ACCESS_LOCAL_WRITE | IB_UVERBS_ACCESS_REMOTE_WRITE;
+    let a = open_ctx();
+    let pa = a
+        .alloc_pd()
+        .unwrap_or_else(|e| fail(format!("A's PD: {e}")));
+    let mut target = Mapping::new(4096);
+    fill(target.bytes(), 1);
+    let before = target.bytes().to_vec();
+    let amr = reg_mapping(&a, &pa, &target, rw);
+    let b = open_ctx();
+    let mut src = Mapping::new(4096);
+    fill(src.bytes(), 2);
+    let mut pds = 0;
+    loop {
+        let pb = match b.alloc_pd() {
+            Ok(p) => p,
+            Err(e) if errno(&e) == libc::ENOSPC => break,
+            Err(e) => fail(format!("B's PD {}: {e}", pds + 1)),
+        };
+        pds += 1;
+        check(
+            pds <= 2,
+            format!("B got PD {pds}: identities past the last one"),
+        );
+        let bmr = reg_mapping(&b, &pb, &src, rw);
+        // y takes WRITEs with B's own key.
+        let (x, y) = loopback_pair(&b, &pb, 1, 1, bmr.rkey);
+        post_refused(
+            &b,
+            &x.qp,
+            &[write_wr(
+                1,
+                target.addr(),
+                64,
+                amr.lkey,
+                src.addr(),
+                bmr.rkey,
+            )],
+            1,
+            &format!("PD {pds} of B posting from A's region with A's lkey"),
+        );
+        let rebind = ModifyQp {
+            attr_mask: QP_STATE,
+            qp_state: QPS_RTS,
+            driver: Some(gaudi_ib_modify_qp {
+                flags: GAUDI_IB_MODIFY_QP_LOCAL_RKEY,
+                local_rkey: amr.rkey,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        expect_errno(
+            &format!("PD {pds} of B binding a QP to A's key"),
+            b.modify_qp(&y.qp, &rebind),
+            libc::EINVAL,
+        );
+        // A WRITE carrying A's key, at A's region: refused when posted or
+        // by the responder, never landing.
+        match b.post_send(
+            &x.qp,
+            &[write_wr(
+                2,
+                src.addr(),
+                64,
+                bmr.lkey,
+                target.addr(),
+                amr.rkey,
+            )],
+        ) {
+            Err((e, _)) => check(
+                errno(&e) == libc::EINVAL,
+                format!("PD {pds} of B: a WRITE with A's key refused when posted ({e})"),
+            ),
+            Ok(()) => {
+                let wcs = b
+                    .wait_cq(&x.cq, 1, 120_000)
+                    .unwrap_or_else(|err| fail(format!("poll: {err}")));
+                check(
+                    wcs.len() == 1 && wcs[0].status != WC_SUCCESS,
+                    format!(
+                        "PD {pds} of B: a WRITE carrying A's key failed: {:?}",
+                        wcs.first().map(|w| w.status)
+                    ),
+                );
+            }
+        }
+        check(
+            target.bytes()[..] == before[..],
+            format!("PD {pds} of B: A's region unchanged"),
+        );
+        destroy_ends(&b, [x, y]);
+        b.dereg_mr(bmr)
+            .unwrap_or_else(|e| fail(format!("dereg_mr: {e}")));
+        b.dealloc_pd(pb)
+            .unwrap_or_else(|e| fail(format!("dealloc B's PD: {e}")));
+    }
+    check(
+        pds == 2,
+        format!("B got {pds} PDs before the identities ran out, expected 2"),
+    );
+    expect_errno(
+        "a PD after the identities ran out",
+        b.alloc_pd().map(|p| p.pdn),
+        libc::ENOSPC,
+    );
+    // A's key still works for A.
+    let mut own = Mapping::new(4096);
+    fill(own.bytes(), 3);
+    let omr = reg_mapping(&a, &pa, &own, rw);
+    let (x, y) = loopback_pair(&a, &pa, 1, 1, amr.rkey);
+    let wc = write_once(
+        &a,
+        &x,
+        write_wr(3, own.addr(), 4096, omr.lkey, target.addr(), amr.rkey),
+        "A's WRITE with its own key",
+    );
+    check(
+        wc.status == WC_SUCCESS && target.bytes()[..] == own.bytes()[..],
+        format!("A's WRITE with its key landed (status {})", wc.status),
+    );
+    teardown(&a, [x, y], [amr, omr]);
+}
+
 /// A context with its async event file, announced on stdout.
 fn listen() -> (Context, AsyncEvents) {
     let (_, ctx) = open();
@@ -1422,15 +1554,20 @@ struct End {
     info: gaudi_ib_port_info,
 }
 
-/// Destroy `ends` and deregister `mrs` (each must succeed), check that the
-/// emulator's DMA audit is still 0, and report the pass.
-fn teardown<const N: usize, const M: usize>(ctx: &Context, ends: [End; N], mrs: [Mr; M]) {
+/// Destroy the QPs and CQs of `ends` (each must succeed).
+fn destroy_ends<const N: usize>(ctx: &Context, ends: [End; N]) {
     for e in ends {
         ctx.destroy_qp(e.qp)
             .unwrap_or_else(|err| fail(format!("destroy QP: {err}")));
         ctx.destroy_cq(e.cq)
             .unwrap_or_else(|err| fail(format!("destroy CQ: {err}")));
     }
+}
+
+/// Destroy `ends` and deregister `mrs` (each must succeed), check that the
+/// emulator's DMA audit is still 0, and report the pass.
+fn teardown<const N: usize, const M: usize>(ctx: &Context, ends: [End; N], mrs: [Mr; M]) {
+    destroy_ends(ctx, ends);
     for mr in mrs {
         ctx.dereg_mr(mr)
             .unwrap_or_else(|e| fail(format!("dereg_mr: {e}")));
@@ -3335,6 +3472,7 @@ fn main() {
         Some("ownership") => ownership::ownership(&args[1..]),
         Some("log-ratelimited") => dv::log_ratelimited(&args[1..]),
         Some("pd-single") => pd_single(),
+        Some("pd-identity") => pd_identity(),
         Some("events") => events(&args[1..]),
         Some("roce-gid-table") => roce_gid_table(&args[1..]),
         Some("av-refused") => av_refused(),
