@@ -148,8 +148,8 @@ pub(crate) struct IbDev {
     pub(crate) mr_page_sizes: u64,
     /// Memory regions by key (lkey = rkey). Keys are random (`get_random_u32`), never 0, and
     /// a key that was revoked is not issued again while it is among the last
-    /// [`QUARANTINE`] revoked: nothing can be learnt from one key about another, and a stale
-    /// key finds nothing.
+    /// [`QUARANTINE`] revoked: nothing can be learnt from one key about another, and a
+    /// recently revoked key finds nothing.
     #[pin]
     pub(crate) mrs: XArray<KBox<MrInfo>>,
     /// The keys revoked last, oldest overwritten first.
