@@ -435,9 +435,6 @@ impl Device {
         self.ready && self.busy_until.is_none_or(|t| Instant::now() >= t)
     }
 
-    /// Raise MSI-X `vector`, as a PCI function can: only with bus
-    /// mastering on (MSI-X messages are memory writes) and the vector
-    /// enabled. Returns whether it was raised.
     /// A read of the emulated function's services (model 2.0, [`crate::chip`]).
     fn svc_read(&self, off: u64) -> u32 {
         use crate::chip::*;
@@ -470,6 +467,21 @@ impl Device {
         }
     }
 
+    /// Model 2.0's NIC and what it reaches (the memories, the device MMU),
+    /// borrowed apart.
+    fn nic_bus(&mut self) -> (&mut crate::nic::Nic, crate::nic::Bus<'_>) {
+        (
+            &mut self.nic,
+            crate::nic::Bus {
+                mem: &mut self.mem,
+                mmu: &mut self.chip,
+            },
+        )
+    }
+
+    /// Raise MSI-X `vector`, as a PCI function can: only with bus
+    /// mastering on (MSI-X messages are memory writes) and the vector
+    /// enabled. Returns whether it was raised.
     fn raise(&mut self, vector: usize) -> bool {
         if self.gone {
             return false;
@@ -506,11 +518,8 @@ impl Device {
             return self.svc_read(off);
         }
         if let Some(cfg) = crate::nic::regs::nic_cfg(off) {
-            let mut bus = crate::nic::Bus {
-                mem: &mut self.mem,
-                mmu: &mut self.chip,
-            };
-            let v = self.nic.read32(cfg, Instant::now(), &mut bus);
+            let (nic, mut bus) = self.nic_bus();
+            let v = nic.read32(cfg, Instant::now(), &mut bus);
             self.nic_irqs();
             return v;
         }
@@ -636,11 +645,8 @@ impl Device {
             return self.chip.write32(off, val);
         }
         if let Some(cfg) = crate::nic::regs::nic_cfg(off) {
-            let mut bus = crate::nic::Bus {
-                mem: &mut self.mem,
-                mmu: &mut self.chip,
-            };
-            self.nic.write32(cfg, val, now, &mut bus);
+            let (nic, mut bus) = self.nic_bus();
+            nic.write32(cfg, val, now, &mut bus);
             self.nic_irqs();
             return;
         }
@@ -891,11 +897,8 @@ impl Device {
         if p.link_up != up {
             p.link_up = up;
             self.post_event(if up { EV_PORT_UP } else { EV_PORT_DOWN }, port, 0, 0);
-            let mut bus = crate::nic::Bus {
-                mem: &mut self.mem,
-                mmu: &mut self.chip,
-            };
-            self.nic.link_changed(port, up, &mut bus);
+            let (nic, mut bus) = self.nic_bus();
+            nic.link_changed(port, up, &mut bus);
             self.nic_irqs();
         }
         true
@@ -1659,13 +1662,8 @@ impl Device {
             self.ports[port].counters.rx_drops += 1;
             return;
         }
-        let mut bus = crate::nic::Bus {
-            mem: &mut self.mem,
-            mmu: &mut self.chip,
-        };
-        if self.nic.receive(port, frame, now, &mut bus)
-            || self.nic.receive_raw(port, frame, &mut bus)
-        {
+        let (nic, mut bus) = self.nic_bus();
+        if nic.receive(port, frame, now, &mut bus) || nic.receive_raw(port, frame, &mut bus) {
             self.ports[port].counters.rx += 1;
             self.nic_irqs();
             return;
@@ -2005,11 +2003,8 @@ impl Device {
         if self.fatal || !self.is_ready() {
             return;
         }
-        let mut bus = crate::nic::Bus {
-            mem: &mut self.mem,
-            mmu: &mut self.chip,
-        };
-        self.nic.step(now, &mut bus);
+        let (nic, mut bus) = self.nic_bus();
+        nic.step(now, &mut bus);
         self.nic_irqs();
         for port in 0..self.ports.len() {
             self.eth_transmit(port, now);

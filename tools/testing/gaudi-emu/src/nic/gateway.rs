@@ -123,17 +123,16 @@ impl Gateway {
         true
     }
 
-    /// Finish the operation under way if it is due at `now` (or `force`).
+    /// Finish the operation under way if it is due at `now`.
     pub fn settle(
         &mut self,
         now: Instant,
-        force: bool,
         mem: &mut dyn Memory,
         req_base: u64,
         res_base: u64,
     ) -> Option<Done> {
         let due = self.due?;
-        if !force && now < due {
+        if now < due {
             return None;
         }
         self.due = None;
@@ -205,7 +204,7 @@ mod tests {
     fn run(g: &mut Gateway, mem: &mut Mem) -> Done {
         let now = Instant::now();
         assert!(g.start(1, now, Duration::ZERO));
-        g.settle(now, false, mem, 0x1000, 0x100).unwrap()
+        g.settle(now, mem, 0x1000, 0x100).unwrap()
     }
 
     #[test]
@@ -266,10 +265,10 @@ mod tests {
         assert!(!g.write_ctrl(5));
         assert!(!g.start(1, now, Duration::ZERO));
         assert_eq!(g.misuse.write_while_busy, 3);
-        assert_eq!(g.settle(now, false, &mut mem, 0x1000, 0x100), None);
+        assert_eq!(g.settle(now, &mut mem, 0x1000, 0x100), None);
         assert!(g.busy());
         assert_eq!(
-            g.settle(now, true, &mut mem, 0x1000, 0x100),
+            g.settle(now + Duration::from_secs(60), &mut mem, 0x1000, 0x100),
             Some(Done::Read {
                 qpn: 2,
                 requester: false

@@ -258,10 +258,6 @@ impl Nic {
         self.held[port] = on;
     }
 
-    pub fn regs(&self) -> &Regs {
-        &self.regs
-    }
-
     /// The vectors to raise since the last call.
     pub fn take_irqs(&mut self) -> Vec<usize> {
         std::mem::take(&mut self.irqs)
@@ -275,7 +271,11 @@ impl Nic {
             .unwrap_or_default()
     }
 
-    fn settle(&mut self, port: usize, now: Instant, force: bool, mem: &mut dyn Memory) {
+    /// Finish the port's gateway operation if one is under way and due.
+    fn settle(&mut self, port: usize, now: Instant, mem: &mut dyn Memory) {
+        if !self.gateways[port].busy() {
+            return;
+        }
         let req = rdma::base(
             &self.regs,
             regs::QPC0_REQ_BASE_ADDRESS_63_32,
@@ -288,7 +288,7 @@ impl Nic {
             regs::QPC0_RES_BASE_ADDRESS_31_7,
             port,
         );
-        match self.gateways[port].settle(now, force, mem, req, res) {
+        match self.gateways[port].settle(now, mem, req, res) {
             None => {}
             Some(Done::Unreachable { qpn, requester }) => {
                 self.unreachable += 1;
@@ -306,25 +306,18 @@ impl Nic {
             }) => {
                 self.gw_ops += 1;
                 if requester {
-                    // A context written anew starts with no engine state.
-                    let st = self.reqs.entry((port, qpn)).or_default();
-                    if !doorbell_force {
-                        *st = rdma::Req::default();
+                    // A context written anew starts with no engine state; a
+                    // write with DOORBELL_FORCE kicks the QP.
+                    if doorbell_force {
+                        self.reqs.entry((port, qpn)).or_default();
+                    } else {
+                        self.reqs.remove(&(port, qpn));
                     }
                 } else {
                     self.ress.remove(&(port, qpn));
                 }
             }
             Some(Done::Read { .. }) => self.gw_ops += 1,
-        }
-    }
-
-    /// Finish every gateway operation under way (the device is being read
-    /// through its control socket, or reset).
-    pub fn settle_all(&mut self, mem: &mut dyn Memory) {
-        let now = Instant::now();
-        for p in 0..regs::PORTS {
-            self.settle(p, now, true, mem);
         }
     }
 
@@ -344,7 +337,7 @@ impl Nic {
         let Some(d) = self.lookup(cfg, "read") else {
             return 0;
         };
-        self.settle(d.port, now, false, mem);
+        self.settle(d.port, now, mem);
         match NIC_REGISTERS[d.reg].offset {
             regs::QPC0_GW_BUSY => u32::from(self.gateways[d.port].busy()),
             regs::QPC0_GW_DATA_0 => self.gateways[d.port].read_data(d.index as usize),
@@ -359,7 +352,7 @@ impl Nic {
         let Some(d) = self.lookup(cfg, "write") else {
             return;
         };
-        self.settle(d.port, now, false, mem);
+        self.settle(d.port, now, mem);
         let (port, i) = (d.port, d.index);
         let g = &mut self.gateways[port];
         let q = &mut self.queues[port];
@@ -445,7 +438,7 @@ impl Nic {
             log::warn!("port {port}: QPC gateway register {cfg:#x} written while GW_BUSY: dropped");
         }
         // An operation with no delay is done before the next access.
-        self.settle(port, now, false, mem);
+        self.settle(port, now, mem);
     }
 
     /// The port's link went up or down: a LINK_STATUS event (status bit 0:
@@ -494,7 +487,7 @@ impl Nic {
     /// Doorbells, sending, timers.
     pub fn step(&mut self, now: Instant, mem: &mut dyn Memory) {
         for port in 0..regs::PORTS {
-            self.settle(port, now, false, mem);
+            self.settle(port, now, mem);
             if self.held[port] {
                 continue;
             }
@@ -513,7 +506,10 @@ impl Nic {
             let mut out = rdma::Out::default();
             let st = self.reqs.get_mut(&(port, qpn)).unwrap();
             rdma::timers(&self.regs, mem, st, &mut out, port, qpn, now);
-            rdma::pump(&self.regs, mem, st, &mut out, port, qpn, now);
+            if !rdma::pump(&self.regs, mem, st, &mut out, port, qpn, now) {
+                // Idle, in error or gone: the next doorbell brings it back.
+                self.reqs.remove(&(port, qpn));
+            }
             self.deliver(port, out, mem);
         }
     }

@@ -230,7 +230,8 @@ fn fetch_wqe(
     super::read_data(mem, bypass, asid, at, &mut b).then(|| words(&b).try_into().unwrap())
 }
 
-/// Send what QP `qpn` may send now.
+/// Send what QP `qpn` may send now. Returns whether the QP still has work:
+/// WQEs unsent or unacknowledged (an idle QP needs a doorbell to start again).
 pub fn pump(
     regs: &Regs,
     mem: &mut dyn Memory,
@@ -239,16 +240,17 @@ pub fn pump(
     port: usize,
     qpn: u32,
     now: Instant,
-) {
+) -> bool {
     let Some(mut c) = read_ctx::<16>(regs, mem, port, qpn) else {
-        return;
+        return false;
     };
     let g = |n: &str, c: &[u64; 16]| f::<ReqQpc>(n).get(c);
-    if g("VALID", &c) == 0
-        || g("ERROR", &c) != 0
-        || g("CONGESTION_WIN", &c) == 0 && g("CONGESTION_MODE", &c) == 2
-    {
-        return;
+    if g("VALID", &c) == 0 || g("ERROR", &c) != 0 {
+        return false;
+    }
+    if g("CONGESTION_WIN", &c) == 0 && g("CONGESTION_MODE", &c) == 2 {
+        // Stopped (teardown) with work outstanding.
+        return true;
     }
     let ring = g("LAST_IDX", &c) as u32 + 1;
     let mtu = 1024u64 << g("MTU", &c);
@@ -366,6 +368,8 @@ pub fn pump(
         }
     }
     write_ctx(regs, mem, port, qpn, &c);
+    let unsent = g("EXECUTION_IDX", &c) != g("LOCAL_PRODUCER_IDX", &c);
+    g("ERROR", &c) == 0 && (unsent || st.cur.is_some() || !st.pending.is_empty())
 }
 
 /// The raw (Ethernet) path: the WQE's buffer is a whole frame, sent as it
