@@ -41,6 +41,8 @@
 //! nic-hold PORT on|off     model 2.0: the port's NIC takes no doorbell from
 //!                          its FIFOs (as a NIC busy elsewhere), or takes
 //!                          them again; a test hook for FIFO overruns
+//! nic-rd OFF [OFF...]      model 2.0: the NIC's registers at configuration-
+//!                          space offsets OFF (hex): "OFF=VALUE ..."
 //! peek VA LEN              read LEN (up to 4096) bytes at device VA VA through
 //!                          the MMU: "data HEX", or err naming the fault
 //! peek-bytes VA [VA...]    one byte at each device VA (up to 64) through the
@@ -588,6 +590,15 @@ fn command(
                 ));
             }
             return Ok(out);
+        }
+        "nic-rd" => {
+            let mut out = Vec::new();
+            for a in w {
+                let off = u64::from_str_radix(a.trim_start_matches("0x"), 16)
+                    .map_err(|_| format!("bad offset {a}"))?;
+                out.push(format!("{a}={:#x}", d.nic.peek(off)));
+            }
+            return Ok(vec![out.join(" ")]);
         }
         "" => return Err("empty command".into()),
         _ => return Err(format!("unknown command {cmd}")),

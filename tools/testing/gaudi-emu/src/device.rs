@@ -1662,11 +1662,26 @@ impl Device {
             self.ports[port].counters.rx_drops += 1;
             return;
         }
+        // Model 2.0's RDMA engine first; then, while both models serve one
+        // device, RoCE for model 1.5's QPs (to the port's 1.5 MAC and one of
+        // its GIDs) before 2.0's raw path, which would take it as Ethernet.
         let (nic, mut bus) = self.nic_bus();
-        if nic.receive(port, frame, now, &mut bus) || nic.receive_raw(port, frame, &mut bus) {
+        if nic.receive(port, frame, now, &mut bus) {
             self.ports[port].counters.rx += 1;
             self.nic_irqs();
             return;
+        }
+        let p = &self.ports[port];
+        let rdma_15 = frame.len() >= 6
+            && frame[..6] == p.ep.mac
+            && crate::roce::roce_destination(frame).is_some_and(|ip| p.has_gid(&ip));
+        if !rdma_15 {
+            let (nic, mut bus) = self.nic_bus();
+            if nic.receive_raw(port, frame, &mut bus) {
+                self.ports[port].counters.rx += 1;
+                self.nic_irqs();
+                return;
+            }
         }
         let eth = self.eth_enabled(port);
         if !eth {

@@ -9,12 +9,22 @@ use std::sync::Mutex;
 /// interrupts.
 pub struct Vectors {
     fds: Mutex<Vec<Option<File>>>,
+    /// The function interrupts with MSI: a vector beyond the messages the
+    /// guest enabled uses one of them (its number modulo their count), as
+    /// a multi-message MSI function does; MSI-X vectors stand alone.
+    msi: bool,
 }
 
 impl Vectors {
     pub fn new(count: usize) -> Self {
+        Self::with_msi(count, false)
+    }
+
+    /// `count` vectors of MSI (`msi`) or MSI-X.
+    pub fn with_msi(count: usize, msi: bool) -> Self {
         Self {
             fds: Mutex::new((0..count).map(|_| None).collect()),
+            msi,
         }
     }
 
@@ -49,6 +59,12 @@ impl Vectors {
     /// Raise `vector`. Returns false if the guest has not enabled it.
     pub fn raise(&self, vector: usize) -> bool {
         let mut slots = self.fds.lock().unwrap();
+        let enabled = slots.iter().take_while(|s| s.is_some()).count();
+        let vector = if self.msi && enabled > 0 && vector >= enabled {
+            vector % enabled
+        } else {
+            vector
+        };
         match slots.get_mut(vector) {
             Some(Some(fd)) => fd.write_all(&1u64.to_le_bytes()).is_ok(),
             _ => false,
@@ -84,6 +100,19 @@ mod tests {
         assert!(!v.raise(4));
         v.set(1, 1, vec![]).unwrap();
         assert!(!v.raise(1));
+    }
+
+    #[test]
+    fn msi_folds_vectors_onto_the_enabled_messages() {
+        let v = Vectors::with_msi(8, true);
+        assert!(!v.raise(3));
+        v.set(0, 1, vec![eventfd()]).unwrap();
+        assert!(v.raise(0));
+        assert!(v.raise(3));
+        assert!(v.raise(7));
+        let x = Vectors::new(8);
+        x.set(0, 1, vec![eventfd()]).unwrap();
+        assert!(!x.raise(3), "MSI-X vectors do not fold");
     }
 
     #[test]

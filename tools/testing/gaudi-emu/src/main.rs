@@ -174,7 +174,10 @@ fn main() {
         Duration::ZERO
     });
     let nports = opts.ports;
-    let vectors = Arc::new(Vectors::new(gaudi_emu::device::MSIX_VECTORS as usize));
+    let vectors = Arc::new(Vectors::with_msi(
+        gaudi_emu::device::MSIX_VECTORS as usize,
+        msi,
+    ));
     let device = match Device::new(opts, vectors.clone()) {
         Ok(d) => Arc::new(Mutex::new(d)),
         Err(e) => usage(&format!("cannot create device memory: {e}")),

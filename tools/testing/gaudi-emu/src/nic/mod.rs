@@ -235,6 +235,11 @@ impl Nic {
         a
     }
 
+    /// A register's value as the NIC holds it (configuration-space offset).
+    pub fn peek(&self, cfg: u64) -> u32 {
+        self.regs.0.get(&cfg).copied().unwrap_or(0)
+    }
+
     /// Back to power-on state (a chip reset).
     pub fn reset(&mut self) {
         let (gw_delay, unknown, unreachable, refused, ops) = (
