@@ -1695,11 +1695,7 @@ impl Device {
         // (1.3) RoCEv2 to the port's MAC and one of its GIDs is the RDMA
         // engine's; the rest is the receive ring's (with the rings off, it
         // is dropped).
-        let p = &self.ports[port];
-        let ours = frame.len() >= 6
-            && frame[..6] == p.ep.mac
-            && crate::roce::roce_destination(frame).is_some_and(|ip| p.has_gid(&ip));
-        if !ours {
+        if !rdma_15 {
             if eth {
                 self.eth_receive(port, frame);
             } else {
