@@ -1,12 +1,17 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The ports as Ethernet interfaces: each port's transmit and receive rings (device model 1.3,
-//! "Ethernet rings") behind a Linux network device.
+//! The ports as Ethernet interfaces: each port's raw path (device model 2.0, "Ethernet") behind
+//! a Linux network device.
 //!
-//! Frames are copied: a transmitted frame into the buffer of its descriptor, a received one out
-//! of its buffer into a new socket buffer. The rings and buffers are coherent memory of the
-//! kernel, addressed by bus address, so nothing a user maps or registers can reach them.
-//! Interrupts come as `ETH` events on the event queue, armed by the NAPI poll when it is done.
+//! A port sends a frame as a LINEAR WQE of QP 0 in send WQ array 0, rung on the kernel's
+//! doorbell FIFO; the NIC reports each sent WQE in a `RAW_TX_COMP` event. It writes each frame
+//! it receives for the port (its MAC, broadcast and multicast; anything in promiscuous mode)
+//! into the next element of the port's receive ring, with a CQE on CQ 0 naming the element and
+//! the length. Frames are copied: a transmitted one into its WQE's buffer, a received one out
+//! of its element into a new socket buffer. The WQ, the buffers and the ring are coherent
+//! memory of the kernel, reached by bus address with the MMU bypassed, so nothing a user maps
+//! or registers can reach them. Interrupts come as events on the port's event queue; the NAPI
+//! poll arms CQ 0 when it is done.
 
 use kernel::{
     device::{
@@ -16,6 +21,7 @@ use kernel::{
     dma::Coherent,
     io::{
         io_project,
+        io_write,
         register::Array,
         Io, //
     },
@@ -35,10 +41,6 @@ use kernel::{
             Atomic,
             Relaxed, //
         },
-        barrier::{
-            dma_mb,
-            Read, //
-        },
         Arc,
         SetOnce,
         SpinLockIrq, //
@@ -46,10 +48,15 @@ use kernel::{
 };
 
 use crate::{
-    hw::{
-        EthDesc,
-        ETH_DESC_DONE,
-        ETH_DESC_ERROR, //
+    nic::{
+        self,
+        cqe,
+        req,
+        wqe,
+        MacroLoc,
+        PortArrayLoc,
+        PortLoc,
+        SqWqe, //
     },
     regs,
     shared::{
@@ -58,17 +65,33 @@ use crate::{
     },
 };
 
-/// log2 of the descriptors of each ring.
+/// log2 of the WQEs of QP 0's send queue and of the elements of the receive ring.
 const LOG_RING: u32 = 5;
 const RING: u16 = 1 << LOG_RING;
-/// Descriptors of each ring, as `ethtool -g` reports them.
+/// Entries of the send queue and of the receive ring, as `ethtool -g` reports them (one WQE
+/// stays unused: see [`TX_MAX`]).
 pub(crate) const RING_LEN: u32 = RING as u32;
-/// The shortest frame on the wire (without FCS): the device pads shorter ones with zeros.
+/// WQEs that may be outstanding: a doorbell whose producer index equals the execution index
+/// means an empty queue, so one WQE stays unused.
+const TX_MAX: u16 = RING - 1;
+/// The shortest frame on the wire (without FCS): the driver pads shorter ones with zeros.
 const ETH_ZLEN: usize = 60;
-/// Bytes of each buffer: the largest frame a ring carries.
+/// The largest frame the raw path sends or takes: the largest MTU's, with its Ethernet header
+/// and a VLAN tag (device model 2.0, "What the model decides").
+const MAX_FRAME: usize = 9018;
+/// Bytes of each transmit buffer.
 const BUF: usize = 9216;
+/// log2 of the bytes of each receive ring element (a power of two that holds [`BUF`]).
+const LOG_ELEM: u32 = 14;
+const ELEM: usize = 1 << LOG_ELEM;
 /// The largest MTU: a frame of it, with its Ethernet header and a VLAN tag, fits a buffer.
 pub(crate) const MAX_MTU: u32 = 9000;
+/// 32-bit words of a send WQE.
+const WQE_WORDS: usize = size_of::<SqWqe>() / 4;
+/// log2 of the 128-byte lines of QP 0's slot in send WQ array 0.
+const LOG_WQ_LINES: u32 = LOG_RING + 5 - 7;
+/// The Ethernet QP.
+const QPN: u32 = 0;
 
 /// The Ethernet device driver of the ports.
 pub(crate) struct EthDriver;
@@ -78,10 +101,17 @@ struct Counters {
     rx_packets: Atomic<u64>,
     rx_bytes: Atomic<u64>,
     rx_errors: Atomic<u64>,
+    rx_dropped: Atomic<u64>,
     tx_packets: Atomic<u64>,
     tx_bytes: Atomic<u64>,
     tx_errors: Atomic<u64>,
     tx_dropped: Atomic<u64>,
+    /// CQEs of CQ 0 naming an element or a length the ring does not have.
+    rx_bad_cqe: Atomic<u64>,
+    /// Times the transmit queue filled and was stopped.
+    tx_queue_full: Atomic<u64>,
+    /// Transmit completions naming a WQE that was not outstanding.
+    tx_bad_completion: Atomic<u64>,
 }
 
 impl Counters {
@@ -90,68 +120,42 @@ impl Counters {
             rx_packets: Atomic::new(0),
             rx_bytes: Atomic::new(0),
             rx_errors: Atomic::new(0),
+            rx_dropped: Atomic::new(0),
             tx_packets: Atomic::new(0),
             tx_bytes: Atomic::new(0),
             tx_errors: Atomic::new(0),
             tx_dropped: Atomic::new(0),
+            rx_bad_cqe: Atomic::new(0),
+            tx_queue_full: Atomic::new(0),
+            tx_bad_completion: Atomic::new(0),
         }
     }
 }
 
-/// 32-bit words of a descriptor.
-const DESC_WORDS: usize = size_of::<EthDesc>() / 4;
-
-/// Read descriptor `slot` of a ring.
-fn desc_read(ring: &Coherent<[u32]>, slot: usize) -> Result<EthDesc> {
-    let w = slot * DESC_WORDS;
-    Ok(io_project!(ring, [try: w..w + DESC_WORDS])
-        .try_cast::<EthDesc>()?
-        .copy_read())
-}
-
-/// Write descriptor `slot` of a ring.
-fn desc_write(ring: &Coherent<[u32]>, slot: usize, d: EthDesc) -> Result {
-    let w = slot * DESC_WORDS;
-    io_project!(ring, [try: w..w + DESC_WORDS])
-        .try_cast::<EthDesc>()?
-        .copy_write(d);
-    Ok(())
-}
-
 /// The transmit side's indexes.
 struct Tx {
-    /// Descriptors handed to the device (16-bit, free running as the device's indexes).
+    /// WQEs handed to the device (free running; the ring position is its low bits).
     pi: u16,
-    /// Descriptors the driver found finished.
+    /// WQEs the device reported sent.
     clean: u16,
 }
 
-/// A port's rings and their buffers, allocated when the interface is first brought up.
+/// A port's send queue, buffers and receive ring, allocated when the interface is first
+/// brought up.
 struct Rings {
-    tx_descs: Coherent<[u32]>,
+    wq: Coherent<[u32]>,
     tx_bufs: Coherent<[u8]>,
-    rx_descs: Coherent<[u32]>,
-    rx_bufs: Coherent<[u8]>,
+    rx_ring: Coherent<[u8]>,
 }
 
 impl Rings {
     fn new(dev: &Device<Bound>) -> Result<Self> {
         let n = usize::from(RING);
         Ok(Self {
-            tx_descs: Coherent::zeroed_slice(dev, n * DESC_WORDS, GFP_KERNEL)?,
+            wq: Coherent::zeroed_slice(dev, n * WQE_WORDS, GFP_KERNEL)?,
             tx_bufs: Coherent::zeroed_slice(dev, n * BUF, GFP_KERNEL)?,
-            rx_descs: Coherent::zeroed_slice(dev, n * DESC_WORDS, GFP_KERNEL)?,
-            rx_bufs: Coherent::zeroed_slice(dev, n * BUF, GFP_KERNEL)?,
+            rx_ring: Coherent::zeroed_slice(dev, n * ELEM, GFP_KERNEL)?,
         })
-    }
-
-    /// Receive descriptor `slot` with its buffer posted.
-    fn rx_posted(&self, slot: usize) -> EthDesc {
-        EthDesc {
-            addr: self.rx_bufs.dma_address() + (slot * BUF) as u64,
-            len: BUF as u16,
-            ..Default::default()
-        }
     }
 }
 
@@ -165,10 +169,11 @@ pub(crate) struct Port {
     /// Taken from `start_xmit`, the poll and `open`: with interrupts off, so that process and
     /// softirq context may both take it.
     tx: SpinLockIrq<Tx>,
-    /// The next receive descriptor the device fills (only the NAPI poll changes it).
+    /// CQ 0's consumer index: the NAPI poll moves it, `open` sets it to 0 while the poll
+    /// is disabled.
     rx_ci: Atomic<u32>,
-    /// `ETH_CTRL` bits of the receive mode.
-    mode: Atomic<u32>,
+    /// Promiscuous mode asked for.
+    promisc: Atomic<bool>,
     /// Set at the first `open`, kept until the interface goes.
     rings: SetOnce<Rings>,
     counters: Counters,
@@ -182,7 +187,7 @@ impl Port {
             index,
             tx <- new_spinlock_irq!(Tx { pi: 0, clean: 0 }),
             rx_ci: Atomic::new(0),
-            mode: Atomic::new(0),
+            promisc: Atomic::new(false),
             rings: SetOnce::new(),
             counters: Counters::new(),
         }? Error)
@@ -192,93 +197,212 @@ impl Port {
         self.rings.as_ref().ok_or(ENODEV)
     }
 
-    fn ctrl(&self, enable: bool) -> regs::ETH_CTRL {
-        let mode = self.mode.load(Relaxed);
-        regs::ETH_CTRL::zeroed()
-            .with_enable(enable)
-            .with_promisc(mode & 1 != 0)
-            .with_allmulti(mode & 2 != 0)
+    fn queues(&self) -> Result<&nic::PortQueues> {
+        self.shared.nic.get(self.index).ok_or(ENODEV)
     }
 
-    /// Program and enable the rings, with every receive buffer posted, and arm the event.
-    fn start(&self, bar: &Bar<'_>) -> Result {
-        let i = self.index;
+    /// Program the raw path: QP 0's contexts through the gateway, its send queue, the receive
+    /// ring and CQ 0, the MAC filter; then arm CQ 0.
+    fn start(&self, bar: &Bar<'_>, mac: &[u8; 6]) -> Result {
+        let p = self.index;
         let r = self.rings()?;
+        let q = self.queues()?;
+        // Doorbells of an earlier opening the NIC has not taken yet would run against the
+        // new queue: wait for the kernel's FIFO to empty.
+        q.fifo_drained()?;
         let mut tx = self.tx.lock();
         tx.pi = 0;
         tx.clean = 0;
         drop(tx);
         self.rx_ci.store(0, Relaxed);
-        for slot in 0..usize::from(RING) {
-            desc_write(&r.tx_descs, slot, EthDesc::default())?;
-            desc_write(&r.rx_descs, slot, r.rx_posted(slot))?;
+        for w in 0..usize::from(RING) * WQE_WORDS {
+            io_write!(&r.wq, [try: w], 0);
         }
-        let (tx, rx) = (r.tx_descs.dma_address(), r.rx_descs.dma_address());
+        // Send WQ array 0 holds QP 0's slot only; its WQEs are fetched by bus address.
+        let wq = r.wq.dma_address();
         bar.try_write(
-            at(regs::ETH_TX_BASE_LO::try_at(i))?,
-            regs::ETH_TX_BASE_LO::from_raw(tx as u32),
+            at(PortArrayLoc::<nic::TXE0_SQ_BASE_ADDRESS_63_32_0>::of(p, 0))?,
+            nic::TXE0_SQ_BASE_ADDRESS_63_32_0::from_raw((wq >> 32) as u32),
         )?;
         bar.try_write(
-            at(regs::ETH_TX_BASE_HI::try_at(i))?,
-            regs::ETH_TX_BASE_HI::from_raw((tx >> 32) as u32),
+            at(PortArrayLoc::<nic::TXE0_SQ_BASE_ADDRESS_31_0_0>::of(p, 0))?,
+            nic::TXE0_SQ_BASE_ADDRESS_31_0_0::from_raw(wq as u32),
         )?;
         bar.try_write(
-            at(regs::ETH_RX_BASE_LO::try_at(i))?,
-            regs::ETH_RX_BASE_LO::from_raw(rx as u32),
+            at(PortArrayLoc::<nic::TXE0_LOG_MAX_WQ_SIZE_0>::of(p, 0))?,
+            nic::TXE0_LOG_MAX_WQ_SIZE_0::zeroed().try_with_r(LOG_WQ_LINES)?,
+        )?;
+        bar.try_update(at(PortLoc::<nic::TXE0_WQE_USER_CFG>::of(p))?, |c| {
+            let bypass = c.mmu_bypass().get() | 1;
+            c.try_with_mmu_bypass(bypass).unwrap_or(c)
+        })?;
+        // QP 0's requester context, whole: a raw, secured QP whose data accesses are physical.
+        let mut c = [0u64; nic::REQ_QPC_WORDS];
+        req::TRANSPORT_SERVICE.set(&mut c, nic::TRANSPORT_RAW);
+        req::LAST_IDX.set(&mut c, u64::from(RING) - 1);
+        req::WQ_TYPE.set(&mut c, nic::WQ_TYPE_WRITE);
+        req::TRUST_LEVEL.set(&mut c, nic::TRUST_SECURED);
+        req::WQ_BASE_ADDR.set(&mut c, 0);
+        req::DATA_MMU_BYPASS.set(&mut c, 1);
+        req::WQ_BACK_PRESSURE.set(&mut c, 1);
+        req::VALID.set(&mut c, 1);
+        self.shared
+            .gateway_write(bar, p, QPN, true, &c, &[u64::MAX; nic::REQ_QPC_WORDS])?;
+        // And its responder context: raw, secured, physical.
+        let mut c = [0u64; nic::RES_QPC_WORDS];
+        nic::res::TRANSPORT_SERVICE.set(&mut c, nic::TRANSPORT_RAW);
+        nic::res::TRUST_LEVEL.set(&mut c, nic::TRUST_SECURED);
+        nic::res::DATA_MMU_BYPASS.set(&mut c, 1);
+        nic::res::VALID.set(&mut c, 1);
+        self.shared
+            .gateway_write(bar, p, QPN, false, &c, &[u64::MAX; nic::RES_QPC_WORDS])?;
+        // The receive ring: element n at the base + n x ELEM.
+        let ring = r.rx_ring.dma_address();
+        bar.try_write(
+            at(PortLoc::<nic::RXE0_RAW_QPN_P0_0>::of(p))?,
+            nic::RXE0_RAW_QPN_P0_0::zeroed().try_with_raw_qpn(QPN)?,
         )?;
         bar.try_write(
-            at(regs::ETH_RX_BASE_HI::try_at(i))?,
-            regs::ETH_RX_BASE_HI::from_raw((rx >> 32) as u32),
+            at(PortLoc::<nic::RXE0_RAW_BASE_LO_P0_0>::of(p))?,
+            nic::RXE0_RAW_BASE_LO_P0_0::from_raw(ring as u32),
         )?;
-        let sizes = regs::ETH_LOG_SIZE::zeroed()
-            .try_with_tx(LOG_RING)?
-            .try_with_rx(LOG_RING)?;
-        bar.try_write(at(regs::ETH_LOG_SIZE::try_at(i))?, sizes)?;
-        // Enabling zeroes the device's indexes.
-        bar.try_write(at(regs::ETH_CTRL::try_at(i))?, self.ctrl(true))?;
         bar.try_write(
-            at(regs::ETH_RX_PI::try_at(i))?,
-            regs::ETH_RX_PI::from_raw(u32::from(RING)),
+            at(PortLoc::<nic::RXE0_RAW_BASE_HI_P0_0>::of(p))?,
+            nic::RXE0_RAW_BASE_HI_P0_0::from_raw((ring >> 32) as u32),
         )?;
-        bar.try_write(at(regs::ETH_ARM::try_at(i))?, regs::ETH_ARM::zeroed())
+        bar.try_write(
+            at(PortLoc::<nic::RXE0_RAW_MISC_P0_0>::of(p))?,
+            nic::RXE0_RAW_MISC_P0_0::zeroed()
+                .try_with_log_raw_entry_size(LOG_ELEM)?
+                .try_with_log_buffer_size_mask(LOG_RING)?,
+        )?;
+        // CQ 0 from index 0, as many entries as the ring has elements: the NIC then never
+        // writes an element whose completion the driver has not taken.
+        bar.try_write(
+            at(PortArrayLoc::<nic::RXE0_CQ_PRODUCER_INDEX_0>::of(
+                p,
+                nic::CQ_ETH,
+            ))?,
+            nic::RXE0_CQ_PRODUCER_INDEX_0::zeroed(),
+        )?;
+        bar.try_write(
+            at(PortArrayLoc::<nic::RXE0_CQ_WRITE_INDEX_0>::of(
+                p,
+                nic::CQ_ETH,
+            ))?,
+            nic::RXE0_CQ_WRITE_INDEX_0::zeroed(),
+        )?;
+        q.cq_consumed(bar, nic::CQ_ETH, 0)?;
+        q.cq_enable(bar, nic::CQ_ETH, LOG_RING)?;
+        self.set_filter(bar, mac)?;
+        q.cq_arm(bar, nic::CQ_ETH, 0)
     }
 
-    /// Take back the transmit descriptors the device finished; returns whether any was.
-    fn clean_tx(&self, r: &Rings, tx: &mut Tx) -> Result<bool> {
-        let start = tx.clean;
-        while tx.clean != tx.pi {
-            let slot = usize::from(tx.clean % RING);
-            let flags = desc_read(&r.tx_descs, slot)?.flags;
-            if flags & ETH_DESC_DONE == 0 {
-                break;
-            }
-            if flags & ETH_DESC_ERROR != 0 {
-                self.counters.tx_errors.add(1, Relaxed);
-            }
-            tx.clean = tx.clean.wrapping_add(1);
-        }
-        Ok(tx.clean != start)
+    /// Whether CQ 0 holds a frame the poll has not taken.
+    fn rx_pending(&self) -> bool {
+        let ci = self.rx_ci.load(Relaxed);
+        self.queues()
+            .and_then(|q| q.cq_ready(nic::CQ_ETH, LOG_RING, ci))
+            .unwrap_or(false)
     }
 
-    /// Hand the filled receive descriptors to the stack, at most `budget`; returns how many.
+    /// Stop the raw path: no frame is received, no WQE executed, and the NIC has taken every
+    /// doorbell (an earlier opening's would otherwise run against the next).
+    fn halt(&self, bar: &Bar<'_>) -> Result {
+        let q = self.queues()?;
+        q.cq_disable(bar, nic::CQ_ETH);
+        let mut c = [0u64; nic::REQ_QPC_WORDS];
+        let mut mask = [0u64; nic::REQ_QPC_WORDS];
+        req::VALID.select(&mut mask);
+        req::VALID.set(&mut c, 0);
+        self.shared
+            .gateway_write(bar, self.index, QPN, true, &c, &mask)?;
+        q.fifo_drained()
+    }
+
+    /// The raw MAC filter: `mac`, or every address in promiscuous mode (group addresses pass
+    /// it always).
+    fn set_filter(&self, bar: &Bar<'_>, mac: &[u8; 6]) -> Result {
+        let p = self.index;
+        // Filter 0 is the macro's even port's, 2 its odd one's.
+        let i = if p & 1 == 0 { 0 } else { 2 };
+        let hi = u32::from(mac[0]) << 8 | u32::from(mac[1]);
+        let lo = u32::from_be_bytes([mac[2], mac[3], mac[4], mac[5]]);
+        let (mask_hi, mask_lo) = if self.promisc.load(Relaxed) {
+            (0xffff, u32::MAX)
+        } else {
+            (0, 0)
+        };
+        bar.try_write(
+            at(MacroLoc::<nic::RXB_CORE_TS_RAW0_MAC_31_0_MASK_0>::of(p, i))?,
+            nic::RXB_CORE_TS_RAW0_MAC_31_0_MASK_0::from_raw(mask_lo),
+        )?;
+        bar.try_write(
+            at(MacroLoc::<nic::RXB_CORE_TS_RAW0_MAC_47_32_MASK_0>::of(p, i))?,
+            nic::RXB_CORE_TS_RAW0_MAC_47_32_MASK_0::from_raw(mask_hi),
+        )?;
+        bar.try_write(
+            at(MacroLoc::<nic::RXB_CORE_TS_RAW0_MAC_31_0_0>::of(p, i))?,
+            nic::RXB_CORE_TS_RAW0_MAC_31_0_0::from_raw(lo),
+        )?;
+        bar.try_write(
+            at(MacroLoc::<nic::RXB_CORE_TS_RAW0_MAC_47_32_0>::of(p, i))?,
+            nic::RXB_CORE_TS_RAW0_MAC_47_32_0::from_raw(hi),
+        )
+    }
+
+    /// The event queue reported the WQE at ring position `index` sent: take it back, and
+    /// those before it. An index that names no outstanding WQE (a device's error) is counted,
+    /// logged and ignored. Returns whether the queue has room.
+    pub(crate) fn tx_completed(&self, index: u32) -> bool {
+        let ring = u32::from(RING);
+        let mut tx = self.tx.lock();
+        let outstanding = u32::from(tx.pi.wrapping_sub(tx.clean));
+        let k = (index % ring + ring - u32::from(tx.clean % RING)) % ring;
+        if index >= ring || k >= outstanding {
+            drop(tx);
+            self.counters.tx_bad_completion.add(1, Relaxed);
+            kernel::ratelimited!(dev_warn!(
+                self.shared.dev,
+                "port {}: transmit completion of WQE {} that is not outstanding: ignored\n",
+                self.index + 1,
+                index
+            ));
+            return false;
+        }
+        tx.clean = tx.clean.wrapping_add(k as u16 + 1);
+        tx.pi.wrapping_sub(tx.clean) < TX_MAX
+    }
+
+    /// Hand the frames of CQ 0 to the stack, at most `budget`; returns how many.
     fn receive(&self, r: &Rings, napi: &Poll<'_>, budget: u32) -> Result<u32> {
-        let mut ci = self.rx_ci.load(Relaxed) as u16;
+        let q = self.queues()?;
+        let mut ci = self.rx_ci.load(Relaxed);
         let mut work = 0;
         while work < budget {
-            let slot = usize::from(ci % RING);
-            let d = desc_read(&r.rx_descs, slot)?;
-            if d.flags & ETH_DESC_DONE == 0 {
+            let Some(c) = q.cq_take(nic::CQ_ETH, LOG_RING, ci)? else {
                 break;
-            }
-            // Read the buffer only after seeing the descriptor finished.
-            dma_mb(Read);
-            let len = usize::from(d.len);
-            if d.flags & ETH_DESC_ERROR != 0 || len > BUF {
+            };
+            let elem = cqe::WQE_INDEX.get(&c.0) as usize;
+            let len = cqe::RAW_PKT_SIZE.get(&c.0) as usize;
+            // The NIC writes the element of its producer index, the CQE's own index.
+            if elem != (ci % u32::from(RING)) as usize
+                || !(ethernet::ETH_HLEN..=MAX_FRAME).contains(&len)
+                || cqe::QPN.get(&c.0) != u64::from(QPN)
+            {
+                self.counters.rx_bad_cqe.add(1, Relaxed);
                 self.counters.rx_errors.add(1, Relaxed);
+                kernel::ratelimited!(dev_warn!(
+                    self.shared.dev,
+                    "port {}: CQE of element {} and {} bytes ignored\n",
+                    self.index + 1,
+                    elem,
+                    len
+                ));
             } else {
-                let off = slot * BUF;
+                let off = elem * ELEM;
                 let filled = napi.receive(len, |buf| {
-                    io_project!(&r.rx_bufs, [try: off..off + len]).copy_to_slice(buf);
+                    io_project!(&r.rx_ring, [try: off..off + len]).copy_to_slice(buf);
                     Ok(())
                 });
                 match filled {
@@ -286,18 +410,16 @@ impl Port {
                         self.counters.rx_packets.add(1, Relaxed);
                         self.counters.rx_bytes.add(len as u64, Relaxed);
                     }
-                    Err(_) => self.counters.rx_errors.add(1, Relaxed),
+                    Err(_) => self.counters.rx_dropped.add(1, Relaxed),
                 }
             }
-            desc_write(&r.rx_descs, slot, r.rx_posted(slot))?;
             ci = ci.wrapping_add(1);
             work += 1;
         }
         if work > 0 {
-            self.rx_ci.store(u32::from(ci), Relaxed);
+            self.rx_ci.store(ci, Relaxed);
             let bar = self.shared.bar.try_access().ok_or(ENODEV)?;
-            let pi = regs::ETH_RX_PI::from_raw(u32::from(ci.wrapping_add(RING)));
-            bar.try_write(at(regs::ETH_RX_PI::try_at(self.index))?, pi)?;
+            q.cq_consumed(&bar, nic::CQ_ETH, ci)?;
         }
         Ok(work)
     }
@@ -310,46 +432,50 @@ impl Port {
             self.counters.tx_dropped.add(1, Relaxed);
             return Transmit::Ok;
         };
-        if !(ethernet::ETH_HLEN..=BUF).contains(&len) {
+        if !(ethernet::ETH_HLEN..=MAX_FRAME).contains(&len) {
             self.counters.tx_dropped.add(1, Relaxed);
             return Transmit::Ok;
         }
         let mut tx = self.tx.lock();
-        if tx.pi.wrapping_sub(tx.clean) >= RING {
-            let _ = self.clean_tx(r, &mut tx);
-            if tx.pi.wrapping_sub(tx.clean) >= RING {
-                dev.stop_queue();
-                return Transmit::Busy(skb);
-            }
+        if tx.pi.wrapping_sub(tx.clean) >= TX_MAX {
+            self.counters.tx_queue_full.add(1, Relaxed);
+            dev.stop_queue();
+            return Transmit::Busy(skb);
         }
-        let slot = usize::from(tx.pi % RING);
-        let off = slot * BUF;
+        let slot = tx.pi % RING;
+        let off = usize::from(slot) * BUF;
         let pi = tx.pi.wrapping_add(1);
+        // The raw path sends what the WQE names: short frames are padded here.
+        let wire = len.max(ETH_ZLEN);
         let sent = (|| -> Result {
             io_project!(&r.tx_bufs, [try: off..off + len]).copy_from_slice(frame);
-            desc_write(
-                &r.tx_descs,
-                slot,
-                EthDesc {
-                    addr: r.tx_bufs.dma_address() + off as u64,
-                    len: len as u16,
-                    ..Default::default()
-                },
-            )?;
+            if wire > len {
+                io_project!(&r.tx_bufs, [try: off + len..off + wire])
+                    .copy_from_slice(&[0u8; ETH_ZLEN][..wire - len]);
+            }
+            let mut w = [0u64; 4];
+            wqe::OPCODE.set(&mut w, nic::WQE_OPCODE_LINEAR);
+            wqe::WQE_INDEX.set(&mut w, slot.into());
+            wqe::SE.set(&mut w, 1);
+            wqe::SIZE.set(&mut w, wire as u64);
+            wqe::LOCAL_ADDRESS.set(&mut w, r.tx_bufs.dma_address() + off as u64);
+            let at = usize::from(slot) * WQE_WORDS;
+            for (i, v) in w.iter().enumerate() {
+                io_write!(&r.wq, [try: at + 2 * i], *v as u32);
+                io_write!(&r.wq, [try: at + 2 * i + 1], (*v >> 32) as u32);
+            }
             let bar = self.shared.bar.try_access().ok_or(ENODEV)?;
-            let loc = at(regs::ETH_TX_PI::try_at(self.index))?;
-            bar.try_write(loc, regs::ETH_TX_PI::from_raw(u32::from(pi)))
+            self.queues()?.ring_secured(&bar, QPN, u32::from(pi % RING))
         })();
         match sent {
             Ok(()) => {
                 tx.pi = pi;
                 self.counters.tx_packets.add(1, Relaxed);
-                // The device pads short frames: count what goes on the wire, as the
-                // receiver does.
-                self.counters
-                    .tx_bytes
-                    .add(len.max(ETH_ZLEN) as u64, Relaxed);
-                if tx.pi.wrapping_sub(tx.clean) >= RING {
+                // Short frames are counted padded, as the wire carries them and the
+                // receiver counts them.
+                self.counters.tx_bytes.add(wire as u64, Relaxed);
+                if tx.pi.wrapping_sub(tx.clean) >= TX_MAX {
+                    self.counters.tx_queue_full.add(1, Relaxed);
                     dev.stop_queue();
                 }
                 drop(tx);
@@ -360,19 +486,6 @@ impl Port {
             }
         }
         Transmit::Ok
-    }
-
-    /// The device's counters of the port's rings: frames dropped for want of a buffer, by
-    /// the receive filter, and descriptors in error.
-    fn ring_counters(&self) -> Result<[u32; 3]> {
-        let i = self.index;
-        let bar = self.shared.bar.try_access().ok_or(ENODEV)?;
-        Ok([
-            bar.try_read(at(regs::ETH_RX_NOBUF::try_at(i))?)?.into_raw(),
-            bar.try_read(at(regs::ETH_RX_FILTERED::try_at(i))?)?
-                .into_raw(),
-            bar.try_read(at(regs::ETH_ERRORS::try_at(i))?)?.into_raw(),
-        ])
     }
 
     /// Whether the port's link is up.
@@ -403,7 +516,23 @@ impl ethernet::Driver for EthDriver {
             // Only `open` populates it, under RTNL: there is no race to lose.
             p.rings.populate(Rings::new(dev.parent())?);
         }
-        p.start(&*p.shared.bar.try_access().ok_or(ENODEV)?)?;
+        // Not an RCU-guarded access: the gateway sleeps.
+        let bar = p.shared.bar.access(dev.parent())?;
+        if let Err(e) = p.start(bar, &dev.mac()) {
+            dev_err!(
+                p.shared.dev,
+                "port {}: raw path not set up: {:?}\n",
+                p.index + 1,
+                e
+            );
+            // Nothing of it may stay enabled: the rings outlive no interface.
+            let _ = p.halt(bar);
+            return Err(e);
+        }
+        // A frame may have come between CQ 0's enabling and its arming.
+        if p.rx_pending() {
+            dev.schedule_napi();
+        }
         if p.link_up() {
             dev.carrier_on();
         } else {
@@ -416,10 +545,19 @@ impl ethernet::Driver for EthDriver {
     fn stop(dev: &ethernet::Device<Self>) {
         let p = dev.data();
         dev.stop_queue();
-        if let Some(bar) = p.shared.bar.try_access() {
-            // The device stops both rings at once: no frame or event of them follows.
-            if let Some(loc) = regs::ETH_CTRL::try_at(p.index) {
-                let _ = bar.try_write(loc, regs::ETH_CTRL::zeroed());
+        // A device that failed or is gone executes nothing: there is nothing to stop, and its
+        // gateway and FIFO would not answer.
+        if p.shared.is_fatal() || p.shared.removed.load(Relaxed) {
+            return;
+        }
+        if let Ok(bar) = p.shared.bar.access(dev.parent()) {
+            if let Err(e) = p.halt(bar) {
+                dev_warn!(
+                    p.shared.dev,
+                    "port {}: raw path not stopped: {:?}\n",
+                    p.index + 1,
+                    e
+                );
             }
         }
     }
@@ -430,36 +568,32 @@ impl ethernet::Driver for EthDriver {
 
     fn poll(dev: &ethernet::Device<Self>, napi: &Poll<'_>, budget: u32) -> u32 {
         let p = dev.data();
-        let cleaned = {
-            let mut tx = p.tx.lock();
-            let r = p
-                .rings()
-                .and_then(|r| p.clean_tx(r, &mut tx))
-                .unwrap_or(false);
-            (r, tx.clean)
+        let room = {
+            let tx = p.tx.lock();
+            tx.pi.wrapping_sub(tx.clean) < TX_MAX
         };
-        if cleaned.0 && dev.queue_stopped() {
+        if room && dev.queue_stopped() {
             dev.wake_queue();
         }
         let work = match p.rings().and_then(|r| p.receive(r, napi, budget)) {
             Ok(work) => work,
             Err(_) => {
-                // The device is gone or its rings are unreadable: stop polling, and do not
+                // The device is gone or its queues are unreadable: stop polling, and do not
                 // arm it again.
                 napi.complete_done(0);
                 return 0;
             }
         };
         if work < budget && napi.complete_done(work) {
-            // Armed with what was seen: if the device moved on meanwhile, the event is
-            // posted at once.
-            let arm = regs::ETH_ARM::from_raw(
-                u32::from(cleaned.1) << 16 | (p.rx_ci.load(Relaxed) & 0xffff),
-            );
-            if let (Some(bar), Some(loc)) =
-                (p.shared.bar.try_access(), regs::ETH_ARM::try_at(p.index))
-            {
-                let _ = bar.try_write(loc, arm);
+            // Armed at what was taken: a CQE written meanwhile may not raise the event (the
+            // NIC compares at its next CQE), so look once more.
+            let ci = p.rx_ci.load(Relaxed);
+            let armed = p.queues().and_then(|q| {
+                let bar = p.shared.bar.try_access().ok_or(ENODEV)?;
+                q.cq_arm(&bar, nic::CQ_ETH, ci)
+            });
+            if armed.is_ok() && p.rx_pending() {
+                dev.schedule_napi();
             }
         }
         work
@@ -470,18 +604,21 @@ impl ethernet::Driver for EthDriver {
         stats.rx_packets = c.rx_packets.load(Relaxed);
         stats.rx_bytes = c.rx_bytes.load(Relaxed);
         stats.rx_errors = c.rx_errors.load(Relaxed);
+        stats.rx_dropped = c.rx_dropped.load(Relaxed);
         stats.tx_packets = c.tx_packets.load(Relaxed);
         stats.tx_bytes = c.tx_bytes.load(Relaxed);
         stats.tx_errors = c.tx_errors.load(Relaxed);
         stats.tx_dropped = c.tx_dropped.load(Relaxed);
-        if let Ok([nobuf, _, _]) = dev.data().ring_counters() {
-            stats.rx_dropped = u64::from(nobuf);
-        }
     }
 
     fn set_mac_address(dev: &ethernet::Device<Self>, mac: &[u8; 6]) -> Result {
         let p = dev.data();
         let bar = p.shared.bar.try_access().ok_or(ENODEV)?;
+        if dev.is_running() {
+            p.set_filter(&bar, mac)?;
+        }
+        // Model 1.5's RDMA engine sends from the port's address too, until the RDMA driver
+        // programs 2.0's.
         let lo = u32::from_le_bytes([mac[0], mac[1], mac[2], mac[3]]);
         let hi = u32::from(u16::from_le_bytes([mac[4], mac[5]]));
         bar.try_write(
@@ -496,16 +633,13 @@ impl ethernet::Driver for EthDriver {
 
     fn set_rx_mode(dev: &ethernet::Device<Self>, mode: RxMode) {
         let p = dev.data();
-        p.mode.store(
-            u32::from(mode.promisc) | u32::from(mode.allmulti) << 1,
-            Relaxed,
-        );
+        // Group frames always pass the raw filter: `allmulti` needs nothing.
+        p.promisc.store(mode.promisc, Relaxed);
         if !dev.is_running() {
             return;
         }
-        if let (Some(bar), Some(loc)) = (p.shared.bar.try_access(), regs::ETH_CTRL::try_at(p.index))
-        {
-            let _ = bar.try_write(loc, p.ctrl(true));
+        if let Some(bar) = p.shared.bar.try_access() {
+            let _ = p.set_filter(&bar, &dev.mac());
         }
     }
 
@@ -520,13 +654,17 @@ impl ethernet::Driver for EthDriver {
         LinkSettings { speed_mbps: speed }
     }
 
-    const STATS: &'static [&'static CStr] = &[c"rx_no_buffer", c"rx_filtered", c"ring_errors"];
+    const STATS: &'static [&'static CStr] =
+        &[c"rx_bad_cqe", c"tx_queue_full", c"tx_bad_completion"];
 
     fn ethtool_stats(dev: &ethernet::Device<Self>, out: &mut [u64]) {
-        if let Ok(c) = dev.data().ring_counters() {
-            for (o, v) in out.iter_mut().zip(c) {
-                *o = u64::from(v);
-            }
+        let c = &dev.data().counters;
+        for (o, v) in out.iter_mut().zip([
+            c.rx_bad_cqe.load(Relaxed),
+            c.tx_queue_full.load(Relaxed),
+            c.tx_bad_completion.load(Relaxed),
+        ]) {
+            *o = v;
         }
     }
 }

@@ -30,9 +30,11 @@ use kernel::{
     },
     sync::{
         atomic::{
+            Acquire,
             Atomic,
             Full,
-            Relaxed, //
+            Relaxed,
+            Release, //
         },
         Arc,
         SetOnce, //
@@ -50,6 +52,7 @@ mod ib;
 mod ids;
 mod mmu;
 mod mr;
+mod nic;
 mod queue;
 mod regs;
 mod shared;
@@ -65,9 +68,14 @@ use shared::{
 // The name of the driver, its IRQs and its BAR regions.
 const DRV_NAME: &CStr = c"gaudi_ib";
 
-/// MSI-X vectors the driver asks for; vector 0 carries the event queue. A function without
-/// MSI-X gets one MSI vector, which is enough: everything but test interrupts is on vector 0.
-const NUM_VECTORS: u32 = 4;
+/// MSI-X vectors the driver asks for; vector 0 carries model 1.5's event queue, vectors 1 to
+/// 7 the ports' event queues ([`nic::eq_vector`]). A function without MSI-X gets one MSI
+/// vector, which then carries everything.
+const NUM_VECTORS: u32 = 8;
+
+/// The ports' network devices, each unregistered when the PCI device is unbound or the last
+/// interrupt handler dropped.
+type Netdevs = SetOnce<KVec<Devres<ethernet::Registration<eth::EthDriver>>>>;
 
 /// How often the driver checks that the device is still there: a device that fell off the bus
 /// (surprise removal) raises no interrupt, and its registers read all ones.
@@ -89,11 +97,17 @@ struct VectorHandler {
     vector: usize,
     /// Interrupts seen on this vector (the probe's interrupt test counts on it).
     irqs: Atomic<u32>,
+    /// The event queue's cause was seen and its entries not yet taken (vector 0 only). The
+    /// thread also runs for the ports' queues, and model 1.5's queue is read only when it
+    /// interrupted: once the queue is disabled (unbind, reset), the events the device then
+    /// drops are no overflow to report.
+    eq_due: Atomic<bool>,
+    /// Vectors the function has: with one, it carries every port's event queue.
+    vectors: usize,
     /// Where events go, once the InfiniBand device exists (vector 0 only).
     ib: SetOnce<rdma::DeviceHandle<ib::GaudiRdma>>,
-    /// The ports' network devices (vector 0 only), each unregistered when the PCI device is
-    /// unbound or this handler dropped.
-    eth: SetOnce<KVec<Devres<ethernet::Registration<eth::EthDriver>>>>,
+    /// The ports' network devices.
+    eth: Arc<Netdevs>,
 }
 
 impl ThreadedHandler for VectorHandler {
@@ -107,14 +121,21 @@ impl ThreadedHandler for VectorHandler {
         let cause = regs::IRQ_CAUSE::zeroed()
             .with_test(pending.test())
             .with_event_queue(self.vector == 0 && pending.event_queue());
-        if cause.into_raw() == 0 {
-            return ThreadedIrqReturn::None;
+        // A vector that carries ports' event queues always runs its thread: the thread clears
+        // the NIC's interrupt cause, which an entry taken by an earlier scan may have left set.
+        let ports = (0..self.shared.nic.len()).any(|p| self.owns(p));
+        if cause.into_raw() != 0 {
+            bar.write_reg(cause);
         }
-        bar.write_reg(cause);
         if cause.event_queue() {
+            self.eq_due.store(true, Release);
+        }
+        if cause.event_queue() || ports {
             ThreadedIrqReturn::WakeThread
-        } else {
+        } else if cause.into_raw() != 0 {
             ThreadedIrqReturn::Handled
+        } else {
+            ThreadedIrqReturn::None
         }
     }
 
@@ -123,7 +144,10 @@ impl ThreadedHandler for VectorHandler {
             // Nothing the device wrote can be trusted any more.
             self.fatal("device removed (its registers read all ones)");
         } else {
-            self.take_events();
+            if self.eq_due.xchg(false, Acquire) {
+                self.take_events();
+            }
+            self.take_port_events();
         }
         IrqReturn::Handled
     }
@@ -148,6 +172,104 @@ impl pci::PolledHandler for VectorHandler {
 }
 
 impl VectorHandler {
+    /// Whether this vector carries port `port`'s event queue.
+    fn owns(&self, port: usize) -> bool {
+        if self.vectors == 1 {
+            self.vector == 0
+        } else {
+            nic::eq_vector(port) == self.vector
+        }
+    }
+
+    /// Take the new entries of the event queues of this vector's ports and act on them.
+    fn take_port_events(&self) {
+        for (port, q) in self.shared.nic.iter().enumerate() {
+            // A vector that carries several queues (one MSI vector carries them all) looks at
+            // the written-back producer index first, which costs no register access.
+            if !self.owns(port) || !q.eq_pending() {
+                continue;
+            }
+            loop {
+                // The BAR guard is an RCU read-side section: rescheduling happens outside it.
+                // The poll is scheduled once per scan, outside the BAR's RCU section.
+                let mut napi = false;
+                let more = {
+                    let Some(bar) = self.shared.bar.try_access() else {
+                        return;
+                    };
+                    q.take_events(&bar, |e| napi |= self.port_event(port, e))
+                };
+                if napi {
+                    self.with_netdev(port as u32, |n| n.schedule_napi());
+                }
+                match more {
+                    Ok(true) => kernel::task::cond_resched(),
+                    Ok(false) => break,
+                    Err(e) => {
+                        kernel::ratelimited!(dev_err!(
+                            self.shared.dev,
+                            "port {}: event queue read failed: {:?}\n",
+                            port + 1,
+                            e
+                        ));
+                        break;
+                    }
+                }
+            }
+        }
+    }
+
+    /// An entry of port `port`'s event queue; returns whether the port's NAPI poll has work.
+    fn port_event(&self, port: usize, e: &nic::Eqe) -> bool {
+        let dev = &self.shared.dev;
+        let (ty, data1, data2) = (
+            nic::eqe::TYPE.get(&e.0),
+            nic::eqe::DATA1.get(&e.0) as u32,
+            nic::eqe::DATA2.get(&e.0) as u32,
+        );
+        match ty {
+            nic::EQE_RAW_TX_COMP => {
+                return self
+                    .with_netdev(port as u32, |n| n.data().tx_completed(data2))
+                    .unwrap_or(false);
+            }
+            // The CQ number is bits 15:0.
+            nic::EQE_COMP if data1 & 0xffff == nic::CQ_ETH as u32 => return true,
+            // Congestion control is not used.
+            nic::EQE_CONG | nic::EQE_CONG_ERR => {
+                dev_dbg!(dev, "port {}: congestion event {}\n", port + 1, ty)
+            }
+            // Model 1.5's event says it too, and the network device and the InfiniBand port
+            // follow that one for now.
+            nic::EQE_LINK_STATUS => {
+                dev_dbg!(dev, "port {}: link status {:#x}\n", port + 1, data2)
+            }
+            nic::EQE_QP_ERR | nic::EQE_COMP_ERR | nic::EQE_DB_FIFO_OVERRUN => {
+                kernel::ratelimited!(
+                    FLOOD_INTERVAL,
+                    FLOOD_BURST,
+                    dev_warn!(
+                        dev,
+                        "port {}: event {} ({:#x}, {:#x})\n",
+                        port + 1,
+                        ty,
+                        data1,
+                        data2
+                    )
+                )
+            }
+            _ => kernel::ratelimited!(dev_warn!(
+                dev,
+                "port {}: unknown event type {} ({:#x}, {:#x}): ignored\n",
+                port + 1,
+                ty,
+                data1,
+                data2
+            )),
+        }
+        false
+    }
+
     /// Take the new entries of the event queue and act on them.
     fn take_events(&self) {
         let mut batch = [hw::Eqe::default(); eq::BATCH];
@@ -338,7 +460,9 @@ impl VectorHandler {
         port: u32,
         f: impl FnOnce(&ethernet::Device<eth::EthDriver>) -> R,
     ) -> Option<R> {
-        let reg = self.eth.as_ref()?.get(port as usize)?.try_access()?;
+        let reg = SetOnce::as_ref(&self.eth)?
+            .get(port as usize)?
+            .try_access()?;
         Some(f(reg.device()))
     }
 
@@ -518,12 +642,14 @@ impl GaudiIb<'_> {
     }
 
     /// The device's memory: `DEVMEM_SIZE` bytes at the start of BAR 4, if the BAR holds them
-    /// (otherwise the device has none that can be used).
-    fn devmem(pdev: &pci::Device<Bound>, bar: &Bar<'_>) -> Result<Arc<hbm::Hbm>> {
+    /// (otherwise the device has none that can be used). Its last [`nic::NIC_HBM`] bytes hold
+    /// the NIC's context tables; returns the rest, for users, and where the tables are for the
+    /// NIC (0 without device memory).
+    fn devmem(pdev: &pci::Device<Bound>, bar: &Bar<'_>) -> Result<(Arc<hbm::Hbm>, u64)> {
         let size = u64::from(bar.read(regs::DEVMEM_SIZE_LO).into_raw())
             | (u64::from(bar.read(regs::DEVMEM_SIZE_HI).into_raw()) << 32);
         let bar_len = pdev.resource_len(4)?;
-        let usable = if size > bar_len || size % (1 << 12) != 0 {
+        let usable = if size > bar_len || size % (1 << 12) != 0 || size < 2 * nic::NIC_HBM {
             dev_err!(
                 pdev,
                 "device memory of {:#x} bytes does not fit BAR 4 ({:#x} bytes): not used\n",
@@ -534,10 +660,20 @@ impl GaudiIb<'_> {
         } else {
             size
         };
-        if usable != 0 {
-            dev_info!(pdev, "{} MiB of device memory\n", usable >> 20);
+        if usable == 0 {
+            return Ok((hbm::Hbm::new(pdev.as_ref(), pdev.resource_start(4)?, 0)?, 0));
         }
-        hbm::Hbm::new(pdev.as_ref(), pdev.resource_start(4)?, usable)
+        let users = usable - nic::NIC_HBM;
+        dev_info!(
+            pdev,
+            "{} MiB of device memory, {} KiB of it for the NIC's context tables\n",
+            usable >> 20,
+            nic::NIC_HBM >> 10
+        );
+        Ok((
+            hbm::Hbm::new(pdev.as_ref(), pdev.resource_start(4)?, users)?,
+            nic::DRAM_PHYS_BASE + users,
+        ))
     }
 
     /// Have the device invert a buffer in host memory, proving that its
@@ -669,12 +805,17 @@ impl pci::Driver for GaudiIbDriver {
         GaudiIb::identify(pdev, &bar)?;
         GaudiIb::reset(pdev, &bar)?;
         let caps = GaudiIb::read_caps(pdev, &bar)?;
-        let hbm = GaudiIb::devmem(pdev, &bar)?;
+        let (hbm, nic_tables) = GaudiIb::devmem(pdev, &bar)?;
         GaudiIb::test_dma(pdev, &bar)?;
         let tables = mmu::PageTables::new(pdev.as_ref())?;
         bar.write_reg(regs::MMU_ROOT_LO::from_raw(tables.root() as u32));
         bar.write_reg(regs::MMU_ROOT_HI::from_raw((tables.root() >> 32) as u32));
         bar.write_reg(regs::MMU_CTRL::zeroed().with_enable(true));
+        let ports = (caps.ports as usize).min(nic::PORTS);
+        let mut queues = KVec::with_capacity(ports, GFP_KERNEL)?;
+        for port in 0..ports {
+            queues.push(nic::PortQueues::new(pdev.as_ref(), port)?, GFP_KERNEL)?;
+        }
         let shared = Arc::pin_init(
             try_pin_init!(Shared {
                 eq: EventQueue::new(pdev.as_ref())?,
@@ -691,22 +832,30 @@ impl pci::Driver for GaudiIbDriver {
                 fatal: Atomic::new(false),
                 removed: Atomic::new(false),
                 cmd <- cmd::Commands::new(),
+                nic: queues,
+                nic_tables,
+                gateway <- kernel::new_mutex!(()),
             }),
             GFP_KERNEL,
         )?;
 
         if hbm.size() != 0 {
-            // Device memory keeps its contents across resets and drivers.
-            shared.clear_devmem(0, hbm.size())?;
+            // Device memory keeps its contents across resets and drivers: the context tables
+            // start with no valid context.
+            shared.clear_devmem(0, hbm.size() + nic::NIC_HBM)?;
         }
 
+        let netdevs = Arc::new(SetOnce::new(), GFP_KERNEL)?;
+        let vectors = core::cell::Cell::new(NUM_VECTORS as usize);
         let mut handler = |vector| -> Result<VectorHandler> {
             Ok(VectorHandler {
                 shared: shared.clone(),
                 vector,
+                vectors: vectors.get(),
                 irqs: Atomic::new(0),
+                eq_due: Atomic::new(false),
                 ib: SetOnce::new(),
-                eth: SetOnce::new(),
+                eth: netdevs.clone(),
             })
         };
         let msix = pci::IrqTypes::default().with(pci::IrqType::MsiX);
@@ -721,6 +870,7 @@ impl pci::Driver for GaudiIbDriver {
                         NUM_VECTORS,
                         e
                     );
+                    vectors.set(1);
                     let irqs = pdev
                         .request_threaded_irq_handlers(1, msi, DRV_NAME, &mut handler)
                         .inspect_err(|e| {
@@ -734,10 +884,16 @@ impl pci::Driver for GaudiIbDriver {
         GaudiIb::test_interrupts(pdev, &shared, &irqs, kind)?;
         irqs.start_poll(0, PRESENCE_PERIOD)?;
         shared.eq.enable(shared.bar.access(pdev.as_ref())?);
+        if nic_tables != 0 {
+            let bar = shared.bar.access(pdev.as_ref())?;
+            for (port, q) in shared.nic.iter().enumerate() {
+                q.enable(bar, nic_tables + port as u64 * nic::PORT_TABLES)?;
+            }
+        }
 
         // The network devices are registered before the InfiniBand device, whose ports refer
         // to them, so that they are unregistered after it.
-        let mut netdevs = KVec::with_capacity(caps.ports as usize, GFP_KERNEL)?;
+        let mut registrations = KVec::with_capacity(caps.ports as usize, GFP_KERNEL)?;
         for index in 0..caps.ports as usize {
             let opts = ethernet::Options {
                 mac: ib::port_mac(shared.bar.access(pdev.as_ref())?, index)?,
@@ -755,13 +911,13 @@ impl pci::Driver for GaudiIbDriver {
                     e
                 )
             })?;
-            netdevs.push(reg, GFP_KERNEL)?;
+            registrations.push(reg, GFP_KERNEL)?;
         }
         // Each InfiniBand port is attached to its network device: the core derives the port's
         // GIDs from the device's addresses and resolves address vectors through it.
         let handler = irqs.handler(0).ok_or(EINVAL)?;
-        handler.eth.populate(netdevs);
-        let netdevs = handler.eth.as_ref().ok_or(EINVAL)?;
+        handler.eth.populate(registrations);
+        let netdevs = SetOnce::as_ref(&handler.eth).ok_or(EINVAL)?;
         let mut regs = KVec::with_capacity(netdevs.len(), GFP_KERNEL)?;
         for reg in netdevs {
             regs.push(reg.access(pdev.as_ref())?, GFP_KERNEL)?;

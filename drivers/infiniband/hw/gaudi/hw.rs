@@ -56,24 +56,6 @@ pub(crate) struct Eqe {
     pub(crate) owner: u8,
 }
 
-/// A descriptor of an Ethernet ring ("Ethernet rings (1.3)").
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable)]
-pub(crate) struct EthDesc {
-    /// Bus address of the buffer.
-    pub(crate) addr: u64,
-    /// Transmit: the frame's length. Receive: the buffer's, replaced by the frame's.
-    pub(crate) len: u16,
-    /// [`ETH_DESC_DONE`], [`ETH_DESC_ERROR`], written by the device.
-    pub(crate) flags: u16,
-    pub(crate) reserved: u32,
-}
-
-/// [`EthDesc::flags`]: the device is finished with the descriptor.
-pub(crate) const ETH_DESC_DONE: u16 = 1 << 0;
-/// [`EthDesc::flags`]: the frame was not sent, or did not fit its buffer.
-pub(crate) const ETH_DESC_ERROR: u16 = 1 << 1;
-
 /// A send queue entry ("Send queue and WQE").
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable)]
@@ -279,7 +261,6 @@ pub(crate) struct RkeyRevoke {
 // The sizes the model gives.
 const _: () = {
     assert!(size_of::<Eqe>() == 16);
-    assert!(size_of::<EthDesc>() == 16);
     assert!(size_of::<Wqe>() == 32);
     assert!(size_of::<Cqe>() == 32);
     assert!(size_of::<CqContext>() == 16);

@@ -8,8 +8,9 @@
 
 use kernel::io::register;
 
-/// Size of BAR0: registers, then the doorbell pages.
-pub(crate) const BAR0_SIZE: usize = 0x10_0000;
+/// Size of BAR0: model 1.5's registers and doorbell pages in its first MiB, then model 2.0's
+/// chip services and, from 64 MiB, the chip's configuration space.
+pub(crate) const BAR0_SIZE: usize = 0x1000_0000;
 
 /// Ports the register map has room for (the per-port registers and the doorbell pages).
 pub(crate) const MAX_PORTS: u32 = 32;

@@ -37,6 +37,7 @@ use crate::{
     eq::EventQueue,
     hw,
     mmu,
+    nic,
     regs, //
 };
 
@@ -72,9 +73,35 @@ pub(crate) struct Shared {
     /// The command interface.
     #[pin]
     pub(crate) cmd: Commands,
+    /// Each port's event queue and CQ region (device model 2.0).
+    pub(crate) nic: KVec<nic::PortQueues>,
+    /// Physical address (for the NIC) of the ports' context tables in device memory; 0 if the
+    /// device has none.
+    pub(crate) nic_tables: u64,
+    /// Serialises the ports' QPC gateway operations.
+    #[pin]
+    pub(crate) gateway: Mutex<()>,
 }
 
 impl Shared {
+    /// Replace the bits of QP `qpn`'s context on `port` that `mask` selects with those of
+    /// `data`, through the port's gateway. Sleeps: `bar` must not be an RCU-guarded access.
+    pub(crate) fn gateway_write(
+        &self,
+        bar: &Bar<'_>,
+        port: usize,
+        qpn: u32,
+        requester: bool,
+        data: &[u64],
+        mask: &[u64],
+    ) -> Result {
+        if self.nic_tables == 0 {
+            return Err(ENODEV);
+        }
+        let _g = self.gateway.lock();
+        nic::gateway_write(bar, port, qpn, requester, data, mask)
+    }
+
     pub(crate) fn is_fatal(&self) -> bool {
         self.fatal.load(Relaxed)
     }
@@ -258,6 +285,9 @@ impl PinnedDrop for Shared {
                 return;
             };
             EventQueue::disable(&bar);
+            for q in &self.nic {
+                q.disable(&bar);
+            }
             bar.write_reg(regs::RESET::from_raw(regs::RESET_MAGIC));
         }
         // The device has stopped (no event write, no page walk) only once the reset has

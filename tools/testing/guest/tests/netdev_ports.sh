@@ -2,8 +2,9 @@
 # One Ethernet interface per port, with the port's MAC address (the
 # emulator's 02:1d:a3:00:00:PP), linked to its InfiniBand port; its carrier
 # follows the port's link (injected down and up); ethtool names the driver,
-# the bus address, the link speed, the rings and the device's counters; a
-# new unicast MAC address is taken, a multicast one refused.
+# the bus address, the link speed, the rings and the raw path's counters
+# (CQEs refused, transmit queue full: none yet); a new unicast MAC address
+# is taken, a multicast one refused.
 . /lib/gaudi/guest-lib.sh
 load_driver
 dev=$(gaudi_devices | head -n 1)
@@ -57,7 +58,9 @@ echo "$settings" | grep -q 'Speed: 100000Mb/s' || { echo "$settings"; fail "no 1
 echo "$settings" | grep -q 'Link detected: yes' || { echo "$settings"; fail "no link detected"; }
 rings=$(ethtool -g "$ifc") || fail "ethtool -g failed"
 [ "$(echo "$rings" | grep -c '^RX:[[:space:]]*32$')" = 2 ] || { echo "$rings"; fail "ethtool -g: not 32 RX descriptors"; }
-ethtool -S "$ifc" | grep -q 'rx_no_buffer: ' || fail "ethtool -S lacks the device's counters"
+stats=$(ethtool -S "$ifc") || fail "ethtool -S failed"
+echo "$stats" | grep -q 'rx_bad_cqe: 0$' || { echo "$stats"; fail "ethtool -S: no rx_bad_cqe of 0"; }
+echo "$stats" | grep -q 'tx_queue_full: ' || { echo "$stats"; fail "ethtool -S: no tx_queue_full"; }
 echo "ethtool: driver, bus, speed, rings and counters"
 ip link set "$ifc" address 02:1d:a3:aa:bb:cc || fail "cannot change the MAC address"
 [ "$(cat "/sys/class/net/$ifc/address")" = 02:1d:a3:aa:bb:cc ] || fail "MAC address not changed"

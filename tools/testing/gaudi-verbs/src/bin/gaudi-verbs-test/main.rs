@@ -127,6 +127,7 @@ mod fuzz;
 mod fuzzdev;
 mod hbm;
 mod limits;
+mod netdev;
 mod ownership;
 mod regions;
 mod removal;
@@ -3510,6 +3511,7 @@ fn main() {
         Some("sq-full") => rings::sq_full(&args[1..]),
         Some("cq-overflow") => rings::cq_overflow(&args[1..]),
         Some("fuzz-uverbs") => fuzz::fuzz_uverbs(&args[1..]),
+        Some("netdev-loopback") => netdev::netdev_loopback(&args[1..]),
         _ => fail(
             "usage: gaudi-verbs-test uverbs --ports N [--instance I] | hold | \
              context --expect-errno E | ownership --step refused|owner --ports N | \

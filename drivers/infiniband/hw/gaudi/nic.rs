@@ -1,0 +1,882 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The Gaudi2 NIC's blocks as device model 2.0 describes them (the real NIC's programming
+//! interface): their registers at their configuration-space offsets, the formats of the QP
+//! contexts, work queue entries, completions and events, the QPC gateway, and each port's
+//! event queue and completion-queue region.
+//!
+//! Documentation/infiniband/gaudi/device-model.rst is the reference; each register and field
+//! here has its row there, with the public source it comes from.
+//!
+//! Configuration-space offset X is BAR0 offset [`CFG_IN_BAR0`] + X. Registers are defined at
+//! port 0's offset; [`PortLoc`] and [`PortArrayLoc`] place them for a port, [`MacroLoc`] for
+//! the blocks a macro's two ports share.
+//!
+//! The NIC's own structures (event queues, completion queues, the kernel's work queue and
+//! Ethernet buffers) are in kernel memory, reached by bus address with the MMU bypassed:
+//! nothing a user maps or registers can reach them.
+
+use core::marker::PhantomData;
+
+use kernel::{
+    device::{
+        Bound,
+        Device, //
+    },
+    dma::Coherent,
+    io::{
+        io_project,
+        io_read,
+        io_write,
+        poll::read_poll_timeout,
+        register,
+        register::{
+            Register,
+            RegisterArray, //
+        },
+        Io,
+        IoLoc,
+        Region, //
+    },
+    prelude::*,
+    sync::{
+        atomic::{
+            Atomic,
+            Relaxed, //
+        },
+        barrier::{
+            dma_mb,
+            Read, //
+        },
+    },
+    time::Delta,
+};
+use zerocopy_derive::Immutable;
+
+use crate::shared::Bar;
+
+/// Where configuration-space offset 0 is in BAR0.
+pub(crate) const CFG_IN_BAR0: usize = 0x400_0000;
+/// Ports of the chip: 12 macros of two.
+pub(crate) const PORTS: usize = 24;
+/// Distance between the blocks of two macros.
+const MACRO_STRIDE: usize = 0x8_0000;
+/// The first per-port register whose odd-port copy is [`ODD_HI`] away (`NIC0_RXE0_CONTROL`).
+const CFG_HI_START: usize = 0x544_a000;
+const ODD_LO: usize = 0x2_0000;
+const ODD_HI: usize = 0x1000;
+
+/// BAR0 offset of port `port`'s copy of the per-port register at port-0 offset `reg`.
+const fn port_offset(reg: usize, port: usize) -> usize {
+    let odd = if port & 1 == 0 {
+        0
+    } else if reg < CFG_HI_START {
+        ODD_LO
+    } else {
+        ODD_HI
+    };
+    CFG_IN_BAR0 + reg + MACRO_STRIDE * (port >> 1) + odd
+}
+
+/// Port `port`'s copy of per-port register `T`.
+pub(crate) struct PortLoc<T>(usize, PhantomData<T>);
+
+impl<T: Register> PortLoc<T> {
+    /// `None` for a port the chip does not have.
+    pub(crate) fn of(port: usize) -> Option<Self> {
+        (port < PORTS).then(|| Self(port_offset(T::OFFSET, port), PhantomData))
+    }
+}
+
+impl<const SIZE: usize, T: Register> IoLoc<Region<SIZE>, T> for PortLoc<T> {
+    type IoType = T::Storage;
+
+    fn offset(self) -> usize {
+        self.0
+    }
+}
+
+/// Element `idx` of port `port`'s copy of per-port register array `T`.
+pub(crate) struct PortArrayLoc<T>(usize, PhantomData<T>);
+
+impl<T: RegisterArray> PortArrayLoc<T> {
+    /// `None` for a port the chip does not have or an index beyond the array.
+    pub(crate) fn of(port: usize, idx: usize) -> Option<Self> {
+        (port < PORTS && idx < T::SIZE)
+            .then(|| Self(port_offset(T::OFFSET, port) + idx * T::STRIDE, PhantomData))
+    }
+}
+
+impl<const SIZE: usize, T: RegisterArray> IoLoc<Region<SIZE>, T> for PortArrayLoc<T> {
+    type IoType = T::Storage;
+
+    fn offset(self) -> usize {
+        self.0
+    }
+}
+
+/// Element `idx` of register array `T` of the block the macro of `port` shares.
+pub(crate) struct MacroLoc<T>(usize, PhantomData<T>);
+
+impl<T: RegisterArray> MacroLoc<T> {
+    /// `None` for a port the chip does not have or an index beyond the array.
+    pub(crate) fn of(port: usize, idx: usize) -> Option<Self> {
+        (port < PORTS && idx < T::SIZE).then(|| {
+            Self(
+                CFG_IN_BAR0 + T::OFFSET + MACRO_STRIDE * (port >> 1) + idx * T::STRIDE,
+                PhantomData,
+            )
+        })
+    }
+}
+
+impl<const SIZE: usize, T: RegisterArray> IoLoc<Region<SIZE>, T> for MacroLoc<T> {
+    type IoType = T::Storage;
+
+    fn offset(self) -> usize {
+        self.0
+    }
+}
+
+// Names are the public headers' without their `NIC0_` prefix; offsets are port 0's.
+register! {
+    /// The requester context table (in device memory), bits 63:32.
+    pub(crate) QPC0_REQ_BASE_ADDRESS_63_32(u32) @ 0x541_f00c {}
+    /// The requester context table, bits 31:7.
+    pub(crate) QPC0_REQ_BASE_ADDRESS_31_7(u32) @ 0x541_f010 {
+        24:0 r;
+    }
+    /// Retries before a QP fails.
+    pub(crate) QPC0_RETRY_COUNT_MAX(u32) @ 0x541_f028 {
+        15:8 sequence_error;
+        7:0 timeout;
+    }
+    /// The responder context table, bits 63:32.
+    pub(crate) QPC0_RES_BASE_ADDRESS_63_32(u32) @ 0x541_f040 {}
+    /// The responder context table, bits 31:7.
+    pub(crate) QPC0_RES_BASE_ADDRESS_31_7(u32) @ 0x541_f044 {
+        24:0 r;
+    }
+    /// The gateway: write 1 to start an operation; reads 1 until it is done.
+    pub(crate) QPC0_GW_BUSY(u32) @ 0x541_f080 {
+        0:0 r => bool;
+    }
+    /// The gateway's operation.
+    pub(crate) QPC0_GW_CTRL(u32) @ 0x541_f084 {
+        26:26 doorbell_force => bool;
+        25:25 doorbell_mask => bool;
+        24:24 requester => bool;
+        23:0 qpn;
+    }
+    /// The context words the gateway writes, or has read.
+    pub(crate) QPC0_GW_DATA_0(u32)[32, stride = 4] @ 0x541_f08c {}
+    /// The bits of the context the gateway replaces.
+    pub(crate) QPC0_GW_MASK_0(u32)[32, stride = 4] @ 0x541_f124 {}
+    /// Where the NIC writes each doorbell FIFO's consumer index, bits 63:32.
+    pub(crate) QPC0_DBFIFO0_CI_UPD_ADDR_DBFIFO_CI_UPD_ADDR_63_32(u32)[32, stride = 8] @ 0x541_f720 {}
+    /// Where the NIC writes each doorbell FIFO's consumer index, bits 31:7.
+    pub(crate) QPC0_DBFIFO0_CI_UPD_ADDR_DBFIFO_CI_UPD_ADDR_31_7(u32)[32, stride = 8] @ 0x541_f724 {}
+    /// The kernel's doorbell FIFO: the producer index.
+    pub(crate) QPC0_SECURED_DB_FIRST32(u32) @ 0x541_f460 {}
+    /// The kernel's doorbell FIFO: the QPN; writing it pushes the doorbell.
+    pub(crate) QPC0_SECURED_DB_SECOND32(u32) @ 0x541_f464 {}
+    /// Interrupt causes pending.
+    pub(crate) QPC0_INTERRUPT_CAUSE(u32) @ 0x541_f690 {}
+    /// Interrupt causes masked.
+    pub(crate) QPC0_INTERRUPT_MASK(u32) @ 0x541_f694 {}
+    /// Write 1s to clear interrupt causes (and re-arm them).
+    pub(crate) QPC0_INTERRUPT_CLR(u32) @ 0x541_f698 {}
+    /// Interrupt enables.
+    pub(crate) QPC0_INTERRUPT_EN(u32) @ 0x541_f69c {
+        20:20 interrupt10_wire_en => bool;
+        19:19 interrupt9_msi_en => bool;
+    }
+    /// The event queue's ring, bits 63:32.
+    pub(crate) QPC0_EVENT_QUE_BASE_ADDR_63_32(u32) @ 0x541_f830 {}
+    /// The event queue's ring, bits 31:7.
+    pub(crate) QPC0_EVENT_QUE_BASE_ADDR_31_7(u32) @ 0x541_f834 {
+        24:0 r;
+    }
+    /// log2 of the event queue's entries.
+    pub(crate) QPC0_EVENT_QUE_LOG_SIZE(u32) @ 0x541_f838 {
+        4:0 r;
+    }
+    /// The NIC's write index.
+    pub(crate) QPC0_EVENT_QUE_WRITE_INDEX(u32) @ 0x541_f83c {
+        23:0 r;
+    }
+    /// The NIC's producer index.
+    pub(crate) QPC0_EVENT_QUE_PRODUCER_INDEX(u32) @ 0x541_f840 {
+        23:0 r;
+    }
+    /// Where the NIC writes the producer index, bits 63:32.
+    pub(crate) QPC0_EVENT_QUE_PI_ADDR_63_32(u32) @ 0x541_f844 {}
+    /// Where the NIC writes the producer index, bits 31:7.
+    pub(crate) QPC0_EVENT_QUE_PI_ADDR_31_7(u32) @ 0x541_f848 {
+        24:0 r;
+    }
+    /// The consumer index, as the NIC last saw it.
+    pub(crate) QPC0_EVENT_QUE_CONSUMER_INDEX_CB(u32) @ 0x541_f84c {
+        23:0 r;
+    }
+    /// The event queue's configuration.
+    pub(crate) QPC0_EVENT_QUE_CFG(u32) @ 0x541_f850 {
+        4:4 interrupt_per_eqe => bool;
+        3:3 write_pi_en => bool;
+        1:1 overrun_en => bool;
+        0:0 enable => bool;
+    }
+    /// The kernel's CQ consumer-index slot: the CQ.
+    pub(crate) QPC0_SECURED_CQ_NUMBER(u32) @ 0x541_f8f0 {
+        15:0 cq_num;
+    }
+    /// The kernel's CQ consumer-index slot: the index; writing it updates the CQ.
+    pub(crate) QPC0_SECURED_CQ_CONSUMER_INDEX(u32) @ 0x541_f8f4 {}
+    /// The event queue's consumer index.
+    pub(crate) QPC0_EVENT_QUE_CONSUMER_INDEX(u32) @ 0x541_f9a8 {
+        31:24 eq_num;
+        23:0 ci;
+    }
+    /// Arming a CQ: the CQ.
+    pub(crate) QPC0_ARM_CQ_NUM(u32) @ 0x541_f9ac {
+        15:0 cq_num;
+    }
+    /// Arming a CQ: a completion event once its producer index passes this one.
+    pub(crate) QPC0_ARM_CQ_INDEX(u32) @ 0x541_f9b0 {}
+
+    /// The raw MAC filters (RXB, shared by a macro; index 0 the even port's, 2 the odd
+    /// one's): address bits 31:0.
+    pub(crate) RXB_CORE_TS_RAW0_MAC_31_0_0(u32)[4, stride = 4] @ 0x544_92e0 {}
+    /// Address bits 47:32.
+    pub(crate) RXB_CORE_TS_RAW0_MAC_47_32_0(u32)[4, stride = 4] @ 0x544_92f0 {}
+    /// Bits of the address the filter ignores, 31:0.
+    pub(crate) RXB_CORE_TS_RAW0_MAC_31_0_MASK_0(u32)[4, stride = 4] @ 0x544_9340 {}
+    /// Bits of the address the filter ignores, 47:32.
+    pub(crate) RXB_CORE_TS_RAW0_MAC_47_32_MASK_0(u32)[4, stride = 4] @ 0x544_9350 {}
+
+    /// The raw path's QP.
+    pub(crate) RXE0_RAW_QPN_P0_0(u32) @ 0x544_a010 {
+        23:0 raw_qpn;
+    }
+    /// The port's CQ region, bits 31:7.
+    pub(crate) RXE0_CQ_BASE_ADDR_31_7(u32) @ 0x544_a100 {
+        31:7 r;
+    }
+    /// The port's CQ region, bits 63:32.
+    pub(crate) RXE0_CQ_BASE_ADDR_63_32(u32) @ 0x544_a104 {}
+    /// log2 of the entries of each CQ's slot in the region.
+    pub(crate) RXE0_CQ_LOG_MAX_SIZE(u32) @ 0x544_a108 {}
+    /// A CQ's configuration.
+    pub(crate) RXE0_CQ_CFG_0(u32)[32, stride = 4] @ 0x544_a180 {
+        3:3 write_pi_en => bool;
+        1:1 overrun_en => bool;
+        0:0 enable => bool;
+    }
+    /// A CQ's write index.
+    pub(crate) RXE0_CQ_WRITE_INDEX_0(u32)[32, stride = 4] @ 0x544_a200 {}
+    /// A CQ's producer index.
+    pub(crate) RXE0_CQ_PRODUCER_INDEX_0(u32)[32, stride = 4] @ 0x544_a280 {}
+    /// Where the NIC writes a CQ's producer index, bits 31:0.
+    pub(crate) RXE0_CQ_PI_ADDR_LO_0(u32)[32, stride = 4] @ 0x544_a380 {}
+    /// Where the NIC writes a CQ's producer index, bits 63:32.
+    pub(crate) RXE0_CQ_PI_ADDR_HI_0(u32)[32, stride = 4] @ 0x544_a400 {}
+    /// log2 of a CQ's entries.
+    pub(crate) RXE0_CQ_LOG_SIZE_0(u32)[32, stride = 4] @ 0x544_a500 {}
+    /// The raw receive ring, bits 31:0.
+    pub(crate) RXE0_RAW_BASE_LO_P0_0(u32) @ 0x544_a710 {}
+    /// The raw receive ring, bits 63:32.
+    pub(crate) RXE0_RAW_BASE_HI_P0_0(u32) @ 0x544_a720 {}
+    /// The raw receive ring's geometry.
+    pub(crate) RXE0_RAW_MISC_P0_0(u32) @ 0x544_a730 {
+        19:15 log_buffer_size_mask;
+        3:0 log_raw_entry_size;
+    }
+
+    /// Each send WQ array's slot size: log2 of its 128-byte lines.
+    pub(crate) TXE0_LOG_MAX_WQ_SIZE_0(u32)[4, stride = 4] @ 0x545_2010 {
+        4:0 r;
+    }
+    /// Each send WQ array, bits 63:32.
+    pub(crate) TXE0_SQ_BASE_ADDRESS_63_32_0(u32)[4, stride = 4] @ 0x545_2020 {}
+    /// Each send WQ array, bits 31:0.
+    pub(crate) TXE0_SQ_BASE_ADDRESS_31_0_0(u32)[4, stride = 4] @ 0x545_2030 {}
+    /// Bit n: WQEs of send WQ array n are fetched with the MMU bypassed.
+    pub(crate) TXE0_WQE_USER_CFG(u32) @ 0x545_2040 {
+        3:0 mmu_bypass;
+    }
+}
+
+/// `INTERRUPT_CAUSE`, `_CLR`: the event queue's interrupt (interrupt 9).
+pub(crate) const INTERRUPT_EQ: u32 = 1 << 9;
+
+/// The MSI-X vector of port `port`'s event queue (device model 2.0, "What the model decides").
+pub(crate) const fn eq_vector(port: usize) -> usize {
+    1 + port % 7
+}
+
+/// A field of a hardware structure: its lowest bit and width over the whole structure, as
+/// the model's format tables give them. No field crosses a 64-bit word.
+#[derive(Clone, Copy)]
+pub(crate) struct Field {
+    lsb: u32,
+    width: u32,
+}
+
+impl Field {
+    const fn new(lsb: u32, width: u32) -> Self {
+        Self { lsb, width }
+    }
+
+    fn mask(self) -> u64 {
+        if self.width >= 64 {
+            u64::MAX
+        } else {
+            (1u64 << self.width) - 1
+        }
+    }
+
+    /// The field's value in `words`; 0 if it lies beyond them.
+    pub(crate) fn get(self, words: &[u64]) -> u64 {
+        let (w, s) = ((self.lsb / 64) as usize, self.lsb % 64);
+        words.get(w).map_or(0, |v| (v >> s) & self.mask())
+    }
+
+    /// Set the field in `words` to `v` (cut to its width).
+    pub(crate) fn set(self, words: &mut [u64], v: u64) {
+        let (w, s) = ((self.lsb / 64) as usize, self.lsb % 64);
+        if let Some(word) = words.get_mut(w) {
+            let m = self.mask() << s;
+            *word = (*word & !m) | ((v << s) & m);
+        }
+    }
+
+    /// Set every bit of the field in `words`: a gateway mask for it.
+    pub(crate) fn select(self, words: &mut [u64]) {
+        self.set(words, u64::MAX);
+    }
+}
+
+/// Requester QP context fields ("Requester QP context").
+pub(crate) mod req {
+    use super::Field;
+
+    pub(crate) const LAST_IDX: Field = Field::new(576, 22);
+    pub(crate) const WQ_BACK_PRESSURE: Field = Field::new(383, 1);
+    pub(crate) const DATA_MMU_BYPASS: Field = Field::new(1003, 1);
+    pub(crate) const WQ_TYPE: Field = Field::new(1007, 2);
+    pub(crate) const TRANSPORT_SERVICE: Field = Field::new(1010, 1);
+    pub(crate) const WQ_BASE_ADDR: Field = Field::new(1017, 2);
+    pub(crate) const TRUST_LEVEL: Field = Field::new(1019, 2);
+    pub(crate) const VALID: Field = Field::new(1023, 1);
+}
+
+/// Responder QP context fields ("Responder QP context").
+pub(crate) mod res {
+    use super::Field;
+
+    pub(crate) const TRANSPORT_SERVICE: Field = Field::new(149, 1);
+    pub(crate) const TRUST_LEVEL: Field = Field::new(216, 2);
+    pub(crate) const DATA_MMU_BYPASS: Field = Field::new(219, 1);
+    pub(crate) const VALID: Field = Field::new(255, 1);
+}
+
+/// The requester context: 128 bytes.
+pub(crate) const REQ_QPC_WORDS: usize = 16;
+/// The responder context: 32 bytes.
+pub(crate) const RES_QPC_WORDS: usize = 4;
+/// Bytes per requester context in its table.
+pub(crate) const REQ_QPC_SIZE: u64 = 128;
+/// Bytes per responder context in its table.
+pub(crate) const RES_QPC_SIZE: u64 = 32;
+
+/// Where the NIC sees device memory (HBM) offset 0: physical addresses from here on are HBM,
+/// those below it host bus addresses (hl_gaudi2.h: `DRAM_PHYS_BASE`).
+pub(crate) const DRAM_PHYS_BASE: u64 = 0x1001_0000_0000_0000;
+/// QP contexts each port's tables hold.
+pub(crate) const TABLE_QPS: u64 = 256;
+/// Bytes of device memory each port's context tables take.
+pub(crate) const PORT_TABLES: u64 = TABLE_QPS * (REQ_QPC_SIZE + RES_QPC_SIZE);
+/// Device memory the driver keeps for the NIC's context tables, at its end (24 ports' tables,
+/// rounded up to 1 MiB).
+pub(crate) const NIC_HBM: u64 = 1 << 20;
+const _: () = assert!(PORT_TABLES * PORTS as u64 <= NIC_HBM);
+
+/// `WQ_TYPE`: RDMA WRITE.
+pub(crate) const WQ_TYPE_WRITE: u64 = 1;
+/// `TRANSPORT_SERVICE`: the raw (Ethernet) path.
+pub(crate) const TRANSPORT_RAW: u64 = 1;
+/// `TRUST_LEVEL`: secured (the kernel's QPs).
+pub(crate) const TRUST_SECURED: u64 = 1;
+
+/// A send WQE: 32 bytes ("Send WQE").
+#[repr(C)]
+#[derive(Clone, Copy, Default, FromBytes, IntoBytes, Immutable)]
+pub(crate) struct SqWqe(pub(crate) [u64; 4]);
+
+/// Send WQE fields.
+pub(crate) mod wqe {
+    use super::Field;
+
+    pub(crate) const OPCODE: Field = Field::new(0, 5);
+    pub(crate) const WQE_INDEX: Field = Field::new(8, 8);
+    pub(crate) const SE: Field = Field::new(29, 1);
+    pub(crate) const SIZE: Field = Field::new(32, 32);
+    pub(crate) const LOCAL_ADDRESS: Field = Field::new(64, 64);
+}
+
+/// `OPCODE`: LINEAR (an RDMA WRITE, or a frame on the raw path).
+pub(crate) const WQE_OPCODE_LINEAR: u64 = 2;
+
+/// A CQE: 16 bytes ("CQE").
+#[repr(C)]
+#[derive(Clone, Copy, Default, FromBytes, IntoBytes, Immutable)]
+pub(crate) struct Cqe(pub(crate) [u64; 2]);
+
+/// CQE fields.
+pub(crate) mod cqe {
+    use super::Field;
+
+    pub(crate) const QPN: Field = Field::new(0, 24);
+    pub(crate) const VALID: Field = Field::new(31, 1);
+    pub(crate) const WQE_INDEX: Field = Field::new(32, 32);
+    pub(crate) const RAW_PKT_SIZE: Field = Field::new(96, 32);
+}
+
+/// An EQE: 16 bytes ("EQE").
+#[repr(C)]
+#[derive(Clone, Copy, Default, FromBytes, IntoBytes, Immutable)]
+pub(crate) struct Eqe(pub(crate) [u64; 2]);
+
+/// EQE fields.
+pub(crate) mod eqe {
+    use super::Field;
+
+    pub(crate) const TYPE: Field = Field::new(0, 4);
+    pub(crate) const VALID: Field = Field::new(31, 1);
+    pub(crate) const DATA1: Field = Field::new(32, 32);
+    pub(crate) const DATA2: Field = Field::new(64, 32);
+}
+
+/// EQE types.
+pub(crate) const EQE_COMP: u64 = 0;
+pub(crate) const EQE_COMP_ERR: u64 = 1;
+pub(crate) const EQE_QP_ERR: u64 = 2;
+pub(crate) const EQE_LINK_STATUS: u64 = 3;
+pub(crate) const EQE_RAW_TX_COMP: u64 = 4;
+pub(crate) const EQE_DB_FIFO_OVERRUN: u64 = 5;
+pub(crate) const EQE_CONG: u64 = 6;
+pub(crate) const EQE_CONG_ERR: u64 = 7;
+
+/// CQ 0 of each port: the raw path's receive completions.
+pub(crate) const CQ_ETH: usize = 0;
+/// CQs of a port.
+pub(crate) const CQS: usize = 16;
+/// log2 of the entries of each CQ's slot in a port's CQ region (only CQ 0 is used yet).
+const CQ_LOG_MAX: u32 = 5;
+/// The kernel's doorbell FIFO, and the entries of each FIFO.
+const FIFO_SECURED: usize = 30;
+const FIFO_ENTRIES: u32 = 64;
+/// How long the NIC may take to empty the kernel's doorbell FIFO.
+const FIFO_TIMEOUT: Delta = Delta::from_secs(1);
+/// log2 of the entries of a port's event queue.
+const EQ_LOG: u32 = 8;
+const EQ_ENTRIES: u32 = 1 << EQ_LOG;
+/// Event queue indexes are 24 bits.
+const EQ_INDEX_MASK: u32 = 0xff_ffff;
+/// How long the gateway may take (hbl_cn gives up after one second).
+const GW_TIMEOUT: Delta = Delta::from_secs(1);
+
+/// The location of a register, `EINVAL` for a port or an index the chip does not have.
+fn at<L>(loc: Option<L>) -> Result<L> {
+    loc.ok_or(EINVAL)
+}
+
+/// Write a 64-bit address as a pair of registers, the low one holding bits 31:7.
+fn addr_31_7(addr: u64) -> (u32, u32) {
+    ((addr >> 32) as u32, ((addr as u32) >> 7) & 0x1ff_ffff)
+}
+
+/// Run one gateway operation on QP `qpn` of `port`: replace the context bits whose `mask` bit
+/// is set with those of `data`. The caller serialises a port's gateway operations.
+pub(crate) fn gateway_write(
+    bar: &Bar<'_>,
+    port: usize,
+    qpn: u32,
+    requester: bool,
+    data: &[u64],
+    mask: &[u64],
+) -> Result {
+    let busy = || -> Result<bool> {
+        Ok(bar
+            .try_read(PortLoc::<QPC0_GW_BUSY>::of(port).ok_or(EINVAL)?)?
+            .r())
+    };
+    read_poll_timeout(busy, |b| !b, Delta::from_micros(10), GW_TIMEOUT)?;
+    // All 32 mask and data words, as hbl_cn writes them: beyond a responder context's 8
+    // they are 0.
+    for i in 0..32 {
+        let half = |w: &[u64]| (w.get(i / 2).copied().unwrap_or(0) >> (32 * (i % 2))) as u32;
+        bar.try_write(
+            PortArrayLoc::<QPC0_GW_MASK_0>::of(port, i).ok_or(EINVAL)?,
+            QPC0_GW_MASK_0::from_raw(half(mask)),
+        )?;
+        bar.try_write(
+            PortArrayLoc::<QPC0_GW_DATA_0>::of(port, i).ok_or(EINVAL)?,
+            QPC0_GW_DATA_0::from_raw(half(data)),
+        )?;
+    }
+    let ctrl = QPC0_GW_CTRL::zeroed()
+        .try_with_qpn(qpn)?
+        .with_requester(requester);
+    bar.try_write(PortLoc::<QPC0_GW_CTRL>::of(port).ok_or(EINVAL)?, ctrl)?;
+    bar.try_write(
+        PortLoc::<QPC0_GW_BUSY>::of(port).ok_or(EINVAL)?,
+        QPC0_GW_BUSY::zeroed().with_r(true),
+    )?;
+    read_poll_timeout(busy, |b| !b, Delta::from_micros(10), GW_TIMEOUT)?;
+    Ok(())
+}
+
+/// A port's event queue and CQ region: kernel memory, reached by bus address.
+pub(crate) struct PortQueues {
+    port: usize,
+    eq: Coherent<[u32]>,
+    /// The event queue's producer index, as the NIC writes it (one 128-byte line).
+    eq_pi: Coherent<[u32]>,
+    /// Entries taken since the queue was enabled (24 bits, as the NIC's indexes). Only the
+    /// interrupt thread of the port's vector changes it.
+    eq_ci: Atomic<u32>,
+    /// The 16 CQs, back to back, each `2^CQ_LOG_MAX` entries.
+    cqs: Coherent<[u32]>,
+    /// The CQs' producer indexes, as the NIC writes them: one 128-byte line each (never read
+    /// here: the NIC needs a place to write them).
+    cq_pi: Coherent<[u32]>,
+    /// The kernel's doorbell FIFO's consumer index, as the NIC writes it (one line).
+    fifo_ci: Coherent<[u32]>,
+    /// Doorbells rung on the kernel's FIFO since the NIC was reset.
+    rung: Atomic<u32>,
+}
+
+/// 32-bit words of a 128-byte line.
+const LINE_WORDS: usize = 32;
+/// 32-bit words of a CQE or an EQE.
+const ENTRY_WORDS: usize = 4;
+
+impl PortQueues {
+    /// Allocate port `port`'s queues, zeroed.
+    pub(crate) fn new(dev: &Device<Bound>, port: usize) -> Result<Self> {
+        Ok(Self {
+            port,
+            eq: Coherent::zeroed_slice(dev, EQ_ENTRIES as usize * ENTRY_WORDS, GFP_KERNEL)?,
+            eq_pi: Coherent::zeroed_slice(dev, LINE_WORDS, GFP_KERNEL)?,
+            eq_ci: Atomic::new(0),
+            cqs: Coherent::zeroed_slice(dev, CQS * (ENTRY_WORDS << CQ_LOG_MAX), GFP_KERNEL)?,
+            cq_pi: Coherent::zeroed_slice(dev, CQS * LINE_WORDS, GFP_KERNEL)?,
+            fifo_ci: Coherent::zeroed_slice(dev, LINE_WORDS, GFP_KERNEL)?,
+            rung: Atomic::new(0),
+        })
+    }
+
+    /// Program the event queue (hbl_cn's sequence: PI address, ring, size, indexes zeroed,
+    /// then enabled with the PI written back and an interrupt per entry) and the CQ region.
+    pub(crate) fn enable(&self, bar: &Bar<'_>, tables: u64) -> Result {
+        let p = self.port;
+        // The context tables.
+        let (hi, lo) = addr_31_7(tables);
+        bar.try_write(
+            at(PortLoc::<QPC0_REQ_BASE_ADDRESS_63_32>::of(p))?,
+            QPC0_REQ_BASE_ADDRESS_63_32::from_raw(hi),
+        )?;
+        bar.try_write(
+            at(PortLoc::<QPC0_REQ_BASE_ADDRESS_31_7>::of(p))?,
+            QPC0_REQ_BASE_ADDRESS_31_7::from_raw(lo),
+        )?;
+        let (hi, lo) = addr_31_7(tables + TABLE_QPS * REQ_QPC_SIZE);
+        bar.try_write(
+            at(PortLoc::<QPC0_RES_BASE_ADDRESS_63_32>::of(p))?,
+            QPC0_RES_BASE_ADDRESS_63_32::from_raw(hi),
+        )?;
+        bar.try_write(
+            at(PortLoc::<QPC0_RES_BASE_ADDRESS_31_7>::of(p))?,
+            QPC0_RES_BASE_ADDRESS_31_7::from_raw(lo),
+        )?;
+        // The event queue.
+        let (hi, lo) = addr_31_7(self.eq_pi.dma_address());
+        bar.try_write(
+            at(PortLoc::<QPC0_EVENT_QUE_PI_ADDR_63_32>::of(p))?,
+            QPC0_EVENT_QUE_PI_ADDR_63_32::from_raw(hi),
+        )?;
+        bar.try_write(
+            at(PortLoc::<QPC0_EVENT_QUE_PI_ADDR_31_7>::of(p))?,
+            QPC0_EVENT_QUE_PI_ADDR_31_7::from_raw(lo),
+        )?;
+        let (hi, lo) = addr_31_7(self.eq.dma_address());
+        bar.try_write(
+            at(PortLoc::<QPC0_EVENT_QUE_BASE_ADDR_63_32>::of(p))?,
+            QPC0_EVENT_QUE_BASE_ADDR_63_32::from_raw(hi),
+        )?;
+        bar.try_write(
+            at(PortLoc::<QPC0_EVENT_QUE_BASE_ADDR_31_7>::of(p))?,
+            QPC0_EVENT_QUE_BASE_ADDR_31_7::from_raw(lo),
+        )?;
+        bar.try_write(
+            at(PortLoc::<QPC0_EVENT_QUE_LOG_SIZE>::of(p))?,
+            QPC0_EVENT_QUE_LOG_SIZE::zeroed().try_with_r(EQ_LOG)?,
+        )?;
+        bar.try_write(
+            at(PortLoc::<QPC0_EVENT_QUE_WRITE_INDEX>::of(p))?,
+            QPC0_EVENT_QUE_WRITE_INDEX::zeroed(),
+        )?;
+        bar.try_write(
+            at(PortLoc::<QPC0_EVENT_QUE_PRODUCER_INDEX>::of(p))?,
+            QPC0_EVENT_QUE_PRODUCER_INDEX::zeroed(),
+        )?;
+        bar.try_write(
+            at(PortLoc::<QPC0_EVENT_QUE_CONSUMER_INDEX_CB>::of(p))?,
+            QPC0_EVENT_QUE_CONSUMER_INDEX_CB::zeroed(),
+        )?;
+        bar.try_write(
+            at(PortLoc::<QPC0_EVENT_QUE_CONSUMER_INDEX>::of(p))?,
+            QPC0_EVENT_QUE_CONSUMER_INDEX::zeroed(),
+        )?;
+        self.eq_ci.store(0, Relaxed);
+        // The interrupt armed before the queue takes its first entry.
+        bar.try_write(
+            at(PortLoc::<QPC0_INTERRUPT_EN>::of(p))?,
+            QPC0_INTERRUPT_EN::zeroed().with_interrupt9_msi_en(true),
+        )?;
+        bar.try_write(
+            at(PortLoc::<QPC0_INTERRUPT_CLR>::of(p))?,
+            QPC0_INTERRUPT_CLR::from_raw(INTERRUPT_EQ),
+        )?;
+        bar.try_write(
+            at(PortLoc::<QPC0_EVENT_QUE_CFG>::of(p))?,
+            QPC0_EVENT_QUE_CFG::zeroed()
+                .with_enable(true)
+                .with_write_pi_en(true)
+                .with_interrupt_per_eqe(true),
+        )?;
+        // The kernel's doorbell FIFO reports how far the NIC took it.
+        let (hi, lo) = addr_31_7(self.fifo_ci.dma_address());
+        bar.try_write(
+            at(PortArrayLoc::<
+                QPC0_DBFIFO0_CI_UPD_ADDR_DBFIFO_CI_UPD_ADDR_63_32,
+            >::of(p, FIFO_SECURED))?,
+            QPC0_DBFIFO0_CI_UPD_ADDR_DBFIFO_CI_UPD_ADDR_63_32::from_raw(hi),
+        )?;
+        bar.try_write(
+            at(PortArrayLoc::<
+                QPC0_DBFIFO0_CI_UPD_ADDR_DBFIFO_CI_UPD_ADDR_31_7,
+            >::of(p, FIFO_SECURED))?,
+            QPC0_DBFIFO0_CI_UPD_ADDR_DBFIFO_CI_UPD_ADDR_31_7::from_raw(lo),
+        )?;
+        let cqs = self.cqs.dma_address();
+        bar.try_write(
+            at(PortLoc::<RXE0_CQ_BASE_ADDR_63_32>::of(p))?,
+            RXE0_CQ_BASE_ADDR_63_32::from_raw((cqs >> 32) as u32),
+        )?;
+        bar.try_write(
+            at(PortLoc::<RXE0_CQ_BASE_ADDR_31_7>::of(p))?,
+            RXE0_CQ_BASE_ADDR_31_7::from_raw(cqs as u32 & !0x7f),
+        )?;
+        bar.try_write(
+            at(PortLoc::<RXE0_CQ_LOG_MAX_SIZE>::of(p))?,
+            RXE0_CQ_LOG_MAX_SIZE::from_raw(CQ_LOG_MAX),
+        )
+    }
+
+    /// Whether the NIC wrote an entry the driver has not taken, from the producer index it
+    /// writes back. Between two calls of [`Self::take_events`] the interrupt cause is clear
+    /// or an interrupt is on its way for an entry not taken, so a vector's thread may skip a
+    /// queue for which this is false.
+    pub(crate) fn eq_pending(&self) -> bool {
+        let ci = self.eq_ci.load(Relaxed);
+        let pi = (|| -> Result<u32> { Ok(io_read!(&self.eq_pi, [try: 0])) })().unwrap_or(ci);
+        pi & EQ_INDEX_MASK != ci
+    }
+
+    /// Take the event queue's new entries, handing each to `f`, and give the NIC the consumer
+    /// index. The NIC raises the interrupt once until software clears its cause
+    /// (`INTERRUPT_CLR`), and an entry may set the cause while a scan that then takes it is
+    /// under way: so the cause is cleared before each scan, and the scans go on until one
+    /// finds nothing. Returns true if it stopped after two rings' worth with entries perhaps
+    /// left, which raise no interrupt of their own: the caller calls again.
+    pub(crate) fn take_events(&self, bar: &Bar<'_>, mut f: impl FnMut(&Eqe)) -> Result<bool> {
+        let p = self.port;
+        let mut ci = self.eq_ci.load(Relaxed);
+        let mut n = 0;
+        loop {
+            bar.try_write(
+                PortLoc::<QPC0_INTERRUPT_CLR>::of(p).ok_or(EINVAL)?,
+                QPC0_INTERRUPT_CLR::from_raw(INTERRUPT_EQ),
+            )?;
+            // A read makes the posted write land before the scan.
+            bar.try_read(PortLoc::<QPC0_INTERRUPT_CAUSE>::of(p).ok_or(EINVAL)?)?;
+            let before = n;
+            while n < 2 * EQ_ENTRIES {
+                let base = (ci % EQ_ENTRIES) as usize * ENTRY_WORDS;
+                let first: u32 = io_read!(&self.eq, [try: base]);
+                if eqe::VALID.get(&[first.into()]) == 0 {
+                    break;
+                }
+                // The rest of the entry only after its VALID bit.
+                dma_mb(Read);
+                let e = io_project!(&self.eq, [try: base..base + ENTRY_WORDS])
+                    .try_cast::<Eqe>()?
+                    .copy_read();
+                io_write!(&self.eq, [try: base], 0);
+                f(&e);
+                ci = (ci + 1) & EQ_INDEX_MASK;
+                n += 1;
+            }
+            self.eq_ci.store(ci, Relaxed);
+            if n > before {
+                bar.try_write(
+                    PortLoc::<QPC0_EVENT_QUE_CONSUMER_INDEX>::of(p).ok_or(EINVAL)?,
+                    QPC0_EVENT_QUE_CONSUMER_INDEX::zeroed().try_with_ci(ci)?,
+                )?;
+            }
+            if n == before {
+                return Ok(false);
+            }
+            if n >= 2 * EQ_ENTRIES {
+                return Ok(true);
+            }
+        }
+    }
+
+    /// Set up CQ `cq` with `2^log` entries (at most the slot's), its PI written back.
+    pub(crate) fn cq_enable(&self, bar: &Bar<'_>, cq: usize, log: u32) -> Result {
+        if cq >= CQS || log > CQ_LOG_MAX {
+            return Err(EINVAL);
+        }
+        let p = self.port;
+        let words = ENTRY_WORDS << CQ_LOG_MAX;
+        for w in cq * words..(cq + 1) * words {
+            io_write!(&self.cqs, [try: w], 0);
+        }
+        io_write!(&self.cq_pi, [try: cq * LINE_WORDS], 0);
+        let pi = self.cq_pi.dma_address() + (cq * LINE_WORDS * 4) as u64;
+        bar.try_write(
+            at(PortArrayLoc::<RXE0_CQ_LOG_SIZE_0>::of(p, cq))?,
+            RXE0_CQ_LOG_SIZE_0::from_raw(log),
+        )?;
+        bar.try_write(
+            at(PortArrayLoc::<RXE0_CQ_PI_ADDR_HI_0>::of(p, cq))?,
+            RXE0_CQ_PI_ADDR_HI_0::from_raw((pi >> 32) as u32),
+        )?;
+        bar.try_write(
+            at(PortArrayLoc::<RXE0_CQ_PI_ADDR_LO_0>::of(p, cq))?,
+            RXE0_CQ_PI_ADDR_LO_0::from_raw(pi as u32),
+        )?;
+        bar.try_write(
+            at(PortArrayLoc::<RXE0_CQ_CFG_0>::of(p, cq))?,
+            RXE0_CQ_CFG_0::zeroed()
+                .with_enable(true)
+                .with_write_pi_en(true),
+        )
+    }
+
+    /// Stop CQ `cq`: the NIC writes no more of its entries.
+    pub(crate) fn cq_disable(&self, bar: &Bar<'_>, cq: usize) {
+        if let Some(l) = PortArrayLoc::<RXE0_CQ_CFG_0>::of(self.port, cq) {
+            let _ = bar.try_write(l, RXE0_CQ_CFG_0::zeroed());
+        }
+    }
+
+    /// The entry of CQ `cq` at `index` (of a CQ of `2^log` entries), if the NIC wrote it
+    /// (`VALID`); the entry is then cleared for the ring's next pass.
+    pub(crate) fn cq_take(&self, cq: usize, log: u32, index: u32) -> Result<Option<Cqe>> {
+        if cq >= CQS || log > CQ_LOG_MAX {
+            return Err(EINVAL);
+        }
+        let slot = (index & ((1 << log) - 1)) as usize;
+        let base = (cq << CQ_LOG_MAX | slot) * ENTRY_WORDS;
+        let first: u32 = io_read!(&self.cqs, [try: base]);
+        if cqe::VALID.get(&[first.into()]) == 0 {
+            return Ok(None);
+        }
+        dma_mb(Read);
+        let c = io_project!(&self.cqs, [try: base..base + ENTRY_WORDS])
+            .try_cast::<Cqe>()?
+            .copy_read();
+        io_write!(&self.cqs, [try: base], 0);
+        Ok(Some(c))
+    }
+
+    /// Stop the event queue and every CQ of the port: the NIC writes nothing more to their
+    /// memory.
+    pub(crate) fn disable(&self, bar: &Bar<'_>) {
+        for cq in 0..CQS {
+            self.cq_disable(bar, cq);
+        }
+        if let Some(l) = PortLoc::<QPC0_EVENT_QUE_CFG>::of(self.port) {
+            let _ = bar.try_write(l, QPC0_EVENT_QUE_CFG::zeroed());
+        }
+        if let Some(l) = PortLoc::<QPC0_INTERRUPT_EN>::of(self.port) {
+            let _ = bar.try_write(l, QPC0_INTERRUPT_EN::zeroed());
+        }
+    }
+
+    /// Whether the NIC wrote the entry of CQ `cq` at `index` (of a CQ of `2^log` entries).
+    pub(crate) fn cq_ready(&self, cq: usize, log: u32, index: u32) -> Result<bool> {
+        if cq >= CQS || log > CQ_LOG_MAX {
+            return Err(EINVAL);
+        }
+        let slot = (index & ((1 << log) - 1)) as usize;
+        let first: u32 = io_read!(&self.cqs, [try: (cq << CQ_LOG_MAX | slot) * ENTRY_WORDS]);
+        Ok(cqe::VALID.get(&[first.into()]) != 0)
+    }
+
+    /// Give the NIC CQ `cq`'s consumer index through the kernel's slot.
+    pub(crate) fn cq_consumed(&self, bar: &Bar<'_>, cq: usize, ci: u32) -> Result {
+        let p = self.port;
+        bar.try_write(
+            PortLoc::<QPC0_SECURED_CQ_NUMBER>::of(p).ok_or(EINVAL)?,
+            QPC0_SECURED_CQ_NUMBER::zeroed().try_with_cq_num(cq as u32)?,
+        )?;
+        bar.try_write(
+            PortLoc::<QPC0_SECURED_CQ_CONSUMER_INDEX>::of(p).ok_or(EINVAL)?,
+            QPC0_SECURED_CQ_CONSUMER_INDEX::from_raw(ci),
+        )
+    }
+
+    /// Arm CQ `cq`: a completion event once its producer index passes `index`.
+    pub(crate) fn cq_arm(&self, bar: &Bar<'_>, cq: usize, index: u32) -> Result {
+        let p = self.port;
+        bar.try_write(
+            PortLoc::<QPC0_ARM_CQ_NUM>::of(p).ok_or(EINVAL)?,
+            QPC0_ARM_CQ_NUM::zeroed().try_with_cq_num(cq as u32)?,
+        )?;
+        bar.try_write(
+            PortLoc::<QPC0_ARM_CQ_INDEX>::of(p).ok_or(EINVAL)?,
+            QPC0_ARM_CQ_INDEX::from_raw(index),
+        )?;
+        // A read makes the posted write land before the caller looks at the CQ again.
+        bar.try_read(PortLoc::<QPC0_ARM_CQ_NUM>::of(p).ok_or(EINVAL)?)?;
+        Ok(())
+    }
+
+    /// Ring the kernel's doorbell FIFO: QP `qpn`'s producer index is now `pi`.
+    pub(crate) fn ring_secured(&self, bar: &Bar<'_>, qpn: u32, pi: u32) -> Result {
+        let p = self.port;
+        bar.try_write(
+            PortLoc::<QPC0_SECURED_DB_FIRST32>::of(p).ok_or(EINVAL)?,
+            QPC0_SECURED_DB_FIRST32::from_raw(pi),
+        )?;
+        bar.try_write(
+            PortLoc::<QPC0_SECURED_DB_SECOND32>::of(p).ok_or(EINVAL)?,
+            QPC0_SECURED_DB_SECOND32::from_raw(qpn),
+        )?;
+        self.rung.add(1, Relaxed);
+        Ok(())
+    }
+
+    /// Wait until the NIC has taken every doorbell rung on the kernel's FIFO (sleeps).
+    /// `ETIMEDOUT` if it has not within a second.
+    pub(crate) fn fifo_drained(&self) -> Result {
+        let want = self.rung.load(Relaxed) % FIFO_ENTRIES;
+        let ci = || -> Result<u32> { Ok(io_read!(&self.fifo_ci, [try: 0])) };
+        read_poll_timeout(ci, |c| *c == want, Delta::from_millis(1), FIFO_TIMEOUT).map(|_| ())
+    }
+}
