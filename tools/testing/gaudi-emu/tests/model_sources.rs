@@ -5,8 +5,11 @@
 //! (`nic::formats`) has a row in Documentation/infiniband/gaudi/
 //! device-model.rst with the same offset, shape, scope and bits, and a
 //! Source that is one of the document's source keys; and that the
-//! document has no register or field row the emulator lacks. The other
-//! tests show that it catches a changed document.
+//! document has no register or field row the emulator lacks. It also reads
+//! the driver's model 2.0 definitions (drivers/infiniband/hw/gaudi/nic.rs):
+//! each register the driver defines has the document's offset, shape and
+//! bits, and each field of its formats the document's bits. The other
+//! test shows that it catches a changed document or driver.
 
 mod rst;
 
@@ -18,6 +21,199 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 const DOC: &str = "Documentation/infiniband/gaudi/device-model.rst";
+const DRIVER: &str = "drivers/infiniband/hw/gaudi/nic.rs";
+
+/// The driver's format modules and the sections of their tables.
+const DRIVER_FORMATS: &[(&str, &str)] = &[
+    ("req", "Requester QP context"),
+    ("res", "Responder QP context"),
+    ("wqe", "Send WQE"),
+    ("cqe", "CQE"),
+    ("eqe", "EQE"),
+];
+
+/// A register the driver defines: name, offset, shape as the document
+/// writes it, fields (name, high bit, low bit).
+type DriverReg = (String, u64, String, BTreeSet<(String, u32, u32)>);
+
+/// The registers of the driver's `register!` blocks.
+fn driver_registers(src: &str) -> Vec<DriverReg> {
+    let mut out = Vec::new();
+    let mut cur: Option<DriverReg> = None;
+    for line in src.lines().map(str::trim) {
+        if let Some(rest) = line.strip_prefix("pub(crate) ") {
+            let Some((head, off)) = rest.split_once(" @ ") else {
+                continue;
+            };
+            let Some((name, shape)) = head.split_once("(u32)") else {
+                continue;
+            };
+            let off = off.trim_end_matches(['{', '}', ' ']).trim();
+            let Ok(off) = u64::from_str_radix(&off.trim_start_matches("0x").replace('_', ""), 16)
+            else {
+                continue;
+            };
+            let shape = match shape
+                .trim()
+                .strip_prefix('[')
+                .and_then(|s| s.strip_suffix(']'))
+            {
+                None => "1".to_string(),
+                Some(a) => {
+                    let (n, stride) = a.split_once(", stride = ").unwrap_or((a, "4"));
+                    let stride: u64 = if let Some(h) = stride.strip_prefix("0x") {
+                        u64::from_str_radix(&h.replace('_', ""), 16).unwrap_or(0)
+                    } else {
+                        stride.parse().unwrap_or(0)
+                    };
+                    if stride < 10 {
+                        format!("{n} x {stride}")
+                    } else {
+                        format!("{n} x {stride:#x}")
+                    }
+                }
+            };
+            if let Some(r) = cur.take() {
+                out.push(r);
+            }
+            cur = Some((name.to_string(), off, shape, BTreeSet::new()));
+            if line.ends_with("{}") {
+                out.extend(cur.take());
+            }
+            continue;
+        }
+        if line == "}" {
+            out.extend(cur.take());
+            continue;
+        }
+        if let Some(r) = cur.as_mut() {
+            let mut w = line.split_whitespace();
+            if let (Some(bits), Some(name)) = (w.next(), w.next()) {
+                if let Some((h, l)) = bits.split_once(':') {
+                    if let (Ok(h), Ok(l)) = (h.parse(), l.parse()) {
+                        r.3.insert((name.trim_end_matches(';').to_string(), h, l));
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The fields of the driver's format modules: (module, name, lsb, width).
+fn driver_fields(src: &str) -> Vec<(String, String, u32, u32)> {
+    let mut out = Vec::new();
+    let mut module = None;
+    for line in src.lines().map(str::trim) {
+        if let Some(m) = line
+            .strip_prefix("pub(crate) mod ")
+            .and_then(|m| m.strip_suffix(" {"))
+        {
+            module = Some(m.to_string());
+            continue;
+        }
+        if line == "}" {
+            module = None;
+            continue;
+        }
+        let Some(m) = module.as_ref() else {
+            continue;
+        };
+        let Some(rest) = line.strip_prefix("pub(crate) const ") else {
+            continue;
+        };
+        let Some((name, def)) = rest.split_once(": Field = Field::new(") else {
+            continue;
+        };
+        let Some((lsb, width)) = def.trim_end_matches(");").split_once(", ") else {
+            continue;
+        };
+        if let (Ok(lsb), Ok(width)) = (lsb.parse(), width.parse()) {
+            out.push((m.clone(), name.to_string(), lsb, width));
+        }
+    }
+    out
+}
+
+/// Everything wrong between `doc` and the driver's definitions in `src`.
+fn check_driver(doc: &str, src: &str) -> Vec<String> {
+    let mut errors = Vec::new();
+    let ts = tables(doc, &mut errors);
+    let mut regs = BTreeMap::new();
+    for t in ts
+        .iter()
+        .filter(|t| t.header == ["Offset", "Register", "Count", "Source", "Meaning"])
+    {
+        for r in &t.rows {
+            if let Some(name) = literal(&r.cells[1]).and_then(|n| n.strip_prefix("NIC0_")) {
+                let off = u64::from_str_radix(r.cells[0].trim_start_matches("0x"), 16).ok();
+                regs.insert(
+                    name.to_string(),
+                    (r.line, off, r.cells[2].clone(), doc_fields(&r.cells[4])),
+                );
+            }
+        }
+    }
+    let defined = driver_registers(src);
+    if defined.is_empty() {
+        errors.push("driver: no register definitions found".into());
+    }
+    for (name, off, shape, fields) in defined {
+        let Some((line, doc_off, count, doc_fields)) = regs.get(&name) else {
+            errors.push(format!(
+                "{name}: used by the driver, no row in the document"
+            ));
+            continue;
+        };
+        if *doc_off != Some(off) {
+            errors.push(format!(
+                "doc, line {line}: {name}: offset {doc_off:x?}, driver {off:#x}"
+            ));
+        }
+        if count.trim_end_matches(" shared") != shape {
+            errors.push(format!(
+                "doc, line {line}: {name}: count {count:?}, driver {shape:?}"
+            ));
+        }
+        if !fields.is_subset(doc_fields) {
+            errors.push(format!(
+                "doc, line {line}: {name}: fields {doc_fields:?}, driver {fields:?}"
+            ));
+        }
+    }
+    let fields = driver_fields(src);
+    if fields.is_empty() {
+        errors.push("driver: no format fields found".into());
+    }
+    for (module, name, lsb, width) in fields {
+        let Some((_, title)) = DRIVER_FORMATS.iter().find(|(m, _)| *m == module) else {
+            errors.push(format!("driver: format module {module:?} has no section"));
+            continue;
+        };
+        let Some(t) = ts
+            .iter()
+            .find(|t| t.section == *title && t.header == ["Field", "Bits", "Source", "Meaning"])
+        else {
+            errors.push(format!("doc: no field table in section {title:?}"));
+            continue;
+        };
+        let row = t
+            .rows
+            .iter()
+            .find(|r| literal(&r.cells[0]) == Some(name.as_str()));
+        match row {
+            None => errors.push(format!(
+                "{title}: {name}: used by the driver, no row in the document"
+            )),
+            Some(r) if r.cells[1] != format!("{lsb}/{width}") => errors.push(format!(
+                "doc, line {}: {title}: {name}: bits {}, driver {lsb}/{width}",
+                r.line, r.cells[1]
+            )),
+            Some(_) => {}
+        }
+    }
+    errors
+}
 
 /// The formats, by the title of the section holding their table.
 fn formats() -> Vec<(&'static str, &'static [Bits])> {
@@ -226,15 +422,19 @@ fn check(doc: &str) -> Vec<String> {
     errors
 }
 
-/// The document, found from the package directory cargo names when it runs the test (a test
-/// binary reused from a build of another checkout must not read that one).
-fn doc() -> String {
+/// `path` of the repository, found from the package directory cargo names when it runs the
+/// test (a test binary reused from a build of another checkout must not read that one).
+fn read(path: &str) -> String {
     let p = std::env::var_os("CARGO_MANIFEST_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
         .join("../../..")
-        .join(DOC);
+        .join(path);
     std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+fn doc() -> String {
+    read(DOC)
 }
 
 #[test]
@@ -243,6 +443,12 @@ fn model_sources() {
     assert!(
         errors.is_empty(),
         "device-model.rst and the emulator disagree:\n{}",
+        errors.join("\n")
+    );
+    let errors = check_driver(&doc(), &read(DRIVER));
+    assert!(
+        errors.is_empty(),
+        "device-model.rst and the driver disagree:\n{}",
         errors.join("\n")
     );
 }
@@ -294,4 +500,38 @@ fn model_sources_catches_a_changed_document() {
         .map(|l| format!("{l}\n"))
         .collect();
     caught(&gone, "QPC0_ARM_CQ_NUM: used by the emulator, no row");
+    // The driver: a register's offset, a field's bits, a register the
+    // document lacks.
+    let src = read(DRIVER);
+    let caught_driver = |src: &str, needle: &str| {
+        let errors = check_driver(&d, src);
+        assert!(
+            errors.iter().any(|e| e.contains(needle)),
+            "{needle:?} not among {errors:#?}"
+        );
+    };
+    caught_driver(
+        &src.replacen(
+            "QPC0_GW_BUSY(u32) @ 0x541_f080",
+            "QPC0_GW_BUSY(u32) @ 0x541_f090",
+            1,
+        ),
+        "QPC0_GW_BUSY: offset",
+    );
+    caught_driver(
+        &src.replacen(
+            "LAST_IDX: Field = Field::new(576, 22)",
+            "LAST_IDX: Field = Field::new(576, 21)",
+            1,
+        ),
+        "LAST_IDX: bits",
+    );
+    caught_driver(
+        &src.replacen("QPC0_GW_CTRL(u32) @", "QPC0_GW_CONTROL(u32) @", 1),
+        "QPC0_GW_CONTROL: used by the driver, no row",
+    );
+    caught_driver(
+        &src.replacen("24:24 requester => bool;", "23:23 requester => bool;", 1),
+        "QPC0_GW_CTRL: fields",
+    );
 }
