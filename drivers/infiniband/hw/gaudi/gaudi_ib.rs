@@ -42,6 +42,7 @@ use kernel::{
     time::Delta,
 };
 
+mod chip;
 mod cmd;
 mod dv;
 mod eq;
@@ -60,7 +61,6 @@ mod shared;
 use eq::EventQueue;
 use shared::{
     Bar,
-    Mmu,
     Shared,
     RESET_TIMEOUT, //
 };
@@ -820,7 +820,7 @@ impl pci::Driver for GaudiIbDriver {
             try_pin_init!(Shared {
                 eq: EventQueue::new(pdev.as_ref())?,
                 bar: bar.into_devres()?,
-                mmu <- kernel::new_mutex!(Mmu {
+                mmu <- kernel::new_mutex!(mmu::Domain {
                     tables,
                     space: KBox::pin_init(
                         mmu::VaSpace::new(mmu::MR_VA_START, mmu::MR_VA_END),
@@ -835,6 +835,7 @@ impl pci::Driver for GaudiIbDriver {
                 nic: queues,
                 nic_tables,
                 gateway <- kernel::new_mutex!(()),
+                asids <- kernel::new_mutex!(chip::Asids::new()?),
             }),
             GFP_KERNEL,
         )?;

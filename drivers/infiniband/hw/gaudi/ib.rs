@@ -77,6 +77,7 @@ use kernel::{
 };
 
 use crate::{
+    chip::AddressSpace,
     cmd, dv,
     hbm::{
         self,
@@ -556,15 +557,18 @@ pub(crate) struct Pd {
     /// The PD's regions registered with `REMOTE_WRITE`: their number (high 32 bits) and the
     /// xor of their keys (low 32 bits), so that with one region its key.
     writable: Atomic<u64>,
+    /// Its ASID and device VAs (model 2.0): its regions are entered there.
+    pub(crate) space: Arc<AddressSpace>,
 }
 
 impl Pd {
-    fn new(user: bool, id: PdId) -> Self {
-        Self {
+    fn new(dev: &rdma::Device<GaudiRdma>, user: bool, id: PdId) -> Result<Self> {
+        Ok(Self {
             user,
             id,
             writable: Atomic::new(0),
-        }
+            space: AddressSpace::new(&dev.data().shared, dev.parent())?,
+        })
     }
 
     /// A region of key `key` registered with `REMOTE_WRITE` was `added` to the PD, or removed.
@@ -771,7 +775,7 @@ impl rdma::Driver for GaudiRdma {
         user: Option<&mut User<'_, Self>>,
     ) -> impl PinInit<Pd, Error> {
         let Some(user) = user else {
-            return Ok(Pd::new(false, dev.data().pd_ids.take()?));
+            return Pd::new(dev, false, dev.data().pd_ids.take()?);
         };
         let ctx = user.ucontext.data();
         let mut o = dev.data().owners.lock();
@@ -798,10 +802,15 @@ impl rdma::Driver for GaudiRdma {
                 "PD refused: protection domain identities exhausted\n"
             )
         })?;
+        let pd = Pd::new(dev, true, id).inspect_err(|e| {
+            if *e == ENOSPC {
+                kernel::ibdev_info_ratelimited!(dev, "PD refused: every ASID is taken\n")
+            }
+        })?;
         ctx.has_pd.store(true, Relaxed);
         o.pds += 1;
         ctx.pd_id.store(id.raw(), kernel::sync::atomic::Release);
-        Ok(Pd::new(true, id))
+        Ok(pd)
     }
 
     fn dealloc_pd(pd: &rdma::Pd<Self>) -> Result {

@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The device MMU: one translation domain for the whole device.
+//! Page tables of the device MMU.
 //!
 //! Documentation/infiniband/gaudi/device-model-1.rst ("Device MMU") is the reference: device VAs
 //! of 39 bits, three levels of 4 KiB tables of 512 entries in host memory, leaves of 4 KiB,
-//! 2 MiB (level 1) and 1 GiB (level 0). The driver owns the tables; every memory region gets a
-//! linear range of device VA ([`VaSpace`]) and its pages are entered here.
+//! 2 MiB (level 1) and 1 GiB (level 0). Model 1.5 has one translation domain for the whole
+//! device; the emulated function of model 2.0 has one per ASID, in the same format with a fourth
+//! level above (device VAs of 48 bits; device-model.rst, "Chip services"). The driver owns the
+//! tables; every memory region gets a linear range of device VA ([`VaSpace`]) and its pages are
+//! entered here.
 
 use kernel::{
     device::{
@@ -19,9 +22,11 @@ use kernel::{
     },
     maple_tree::{
         AllocErrorKind,
+        InsertErrorKind,
         MapleTreeAlloc, //
     },
     prelude::*,
+    sync::Mutex,
 };
 
 use crate::hw::Pte;
@@ -29,8 +34,15 @@ use crate::hw::Pte;
 /// Entries per table.
 const ENTRIES: usize = 512;
 
-/// Device VAs are 39 bits wide.
+/// Pages entered in or removed from a translation domain between two scheduling points: a
+/// region of hundreds of GiB is millions of pages.
+const RESCHED_PAGES: u64 = 4096;
+
+/// Device VAs of model 1.5 are 39 bits wide.
 pub(crate) const VA_BITS: u32 = 39;
+
+/// Device VAs of an ASID of the emulated function (four levels) are 48 bits wide.
+pub(crate) const ASID_VA_BITS: u32 = 48;
 
 /// Device VAs of memory regions: above a first GiB left unmapped (so that small bogus addresses
 /// fault), up to the end of the VA space.
@@ -70,9 +82,10 @@ pub(crate) struct Table {
 }
 
 impl Table {
-    fn new(dev: &Device<Bound>, level: u32) -> Result<Self> {
+    /// A table; `last` holds only pages.
+    fn new(dev: &Device<Bound>, last: bool) -> Result<Self> {
         let mut next = KVec::new();
-        if level < 2 {
+        if !last {
             next = KVec::with_capacity(ENTRIES, GFP_KERNEL)?;
             for _ in 0..ENTRIES {
                 next.push(None, GFP_KERNEL)?;
@@ -95,31 +108,46 @@ impl Table {
     }
 }
 
-/// The page tables of the device's translation domain.
+/// The page tables of a translation domain.
 pub(crate) struct PageTables {
     root: Table,
+    /// Levels below the root: 2 (three levels) or 3 (four).
+    last: u32,
 }
 
-/// The index of `va` in a table of `level`.
-fn index(va: u64, level: u32) -> usize {
-    ((va >> (30 - 9 * level)) & (ENTRIES as u64 - 1)) as usize
+/// The index of `va` in a table of `level`, of tables whose last level is `last`.
+fn index(va: u64, level: u32, last: u32) -> usize {
+    ((va >> (12 + 9 * (last - level))) & (ENTRIES as u64 - 1)) as usize
 }
 
-/// The level whose leaves are pages of `shift`.
-fn leaf_level(shift: u32) -> Result<u32> {
+/// The level whose leaves are pages of `shift`, of tables whose last level is `last`.
+fn leaf_level(shift: u32, last: u32) -> Result<u32> {
     match shift {
-        30 => Ok(0),
-        21 => Ok(1),
-        12 => Ok(2),
+        30 | 21 | 12 => Ok(last - (shift - 12) / 9),
         _ => Err(EINVAL),
     }
 }
 
 impl PageTables {
+    /// Model 1.5's tables: three levels, device VAs of [`VA_BITS`].
     pub(crate) fn new(dev: &Device<Bound>) -> Result<Self> {
         Ok(Self {
-            root: Table::new(dev, 0)?,
+            root: Table::new(dev, false)?,
+            last: 2,
         })
+    }
+
+    /// An ASID's tables on the emulated function: four levels, device VAs of [`ASID_VA_BITS`].
+    pub(crate) fn with_four_levels(dev: &Device<Bound>) -> Result<Self> {
+        Ok(Self {
+            root: Table::new(dev, false)?,
+            last: 3,
+        })
+    }
+
+    /// Width of the device VAs the tables translate.
+    fn va_bits(&self) -> u32 {
+        12 + 9 * (self.last + 1)
     }
 
     /// Bus address of the level-0 table, for `MMU_ROOT`.
@@ -130,9 +158,9 @@ impl PageTables {
     /// Enter one page of `1 << shift` bytes at `va`. Both `va` and the page's address must be
     /// aligned to the page size and `va` inside the device's VA space; the slot must be free.
     pub(crate) fn map(&mut self, dev: &Device<Bound>, va: u64, shift: u32, page: Page) -> Result {
-        let level = leaf_level(shift)?;
+        let (last, level) = (self.last, leaf_level(shift, self.last)?);
         let size = 1u64 << shift;
-        if va >> VA_BITS != 0 || va & (size - 1) != 0 || page.addr & (size - 1) != 0 {
+        if va >> self.va_bits() != 0 || va & (size - 1) != 0 || page.addr & (size - 1) != 0 {
             return Err(EINVAL);
         }
         if page.addr & !Pte::ADDRESS_MASK != 0 {
@@ -140,20 +168,20 @@ impl PageTables {
         }
         let mut table = &mut self.root;
         for l in 0..level {
-            let i = index(va, l);
+            let i = index(va, l, last);
             if table.next[i].is_none() {
                 if table.get(i)?.valid() {
                     // A larger page is entered here.
                     return Err(EEXIST);
                 }
-                let t = KBox::new(Table::new(dev, l + 1)?, GFP_KERNEL)?;
+                let t = KBox::new(Table::new(dev, l + 1 == last)?, GFP_KERNEL)?;
                 table.set(i, Pte::to(t.mem.dma_address()))?;
                 table.next[i] = Some(t);
                 table.used += 1;
             }
             table = table.next[i].as_deref_mut().ok_or(EINVAL)?;
         }
-        let i = index(va, level);
+        let i = index(va, level, last);
         if table.get(i)?.valid() {
             return Err(EEXIST);
         }
@@ -161,7 +189,7 @@ impl PageTables {
             .with_write(page.flags.writable)
             .with_devmem(page.flags.devmem)
             .with_ring(page.flags.ring)
-            .with_leaf(level < 2);
+            .with_leaf(level < last);
         table.set(i, pte)?;
         table.used += 1;
         Ok(())
@@ -172,21 +200,23 @@ impl PageTables {
     /// mapped, only after the device has forgotten its translations (which may include the
     /// path through those tables).
     pub(crate) fn unmap(&mut self, va: u64, shift: u32, freed: &mut KVec<KBox<Table>>) -> Result {
-        unmap_in(&mut self.root, va, 0, leaf_level(shift)?, freed)?;
+        let last = self.last;
+        unmap_in(&mut self.root, va, 0, leaf_level(shift, last)?, last, freed)?;
         Ok(())
     }
 }
 
-/// Remove the entry of `va` at `leaf` below `table` (at `level`); returns whether `table` is
-/// left empty.
+/// Remove the entry of `va` at `leaf` below `table` (at `level` of tables whose last level is
+/// `last`); returns whether `table` is left empty.
 fn unmap_in(
     table: &mut Table,
     va: u64,
     level: u32,
     leaf: u32,
+    last: u32,
     freed: &mut KVec<KBox<Table>>,
 ) -> Result<bool> {
-    let i = index(va, level);
+    let i = index(va, level, last);
     if level == leaf {
         if table.next.get(i).is_some_and(Option::is_some) {
             // A table, not a page of this size: nothing to remove.
@@ -200,7 +230,7 @@ fn unmap_in(
         let Some(next) = table.next[i].as_deref_mut() else {
             return Ok(table.used == 0);
         };
-        if unmap_in(next, va, level + 1, leaf, freed)? {
+        if unmap_in(next, va, level + 1, leaf, last, freed)? {
             // Reserve first: the table must not be dropped before the invalidation.
             freed.reserve(1, GFP_KERNEL)?;
             table.set(i, Pte::zeroed())?;
@@ -276,7 +306,26 @@ impl VaSpace {
         Ok(VaRange { start, len })
     }
 
-    /// Give back a range from [`VaSpace::alloc`]; `EINVAL` if it is not one.
+    /// Take `[start, start + len)` (both multiples of 4 KiB), below the space [`VaSpace::alloc`]
+    /// hands out: ranges there are placed by the caller. `EINVAL` if it reaches into the space
+    /// or overlaps a range taken before.
+    pub(crate) fn take(&self, start: u64, len: u64) -> Result<VaRange> {
+        let end = start.checked_add(len).ok_or(EINVAL)?;
+        if len == 0 || start % SMALL_PAGE != 0 || len % SMALL_PAGE != 0 || end > self.start {
+            return Err(EINVAL);
+        }
+        let range = usize::try_from(start)?..usize::try_from(end)?;
+        self.used
+            .insert_range(range, KBox::new(len, GFP_KERNEL)?, GFP_KERNEL)
+            .map_err(|e| match e.cause {
+                InsertErrorKind::AllocError(_) => ENOMEM,
+                _ => EINVAL,
+            })?;
+        Ok(VaRange { start, len })
+    }
+
+    /// Give back a range from [`VaSpace::alloc`] or [`VaSpace::take`]; `EINVAL` if it is not
+    /// one.
     pub(crate) fn free(&self, r: VaRange) -> Result {
         let start = usize::try_from(r.start)?;
         match self.used.erase(start) {
@@ -288,6 +337,115 @@ impl VaSpace {
                 Err(EINVAL)
             }
             None => Err(EINVAL),
+        }
+    }
+}
+
+/// Where a range of device VA goes.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Place {
+    /// The lowest free range of the space, aligned to its pages.
+    Anywhere,
+    /// At this VA, below the space ([`VaSpace::take`]).
+    At(u64),
+}
+
+/// A translation domain: its page tables and the device VAs in use.
+pub(crate) struct Domain {
+    pub(crate) tables: PageTables,
+    pub(crate) space: Pin<KBox<VaSpace>>,
+}
+
+impl Domain {
+    /// Enter `count` pages of `1 << shift` bytes, at the addresses `pages` yields, in a range of
+    /// device VA placed by `place`, and return the range. On failure nothing stays entered;
+    /// `invalidate` makes the device forget the domain's cached translations and waits.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn map(
+        this: &Mutex<Self>,
+        dev: &Device<Bound>,
+        place: Place,
+        pages: impl Iterator<Item = u64>,
+        count: u64,
+        shift: u32,
+        flags: Flags,
+        invalidate: &dyn Fn(),
+    ) -> Result<VaRange> {
+        let len = count.checked_shl(shift).ok_or(EINVAL)?;
+        let mut m = this.lock();
+        let range = match place {
+            Place::Anywhere => m.space.alloc(len, 1 << shift)?,
+            Place::At(start) => m.space.take(start, len)?,
+        };
+        let mut mapped = 0u64;
+        let mut res = Ok(());
+        for addr in pages.take(count as usize) {
+            let page = Page { addr, flags };
+            res = m
+                .tables
+                .map(dev, range.start + (mapped << shift), shift, page);
+            if res.is_err() {
+                break;
+            }
+            mapped += 1;
+            if mapped % RESCHED_PAGES == 0 {
+                kernel::task::cond_resched();
+            }
+        }
+        if res.is_ok() && mapped != count {
+            res = Err(EINVAL);
+        }
+        drop(m);
+        match res {
+            Ok(()) => Ok(range),
+            Err(e) => {
+                Self::unmap(this, dev, range, shift, mapped, invalidate);
+                Err(e)
+            }
+        }
+    }
+
+    /// Take the first `pages` pages of `1 << shift` bytes of `range` out of the domain and give
+    /// the range back; returns once `invalidate` has made the device forget their translations.
+    pub(crate) fn unmap(
+        this: &Mutex<Self>,
+        dev: &Device,
+        range: VaRange,
+        shift: u32,
+        pages: u64,
+        invalidate: &dyn Fn(),
+    ) {
+        let mut freed = KVec::new();
+        let mut m = this.lock();
+        for i in 0..pages {
+            if i % RESCHED_PAGES == RESCHED_PAGES - 1 {
+                kernel::task::cond_resched();
+            }
+            if let Err(e) = m
+                .tables
+                .unmap(range.start + (i << shift), shift, &mut freed)
+            {
+                dev_warn!(
+                    dev,
+                    "device VA {:#x}: unmap failed: {:?}\n",
+                    range.start + (i << shift),
+                    e
+                );
+            }
+        }
+        drop(m);
+        invalidate();
+        // Only now may the tables that left the tree be freed, and the VAs be handed out
+        // again: a new region at them must not meet translations cached for this one.
+        drop(freed);
+        if let Err(e) = this.lock().space.free(range) {
+            dev_warn!(
+                dev,
+                "device VAs {:#x}+{:#x} not reusable: {:?}\n",
+                range.start,
+                range.len,
+                e
+            );
         }
     }
 }

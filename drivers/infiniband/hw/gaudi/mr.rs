@@ -35,6 +35,8 @@ use kernel::{
 };
 
 use crate::{
+    chip::Mapping,
+    hbm::Hbm,
     ib::{
         Charge,
         GaudiRdma,
@@ -79,6 +81,9 @@ pub(crate) enum Pinned {
 /// The driver's data of a memory region.
 pub(crate) struct MrData {
     shared: Arc<Shared>,
+    /// The region's pages in its protection domain's ASID (model 2.0); they leave it when the
+    /// data is dropped, before the memory is unpinned (the field below).
+    _asid_map: Mapping,
     /// Unpinned when the data is dropped, after the pages left the device MMU.
     _pinned: Pinned,
     /// Given back to the context's limits with the region.
@@ -255,6 +260,27 @@ struct MrRegion {
     devmem: bool,
 }
 
+/// The addresses of the device pages of `r`, the memory of `pinned`: bus addresses, or offsets
+/// in `hbm` for a region of device memory.
+fn pages_of<'a>(
+    pinned: &'a Pinned,
+    r: &'a MrRegion,
+    hbm: &'a Hbm,
+) -> impl Iterator<Item = u64> + 'a {
+    let blocks = match pinned {
+        Pinned::User(u) => u.dma_blocks(r.bs),
+        Pinned::Dmabuf(u) => u.dma_blocks(r.bs),
+    };
+    blocks.map(move |addr| {
+        if r.devmem {
+            // Every block was found inside device memory.
+            hbm.offset_of(addr, r.bs.bytes()).unwrap_or(addr)
+        } else {
+            addr
+        }
+    })
+}
+
 /// Enter the pages of `r`, the memory of `pinned`, in the device MMU, give the region a key
 /// and report it to user space; on failure nothing stays mapped or keyed, and `pinned` is
 /// released.
@@ -273,19 +299,8 @@ fn register(
         .usage()
         .charge(&[(Limit::Mrs, 1), (Limit::Ptes, r.blocks)])?;
     let shift = r.bs.shift();
-    let blocks = match &pinned {
-        Pinned::User(u) => u.dma_blocks(r.bs),
-        Pinned::Dmabuf(u) => u.dma_blocks(r.bs),
-    };
     let hbm = d.hbm();
-    let pages = blocks.map(|addr| {
-        if r.devmem {
-            // Every block was found inside device memory.
-            hbm.offset_of(addr, r.bs.bytes()).unwrap_or(addr)
-        } else {
-            addr
-        }
-    });
+    let pages = pages_of(&pinned, r, hbm);
     // The device writes to registered memory only for incoming RDMA WRITEs.
     let flags = mmu::Flags {
         writable: r.access.contains(Access::REMOTE_WRITE),
@@ -293,6 +308,22 @@ fn register(
         ..Default::default()
     };
     let shared = &d.shared;
+    // In the ASID, a region a peer may write is at its iova: the address the peer's WRITEs
+    // carry, which the NIC translates unchanged. Such regions of one PD do not overlap; their
+    // iova must lie below the VAs of the others (`EINVAL` otherwise).
+    let place = if flags.writable {
+        mmu::Place::At(r.iova & !(r.bs.bytes() - 1))
+    } else {
+        mmu::Place::Anywhere
+    };
+    let asid_map = pd.data().space.map(
+        dev.parent(),
+        place,
+        pages_of(&pinned, r, hbm),
+        r.blocks,
+        shift,
+        flags,
+    )?;
     let range = shared.map_region(dev.parent(), pages, r.blocks, shift, flags)?;
     let mmu_va = range.start + (r.iova & (r.bs.bytes() - 1));
     let info = MrInfo {
@@ -328,6 +359,7 @@ fn register(
     }
     Ok(MrData {
         shared: shared.clone(),
+        _asid_map: asid_map,
         _pinned: pinned,
         _charge: charge,
         range,

@@ -29,6 +29,7 @@ use kernel::{
 use zerocopy::Immutable;
 
 use crate::{
+    chip,
     cmd::{
         Commands,
         CMD_DEVMEM_FILL,
@@ -36,7 +37,10 @@ use crate::{
     },
     eq::EventQueue,
     hw,
-    mmu,
+    mmu::{
+        self,
+        Domain, //
+    },
     nic,
     regs, //
 };
@@ -44,26 +48,17 @@ use crate::{
 /// How long the device may take to become ready after a reset (device model: one second).
 pub(crate) const RESET_TIMEOUT: Delta = Delta::from_secs(1);
 
-/// Pages entered in or removed from the device MMU between two scheduling points: a region of
-/// hundreds of GiB is millions of pages.
-const RESCHED_PAGES: u64 = 4096;
-
 pub(crate) type Bar0 = pci::DevresBar<{ regs::BAR0_SIZE }>;
 pub(crate) type Bar<'a> = pci::Bar<'a, { regs::BAR0_SIZE }>;
-
-/// The device's translation domain: its page tables and the device VAs in use.
-pub(crate) struct Mmu {
-    pub(crate) tables: mmu::PageTables,
-    pub(crate) space: Pin<KBox<mmu::VaSpace>>,
-}
 
 /// State shared between process context, the interrupt handlers and the InfiniBand device.
 #[pin_data(PinnedDrop)]
 pub(crate) struct Shared {
     pub(crate) bar: Bar0,
     pub(crate) eq: EventQueue,
+    /// Model 1.5's translation domain.
     #[pin]
-    pub(crate) mmu: Mutex<Mmu>,
+    pub(crate) mmu: Mutex<Domain>,
     pub(crate) dev: ARef<device::Device>,
     pub(crate) ports: u32,
     /// The device reported a fatal error: it executes nothing until reset.
@@ -81,6 +76,9 @@ pub(crate) struct Shared {
     /// Serialises the ports' QPC gateway operations.
     #[pin]
     pub(crate) gateway: Mutex<()>,
+    /// The ASIDs protection domains hold.
+    #[pin]
+    pub(crate) asids: Mutex<chip::Asids>,
 }
 
 impl Shared {
@@ -107,7 +105,7 @@ impl Shared {
     }
 
     /// Enter `count` host pages of `1 << shift` bytes, at the bus addresses `pages` yields, in a
-    /// fresh range of device VA, and return the range.
+    /// fresh range of model 1.5's device VA, and return the range.
     pub(crate) fn map_region(
         &self,
         dev: &device::Device<Bound>,
@@ -116,71 +114,24 @@ impl Shared {
         shift: u32,
         flags: mmu::Flags,
     ) -> Result<mmu::VaRange> {
-        let mut m = self.mmu.lock();
-        let range = m.space.alloc(count << shift, 1 << shift)?;
-        let mut mapped = 0u64;
-        let mut res = Ok(());
-        for addr in pages.take(count as usize) {
-            let page = mmu::Page { addr, flags };
-            res = m
-                .tables
-                .map(dev, range.start + (mapped << shift), shift, page);
-            if res.is_err() {
-                break;
-            }
-            mapped += 1;
-            if mapped % RESCHED_PAGES == 0 {
-                kernel::task::cond_resched();
-            }
-        }
-        if res.is_ok() && mapped != count {
-            res = Err(EINVAL);
-        }
-        drop(m);
-        match res {
-            Ok(()) => Ok(range),
-            Err(e) => {
-                self.unmap_region(range, shift, mapped);
-                Err(e)
-            }
-        }
+        Domain::map(
+            &self.mmu,
+            dev,
+            mmu::Place::Anywhere,
+            pages,
+            count,
+            shift,
+            flags,
+            &|| self.invalidate_translations(),
+        )
     }
 
-    /// Take the first `pages` pages of `1 << shift` bytes of `range` out of the device MMU and
-    /// give the range back; returns once the device has forgotten their translations.
+    /// Take the first `pages` pages of `1 << shift` bytes of `range` out of model 1.5's device
+    /// MMU and give the range back; returns once the device has forgotten their translations.
     pub(crate) fn unmap_region(&self, range: mmu::VaRange, shift: u32, pages: u64) {
-        let mut freed = KVec::new();
-        let mut m = self.mmu.lock();
-        for i in 0..pages {
-            if i % RESCHED_PAGES == RESCHED_PAGES - 1 {
-                kernel::task::cond_resched();
-            }
-            if let Err(e) = m
-                .tables
-                .unmap(range.start + (i << shift), shift, &mut freed)
-            {
-                dev_warn!(
-                    self.dev,
-                    "device VA {:#x}: unmap failed: {:?}\n",
-                    range.start + (i << shift),
-                    e
-                );
-            }
-        }
-        drop(m);
-        self.invalidate_translations();
-        // Only now may the tables that left the tree be freed, and the VAs be handed out
-        // again: a new region at them must not meet translations cached for this one.
-        drop(freed);
-        if let Err(e) = self.mmu.lock().space.free(range) {
-            dev_warn!(
-                self.dev,
-                "device VAs {:#x}+{:#x} not reusable: {:?}\n",
-                range.start,
-                range.len,
-                e
-            );
-        }
+        Domain::unmap(&self.mmu, &self.dev, range, shift, pages, &|| {
+            self.invalidate_translations()
+        });
     }
 
     /// Make the device forget cached translations, and wait until it has.

@@ -4,17 +4,19 @@
 //! driver (register access, the device MMU, DMA memory, firmware messages,
 //! interrupts, reset, HBM); on the emulated function they are the
 //! emulator's and model-defined. This is the device MMU: one page table per
-//! ASID, in the format of model 1.5's tables (three levels of 512 entries,
-//! 4 KiB, 2 MiB and 1 GiB pages; the RING bit unused), translating host
-//! virtual addresses from [`HOST_VA_BASE`], which is where habanalabs maps
-//! host memory for the device (gaudi2P.h `VA_HOST_SPACE_PAGE_START`).
+//! ASID, in the format of model 1.5's tables with a fourth level above
+//! them (4 KiB, 2 MiB and 1 GiB pages; the RING bit unused), translating
+//! device VAs below 2^48. A region's device VA can then be its iova, which
+//! is what a peer names in a WRITE (remote addressing, uapi.rst); on a real
+//! host habanalabs maps host memory from 0xFFF0000000000000 (gaudi2P.h
+//! `VA_HOST_SPACE_PAGE_START`) instead.
 
 use crate::mem::Mem;
 use crate::mmu::{Fault, Mmu};
 use std::collections::HashMap;
 
-/// First device VA of host memory; translations cover 2^39 bytes from it.
-pub const HOST_VA_BASE: u64 = 0xfff0_0000_0000_0000;
+/// Device VAs an ASID translates are below 2^VA_BITS.
+pub const VA_BITS: u32 = 48;
 /// ASIDs the NIC's contexts and FIFOs can name (10-bit fields).
 pub const ASIDS: u32 = 1024;
 /// Where the services' registers are in BAR0 (after model 1.5's MiB;
@@ -119,7 +121,7 @@ impl ChipMmu {
                 let m = self
                     .mmus
                     .entry(asid)
-                    .or_insert_with(|| Mmu::new(self.strict));
+                    .or_insert_with(|| Mmu::with_four_levels(self.strict));
                 m.root = root;
                 m.enabled = root != 0;
             }
@@ -128,9 +130,8 @@ impl ChipMmu {
     }
 
     fn mmu(&mut self, asid: u32, va: u64) -> Result<(&mut Mmu, u64), Fault> {
-        let off = va.checked_sub(HOST_VA_BASE).ok_or(Fault::Unmapped(va))?;
         match self.mmus.get_mut(&asid) {
-            Some(m) if m.enabled => Ok((m, off)),
+            Some(m) if m.enabled && va >> VA_BITS == 0 => Ok((m, va)),
             _ => Err(Fault::Unmapped(va)),
         }
     }
@@ -145,6 +146,37 @@ impl ChipMmu {
             );
         }
         r
+    }
+
+    /// The ASIDs whose tables map `va` now, each with whether the page is
+    /// writable, in order (the control interface).
+    pub fn mapping(&self, mem: &Mem, va: u64) -> Vec<(u32, bool)> {
+        let mut out: Vec<(u32, bool)> = self
+            .mmus
+            .iter()
+            .filter(|(_, m)| m.enabled)
+            .filter_map(|(&a, m)| m.probe(mem, va).ok().map(|(_, w)| (a, w)))
+            .collect();
+        out.sort_unstable();
+        out
+    }
+
+    /// Read `buf.len()` bytes at `va` of `asid` as its tables map them now,
+    /// without the cache or a fault counted (the control interface).
+    pub fn peek(&self, mem: &Mem, asid: u32, va: u64, buf: &mut [u8]) -> Result<(), Fault> {
+        let m = self
+            .mmus
+            .get(&asid)
+            .filter(|m| m.enabled)
+            .ok_or(Fault::Unmapped(va))?;
+        for (i, b) in buf.iter_mut().enumerate() {
+            let at = va.checked_add(i as u64).ok_or(Fault::Unmapped(va))?;
+            let (t, _) = m.probe(mem, at)?;
+            if !mem.peek(t, std::slice::from_mut(b)) {
+                return Err(Fault::Unreachable(at));
+            }
+        }
+        Ok(())
     }
 
     /// Read at device VA `va` of `asid`.

@@ -45,6 +45,12 @@
 //!                          space offsets OFF (hex): "OFF=VALUE ..."
 //! peek VA LEN              read LEN (up to 4096) bytes at device VA VA through
 //!                          the MMU: "data HEX", or err naming the fault
+//! asid-find VA             model 2.0: "asids A:rw B:ro ...", the ASIDs whose
+//!                          page tables map device VA VA now, and the page's
+//!                          right ("asids" alone: none)
+//! asid-peek ASID VA LEN    model 2.0: LEN (up to 4096) bytes at device VA VA
+//!                          of ASID as its tables map them now: "data HEX",
+//!                          or err naming the fault
 //! peek-bytes VA [VA...]    one byte at each device VA (up to 64) through the
 //!                          MMU: "bytes B B ...", B two hex digits or "--"
 //!                          for a fault
@@ -436,6 +442,29 @@ fn command(
             }
             let mut buf = vec![0u8; len];
             d.mmu_read(va, &mut buf)
+                .map_err(|f| format!("fault {f:?}"))?;
+            return Ok(vec![format!("data {}", hex(&buf))]);
+        }
+        "asid-find" => {
+            let va = addr(w.next())?;
+            let found = d.asid_mapping(va);
+            let list: Vec<String> = found
+                .iter()
+                .map(|(a, rw)| format!("{a}:{}", if *rw { "rw" } else { "ro" }))
+                .collect();
+            return Ok(vec![format!("asids {}", list.join(" "))
+                .trim_end()
+                .to_string()]);
+        }
+        "asid-peek" => {
+            let asid: u32 = num(w.next(), "ASID")?;
+            let va = addr(w.next())?;
+            let len: usize = num(w.next(), "length")?;
+            if len == 0 || len > 4096 {
+                return Err("length 1 to 4096".into());
+            }
+            let mut buf = vec![0u8; len];
+            d.asid_peek(asid, va, &mut buf)
                 .map_err(|f| format!("fault {f:?}"))?;
             return Ok(vec![format!("data {}", hex(&buf))]);
         }

@@ -884,6 +884,18 @@ impl Device {
             .read_for(&mut self.mem, va, buf, crate::mmu::Use::Debug)
     }
 
+    /// The ASIDs that map device VA `va` now, with the page's write right
+    /// (the control interface).
+    pub fn asid_mapping(&self, va: u64) -> Vec<(u32, bool)> {
+        self.chip.mapping(&self.mem, va)
+    }
+
+    /// Read at device VA `va` of `asid` as its tables map it now (the
+    /// control interface).
+    pub fn asid_peek(&self, asid: u32, va: u64, buf: &mut [u8]) -> Result<(), crate::mmu::Fault> {
+        self.chip.peek(&self.mem, asid, va, buf)
+    }
+
     /// Write through the device MMU, as an incoming WRITE would (tests).
     pub fn mmu_write(&mut self, va: u64, buf: &[u8]) -> Result<(), crate::mmu::Fault> {
         self.mmu

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 //! The device MMU: one translation domain, a 3-level page table in host
 //! memory built by the driver, 4 KiB / 2 MiB / 1 GiB pages, and a
-//! translation cache that only MMU_INVALIDATE empties.
+//! translation cache that only MMU_INVALIDATE empties. The emulated
+//! function's device MMU ([`crate::chip`]) walks the same tables with a
+//! fourth level above them ([`Mmu::with_four_levels`]).
 //!
 //! Strict mode (`--strict`) models a device that also keeps the
 //! translation of a whole message ([`Cached`]) until an event of the
@@ -18,8 +20,10 @@ use crate::mem::{Mem, Target};
 use crate::regs::{PTE_ADDR_MASK, PTE_DEVMEM, PTE_LEAF, PTE_RING, PTE_VALID, PTE_WRITE};
 use std::collections::{HashMap, HashSet};
 
-/// Device VAs are 39 bits wide.
+/// Device VAs of a 3-level table are 39 bits wide.
 pub const VA_BITS: u32 = 39;
+/// Levels of a table that [`Mmu::new`] walks.
+const LEVELS: u32 = 3;
 const PAGE_SHIFT: u32 = 12;
 
 /// Why a translation failed.
@@ -103,6 +107,9 @@ pub struct Mmu {
     /// Advanced by every event after which no cached translation may be
     /// used (see [`Cached`]).
     epoch: u64,
+    /// The page table has a fourth level above the three (VAs of 48
+    /// bits); that level holds no leaves.
+    four_levels: bool,
 }
 
 impl Mmu {
@@ -112,6 +119,19 @@ impl Mmu {
             strict,
             ..Self::default()
         }
+    }
+
+    /// A disabled MMU whose tables have four levels: 48-bit VAs, the top
+    /// level holding only tables.
+    pub fn with_four_levels(strict: bool) -> Self {
+        Self {
+            four_levels: true,
+            ..Self::new(strict)
+        }
+    }
+
+    fn levels(&self) -> u32 {
+        LEVELS + u32::from(self.four_levels)
     }
 
     /// MMU_INVALIDATE: forget every cached translation.
@@ -150,6 +170,7 @@ impl Mmu {
             stale: self.stale,
             unwaited: self.unwaited,
             epoch: self.epoch + 1,
+            four_levels: self.four_levels,
             ..Mmu::default()
         };
     }
@@ -159,12 +180,13 @@ impl Mmu {
         va: u64,
         read: &mut dyn FnMut(Target, &mut [u8]) -> bool,
     ) -> Result<Entry, Fault> {
-        if !self.enabled || va >> VA_BITS != 0 {
+        let last = self.levels() - 1;
+        if !self.enabled || va >> (PAGE_SHIFT + 9 * self.levels()) != 0 {
             return Err(Fault::Unmapped(va));
         }
         let mut table = self.root;
-        for level in 0..3u32 {
-            let shift = 30 - 9 * level;
+        for level in 0..=last {
+            let shift = PAGE_SHIFT + 9 * (last - level);
             let idx = (va >> shift) & 0x1ff;
             let mut raw = [0u8; 8];
             if !read(Target::Host(table + idx * 8), &mut raw) {
@@ -175,7 +197,11 @@ impl Mmu {
                 return Err(Fault::Unmapped(va));
             }
             let addr = pte & PTE_ADDR_MASK;
-            if level == 2 || pte & PTE_LEAF != 0 {
+            if level == last || pte & PTE_LEAF != 0 {
+                if shift > 30 {
+                    // No leaves of 512 GiB.
+                    return Err(Fault::Unmapped(va));
+                }
                 let page_size = 1u64 << shift;
                 if addr & (page_size - 1) != 0 {
                     // A misaligned leaf is malformed: treat as unmapped.
@@ -197,6 +223,14 @@ impl Mmu {
             table = addr;
         }
         unreachable!()
+    }
+
+    /// The page table's translation of `va` as it is now, looked up without
+    /// the cache and without counting a fault (the control interface):
+    /// where the byte is and whether the page is writable.
+    pub fn probe(&self, mem: &Mem, va: u64) -> Result<(Target, bool), Fault> {
+        let e = self.walk(va, &mut |t, b| mem.peek(t, b))?;
+        Ok((e.page.add(va & ((1 << PAGE_SHIFT) - 1)), e.writable))
     }
 
     /// Strict mode: check a cached entry for the page of `va` against the

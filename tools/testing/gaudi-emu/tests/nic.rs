@@ -876,11 +876,11 @@ fn syndromes_raised() {
 // ---- Translation in an ASID (the emulated function's device MMU) ------
 
 use gaudi_emu::chip::{
-    HOST_VA_BASE, SVC_MMU_FAULTS, SVC_MMU_FAULT_ASID, SVC_MMU_FAULT_VA_LO, SVC_MMU_ROOT_LO,
+    SVC_MMU_FAULTS, SVC_MMU_FAULT_ASID, SVC_MMU_FAULT_VA_HI, SVC_MMU_FAULT_VA_LO, SVC_MMU_ROOT_LO,
 };
 
 /// A page table of the emulated function's device MMU for one ASID, in
-/// the test's RAM: three levels of 512 entries, 4 KiB pages.
+/// the test's RAM: four levels of 512 entries, 4 KiB pages.
 struct PageTable {
     root: u64,
 }
@@ -899,13 +899,12 @@ impl PageTable {
 
     /// Map the 4 KiB page at `bus` at device VA `va`, writable.
     fn map(&self, e: &mut Emu, va: u64, bus: u64) {
-        let off = va - HOST_VA_BASE;
         let mut table = self.root;
-        for level in 0..3 {
-            let idx = (off >> (30 - 9 * level)) & 0x1ff;
+        for level in 0..4 {
+            let idx = (va >> (39 - 9 * level)) & 0x1ff;
             let slot = table + idx * 8;
             let pte = u64::from_le_bytes(e.ram.slice(slot, 8).try_into().unwrap());
-            if level == 2 {
+            if level == 3 {
                 e.ram.put_u64(slot, bus | 0x3);
             } else if pte & 1 == 0 {
                 let next = e.ram.alloc(4096, 4096);
@@ -945,11 +944,8 @@ fn asid_translation() {
         page(&mut e, 0x99),
     );
     let want = fill(&e, src1, 4096, 3);
-    let (x, y, z) = (
-        HOST_VA_BASE + 0x10_0000,
-        HOST_VA_BASE + 0x20_0000,
-        HOST_VA_BASE + 0x30_0000,
-    );
+    // User-space-like VAs, two in the same 512 GiB of the top level.
+    let (x, y, z) = (0x7f12_3450_0000, 0x7f12_3460_0000, 0x1_0000_3000);
     t1.map(&mut e, x, src1);
     t2.map(&mut e, x, src2);
     t1.map(&mut e, y, dst1);
@@ -992,8 +988,12 @@ fn asid_translation() {
     );
     assert_eq!(e.rd(SVC_MMU_FAULTS), 1);
     assert_eq!(
-        (e.rd(SVC_MMU_FAULT_ASID), e.rd(SVC_MMU_FAULT_VA_LO)),
-        (USER_ASID, z as u32)
+        (
+            e.rd(SVC_MMU_FAULT_ASID),
+            e.rd(SVC_MMU_FAULT_VA_HI),
+            e.rd(SVC_MMU_FAULT_VA_LO)
+        ),
+        (USER_ASID, (z >> 32) as u32, z as u32)
     );
     assert_eq!(e.ram.slice(dst1, 4096), &want[..], "nothing sent");
 

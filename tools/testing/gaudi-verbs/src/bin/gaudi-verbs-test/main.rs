@@ -120,6 +120,7 @@ use gaudi_verbs::{
 use std::io::Write;
 use std::process::exit;
 
+mod asid;
 mod concurrency;
 mod dv;
 mod errors;
@@ -3474,6 +3475,7 @@ fn main() {
         Some("log-ratelimited") => dv::log_ratelimited(&args[1..]),
         Some("pd-single") => pd_single(),
         Some("pd-identity") => pd_identity(),
+        Some("asid-mappings") => asid::asid_mappings(),
         Some("events") => events(&args[1..]),
         Some("roce-gid-table") => roce_gid_table(&args[1..]),
         Some("av-refused") => av_refused(),

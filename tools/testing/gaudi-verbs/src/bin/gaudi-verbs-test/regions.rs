@@ -554,11 +554,19 @@ pub(crate) fn rkey_bounds(_args: &[String]) {
         format!("port 2 sent NAKs: {naks}"),
     );
 
-    // Keys: distinct, and no stride between them.
+    // Keys: distinct, and no stride between them. The regions are local
+    // ones over the other region's page: regions open to remote writes of
+    // one PD do not overlap (the NIC takes a WRITE by its address).
     let keys: Vec<u32> = (0..1000)
         .map(|i| {
             let mr = ctx
-                .reg_mr(&pd, other.addr(), PAGE, other.addr(), RW)
+                .reg_mr(
+                    &pd,
+                    other.addr(),
+                    PAGE,
+                    other.addr(),
+                    IB_UVERBS_ACCESS_LOCAL_WRITE,
+                )
                 .unwrap_or_else(|e| fail(format!("registration {i}: {e}")));
             let key = mr.rkey;
             ctx.dereg_mr(mr)
