@@ -52,6 +52,25 @@ pub const SVC_MAC_LO: u64 = SVC_BASE + 0x3100;
 pub const SVC_MAC_HI: u64 = SVC_BASE + 0x3104;
 pub const SVC_END: u64 = SVC_MAC_LO + 8 * crate::nic::regs::PORTS as u64;
 
+/// The services' registers by name (an array by its first element), for
+/// the test that compares them with device-model.rst and the driver.
+pub const SVC_REGISTERS: &[(&str, u64)] = &[
+    ("SVC_MMU_ROOT_LO", SVC_MMU_ROOT_LO),
+    ("SVC_MMU_ROOT_HI", SVC_MMU_ROOT_HI),
+    ("SVC_MMU_INVALIDATE", SVC_MMU_INVALIDATE),
+    ("SVC_MMU_FAULTS", SVC_MMU_FAULTS),
+    ("SVC_MMU_FAULT_ASID", SVC_MMU_FAULT_ASID),
+    ("SVC_MMU_FAULT_VA_LO", SVC_MMU_FAULT_VA_LO),
+    ("SVC_MMU_FAULT_VA_HI", SVC_MMU_FAULT_VA_HI),
+    ("SVC_ID", SVC_ID),
+    ("SVC_VERSION", SVC_VERSION),
+    ("SVC_PORT_MASK", SVC_PORT_MASK),
+    ("SVC_RESET", SVC_RESET),
+    ("SVC_LINK", SVC_LINK),
+    ("SVC_MAC_LO", SVC_MAC_LO),
+    ("SVC_MAC_HI", SVC_MAC_HI),
+];
+
 /// The device MMU of the emulated function.
 #[derive(Default)]
 pub struct ChipMmu {

@@ -8,11 +8,16 @@
 //! document has no register or field row the emulator lacks. It also reads
 //! the driver's model 2.0 definitions (drivers/infiniband/hw/gaudi/nic.rs):
 //! each register the driver defines has the document's offset, shape and
-//! bits, and each field of its formats the document's bits. The other
-//! test shows that it catches a changed document or driver.
+//! bits, and each field of its formats the document's bits. The chip
+//! services' registers (the emulated function's, model-defined) have the
+//! same names and offsets in the document's table, the emulator
+//! (`chip::SVC_REGISTERS`) and the driver (drivers/infiniband/hw/gaudi/
+//! chip.rs). The other test shows that it catches a changed document or
+//! driver.
 
 mod rst;
 
+use gaudi_emu::chip::SVC_REGISTERS;
 use gaudi_emu::nic::formats::{Cqe, Eqe, ReqQpc, ResQpc, RqWqe, SqWqe};
 use gaudi_emu::nic::layout::{Bits, Layout};
 use gaudi_emu::nic::regs::{NicReg, Scope, NIC_REGISTERS};
@@ -22,6 +27,7 @@ use std::path::PathBuf;
 
 const DOC: &str = "Documentation/infiniband/gaudi/device-model.rst";
 const DRIVER: &str = "drivers/infiniband/hw/gaudi/nic.rs";
+const DRIVER_CHIP: &str = "drivers/infiniband/hw/gaudi/chip.rs";
 
 /// The driver's format modules and the sections of their tables.
 const DRIVER_FORMATS: &[(&str, &str)] = &[
@@ -433,6 +439,61 @@ fn read(path: &str) -> String {
     std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
+/// Everything wrong between the document's table of the chip services'
+/// registers, the emulator's ([`SVC_REGISTERS`]) and the driver's
+/// `register!` definitions in `src` (its chip.rs): the same names and
+/// offsets.
+fn check_services(doc: &str, src: &str) -> Vec<String> {
+    let mut errors = Vec::new();
+    let mut rows = BTreeMap::new();
+    for t in tables(doc, &mut errors)
+        .iter()
+        .filter(|t| t.header == ["BAR0 offset", "Register", "Meaning"])
+    {
+        for r in &t.rows {
+            let Some(name) = literal(&r.cells[1]) else {
+                continue;
+            };
+            let name = name.split_once('[').map_or(name, |(n, _)| n);
+            let off = u64::from_str_radix(r.cells[0].trim_start_matches("0x"), 16).ok();
+            rows.insert(name.to_string(), (r.line, off));
+        }
+    }
+    if rows.is_empty() {
+        errors.push("doc: no table of the chip services' registers".into());
+    }
+    for (name, off) in SVC_REGISTERS {
+        match rows.get(*name) {
+            None => errors.push(format!("{name}: in the emulator, no row in the document")),
+            Some((line, o)) if *o != Some(*off) => errors.push(format!(
+                "doc, line {line}: {name}: offset {o:x?}, emulator {off:#x}"
+            )),
+            Some(_) => {}
+        }
+    }
+    for (name, (line, _)) in &rows {
+        if !SVC_REGISTERS.iter().any(|(n, _)| n == name) {
+            errors.push(format!("doc, line {line}: {name}: not in the emulator"));
+        }
+    }
+    let defined = driver_registers(src);
+    if defined.is_empty() {
+        errors.push("driver: no chip services registers found".into());
+    }
+    for (name, off, _, _) in defined {
+        match rows.get(&name) {
+            None => errors.push(format!(
+                "{name}: used by the driver, no row in the document"
+            )),
+            Some((line, o)) if *o != Some(off) => errors.push(format!(
+                "doc, line {line}: {name}: offset {o:x?}, driver {off:#x}"
+            )),
+            Some(_) => {}
+        }
+    }
+    errors
+}
+
 fn doc() -> String {
     read(DOC)
 }
@@ -449,6 +510,12 @@ fn model_sources() {
     assert!(
         errors.is_empty(),
         "device-model.rst and the driver disagree:\n{}",
+        errors.join("\n")
+    );
+    let errors = check_services(&doc(), &read(DRIVER_CHIP));
+    assert!(
+        errors.is_empty(),
+        "device-model.rst's chip services, the emulator and the driver disagree:\n{}",
         errors.join("\n")
     );
 }
@@ -533,5 +600,32 @@ fn model_sources_catches_a_changed_document() {
     caught_driver(
         &src.replacen("24:24 requester => bool;", "23:23 requester => bool;", 1),
         "QPC0_GW_CTRL: fields",
+    );
+    // The chip services: an offset of the document's, one of the driver's.
+    let chip = read(DRIVER_CHIP);
+    let services = |doc: &str, src: &str, needle: &str| {
+        let errors = check_services(doc, src);
+        assert!(
+            errors.iter().any(|e| e.contains(needle)),
+            "{needle:?} not among {errors:#?}"
+        );
+    };
+    services(
+        &d.replacen(
+            "0x102000      ``SVC_MMU_INVALIDATE``",
+            "0x102004      ``SVC_MMU_INVALIDATE``",
+            1,
+        ),
+        &chip,
+        "SVC_MMU_INVALIDATE: offset",
+    );
+    services(
+        &d,
+        &chip.replacen(
+            "SVC_MMU_FAULTS(u32) @ 0x102004",
+            "SVC_MMU_FAULTS(u32) @ 0x102008",
+            1,
+        ),
+        "SVC_MMU_FAULTS: offset",
     );
 }
