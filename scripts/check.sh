@@ -370,7 +370,9 @@ start_job() { # INDEX DESC
 		[ "$cpus" -gt "$SLOTS" ] && cpus=$SLOTS
 		limit=$VM_TIMEOUT
 		# Times under TCG with KASAN, two sessions sharing the CPUs.
-		case "$name" in rebind | main | write | strict | queues | concurrency) limit=$((VM_TIMEOUT * 2)) ;; pyverbs | dv) limit=$((VM_TIMEOUT * 4)) ;; esac
+		# main enters every region in two translation domains while model 1.5's data
+		# path lives beside model 2.0's (343 s of 360 at f8e1a19).
+		case "$name" in rebind | write | strict | queues | concurrency) limit=$((VM_TIMEOUT * 2)) ;; main) limit=$((VM_TIMEOUT * 3)) ;; pyverbs | dv) limit=$((VM_TIMEOUT * 4)) ;; esac
 		tests=$(with_leak_scan "$tests")
 		rm -f "$CACHE/vm/$name.status"
 		(
