@@ -235,6 +235,12 @@ impl VectorHandler {
             }
             // The CQ number is bits 15:0.
             nic::EQE_COMP if data1 & 0xffff == nic::CQ_ETH as u32 => return true,
+            nic::EQE_COMP => kernel::ratelimited!(dev_warn!(
+                dev,
+                "port {}: completion event of CQ {}, which is not in use: ignored\n",
+                port + 1,
+                data1 & 0xffff
+            )),
             // Congestion control is not used.
             nic::EQE_CONG | nic::EQE_CONG_ERR => {
                 dev_dbg!(dev, "port {}: congestion event {}\n", port + 1, ty)
