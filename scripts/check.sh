@@ -36,7 +36,7 @@ SESSIONS=(
 	"rebind|--strict --ports 2|probe,rebind||gaudi.ports=2"
 	"queues|--strict --ports 2 --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|rings_wrap,sq_full,cq_overflow,eq_overflow,device_errors,wire_faults,link_flap_traffic,fatal_under_traffic,emulator_crash||gaudi.ports=2|1024"
 	"concurrency|--strict --msi --ports 2 --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|concurrency,hot_unplug||gaudi.ports=2 acpi=force|1024|2"
-	"strict|--strict --reset-delay-ms 200 --ports 2 --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|dereg_during_transfer,teardown_quiesced,fuzz_uverbs,fuzz_device||gaudi.ports=2|2048"
+	"strict|--strict --reset-delay-ms 200 --ports 2 --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|dereg_during_transfer,teardown_quiesced,fuzz_uverbs,fuzz_device,fuzz_nic||gaudi.ports=2|2048"
 	"boot|--strict --ports 2 --addr 0=02:1d:a3:00:00:00,10.0.0.1 --link 0=@P0@:@P1@|link_arp,ibdev_single_device_all_ports,port_events,probe_bad_id,probe_not_ready|$PEER_NIC|gaudi.ports=2 $KUNIT_ARGS"
 )
 # Sessions of two VMs, each with its own emulated Gaudi2, started together:

@@ -41,6 +41,11 @@
 //! nic-hold PORT on|off     model 2.0: the port's NIC takes no doorbell from
 //!                          its FIFOs (as a NIC busy elsewhere), or takes
 //!                          them again; a test hook for FIFO overruns
+//! fuzz-nic PORT N SEED     model 2.0: N entries no NIC produces (device/
+//!                          fuzz.rs: NIC_KINDS) on the port's event queue
+//!                          and CQ 0, written as the NIC writes entries:
+//!                          "fuzz-nic port P injected I not_injected S
+//!                          eqe_unknown N ... cqe_bad N"
 //! nic-rd OFF [OFF...]      model 2.0: the NIC's registers at configuration-
 //!                          space offsets OFF (hex): "OFF=VALUE ..."
 //! peek VA LEN              read LEN (up to 4096) bytes at device VA VA through
@@ -619,6 +624,12 @@ fn command(
                 ));
             }
             return Ok(out);
+        }
+        "fuzz-nic" => {
+            let port = num(w.next(), "port")?;
+            let n = count(w.next())?;
+            let seed = num(w.next(), "seed")?;
+            return Ok(vec![d.fuzz_nic(port, n, seed)?]);
         }
         "nic-rd" => {
             let mut out = Vec::new();

@@ -73,14 +73,14 @@ pub struct Tally {
 }
 
 impl Tally {
-    fn new(names: &'static [&'static str]) -> Self {
+    pub(crate) fn new(names: &'static [&'static str]) -> Self {
         Self {
             names,
             counts: vec![0; names.len()],
         }
     }
 
-    fn add(&mut self, kind: usize) {
+    pub(crate) fn add(&mut self, kind: usize) {
         self.counts[kind] += 1;
     }
 
@@ -105,6 +105,112 @@ impl std::fmt::Display for Tally {
             sep = " ";
         }
         Ok(())
+    }
+}
+
+// ---- Model 2.0's port queues ----------------------------------------------
+
+/// What `fuzz-nic` injects on a port's queues, each something no NIC
+/// produces for a driver that set the port up as the model says: an EQE
+/// of a type the model lacks; RAW_TX_COMP of a WQE index beyond any send
+/// WQ (bit 31 set); COMP of a CQ number no port has (16 and up); QP_ERR of
+/// a QPN beyond hbl_cn's (8192 and up); DB_FIFO_OVERRUN of a FIFO no port
+/// has (32 and up); a CQE on CQ 0 (the raw receive ring) naming an element
+/// other than its producer index's, a length outside 14 to 9018 bytes, or
+/// a QP other than 0.
+pub const NIC_KINDS: [&str; 6] = [
+    "eqe_unknown",
+    "eqe_tx_comp",
+    "eqe_comp",
+    "eqe_qp_err",
+    "eqe_fifo",
+    "cqe_bad",
+];
+
+impl Device {
+    /// `fuzz-nic PORT N SEED`: inject `n` entries of [`NIC_KINDS`] on
+    /// model 2.0's queues of `port`, as the NIC writes entries (producer
+    /// indexes, write-backs, interrupts). Reply: "fuzz-nic port P injected
+    /// I not_injected S" and the count of each kind; an entry the queue
+    /// had no room for is not injected.
+    pub fn fuzz_nic(&mut self, port: usize, n: u32, seed: u64) -> Result<String, String> {
+        use crate::nic::formats::*;
+        use crate::nic::Event;
+        if port >= self.ports.len() {
+            return Err(format!("no port {port}"));
+        }
+        let mut rng = Rng::new(seed);
+        let mut t = Tally::new(&NIC_KINDS);
+        let mut skipped = 0;
+        for _ in 0..n {
+            let kind = rng.below(NIC_KINDS.len() as u64) as usize;
+            let (nic, mut bus) = self.nic_bus();
+            let ev = |ty, data1, data2| Event { ty, data1, data2 };
+            let took = match kind {
+                0 => nic.inject_event(
+                    port,
+                    ev(8 + rng.below(8), rng.next_u32(), rng.next_u32()),
+                    &mut bus,
+                ),
+                1 => nic.inject_event(
+                    port,
+                    ev(EQE_RAW_TX_COMP, 0, rng.next_u32() | 1 << 31),
+                    &mut bus,
+                ),
+                2 => nic.inject_event(
+                    port,
+                    ev(EQE_COMP, 16 + rng.below(0xfff0) as u32, rng.next_u32()),
+                    &mut bus,
+                ),
+                3 => nic.inject_event(
+                    port,
+                    ev(
+                        EQE_QP_ERR,
+                        8192 + rng.below((1 << 24) - 8192) as u32,
+                        u32::from(rng.next_u32() as u8),
+                    ),
+                    &mut bus,
+                ),
+                4 => nic.inject_event(
+                    port,
+                    ev(EQE_DB_FIFO_OVERRUN, 32 + rng.below(0xffe0) as u32, 0),
+                    &mut bus,
+                ),
+                _ => {
+                    let (pi, elems) = nic.raw_ring(port);
+                    let mut elem = pi % elems;
+                    let mut len = 64 + rng.below(1400) as u32;
+                    let mut qpn = 0;
+                    match rng.below(3) {
+                        0 if elems > 1 => {
+                            elem = (pi + 1 + rng.below(u64::from(elems - 1)) as u32) % elems
+                        }
+                        1 => {
+                            len = if rng.coin() {
+                                rng.below(14) as u32
+                            } else {
+                                9019 + rng.below(1 << 20) as u32
+                            }
+                        }
+                        _ => qpn = 1 + rng.below((1 << 24) - 1) as u32,
+                    }
+                    let mut w = crate::nic::queues::cqe(qpn, false, elem, 0);
+                    <Cqe as crate::nic::layout::Layout>::field("RAW_PKT_SIZE")
+                        .set(&mut w, len.into());
+                    nic.inject_cqe(port, 0, w, &mut bus)
+                }
+            };
+            if took {
+                t.add(kind);
+            } else {
+                skipped += 1;
+            }
+        }
+        self.nic_irqs();
+        Ok(format!(
+            "fuzz-nic port {port} injected {} not_injected {skipped} {t}",
+            t.total()
+        ))
     }
 }
 

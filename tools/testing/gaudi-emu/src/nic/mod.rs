@@ -18,7 +18,8 @@ pub mod regs;
 
 use crate::mem::{Mem, Target};
 use gateway::{Done, Gateway, GW_WORDS};
-use queues::{Event, PortQueues, FIFO_SECURED};
+pub use queues::Event;
+use queues::{PortQueues, FIFO_SECURED};
 use regs::{Decoded, Decoder, NIC_REGISTERS};
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
@@ -444,6 +445,49 @@ impl Nic {
         }
         // An operation with no delay is done before the next access.
         self.settle(port, now, mem);
+    }
+
+    /// Test hook (the control interface's `fuzz-nic`): post `ev` on the
+    /// port's EQ as the NIC posts its events. Returns whether the EQ took
+    /// it.
+    pub fn inject_event(&mut self, port: usize, ev: Event, mem: &mut dyn Memory) -> bool {
+        let before = self.queues[port].counts.eq_dropped;
+        self.event(port, ev, mem);
+        self.queues[port].counts.eq_dropped == before
+    }
+
+    /// Test hook: write `w` on the port's CQ `cq` as the NIC writes a CQE,
+    /// with the event it causes, if the CQ has room for two more entries
+    /// (an injection never fills it). Returns whether it was written.
+    pub fn inject_cqe(
+        &mut self,
+        port: usize,
+        cq: usize,
+        w: [u64; 2],
+        mem: &mut dyn Memory,
+    ) -> bool {
+        let n = cq as u32;
+        let size = 1u32 << (self.regs.get(regs::RXE0_CQ_LOG_SIZE_0, port, n) & 0x1f).min(24);
+        let pi = self.regs.get(regs::RXE0_CQ_PRODUCER_INDEX_0, port, n);
+        let ci = self.regs.get(regs::RXE0_CQ_CONSUMER_INDEX_0, port, n);
+        if pi.wrapping_sub(ci).saturating_add(2) > size {
+            return false;
+        }
+        let before = self.queues[port].counts.cqe_dropped;
+        for ev in self.queues[port].post_cqe(port, cq, w, &mut self.regs, mem) {
+            self.event(port, ev, mem);
+        }
+        self.queues[port].counts.cqe_dropped == before
+    }
+
+    /// The raw receive ring of `port`: the producer index of CQ 0 and the
+    /// ring's elements.
+    pub fn raw_ring(&self, port: usize) -> (u32, u32) {
+        let misc = self.regs.get(regs::RXE0_RAW_MISC_P0_0, port, 0);
+        (
+            self.regs.get(regs::RXE0_CQ_PRODUCER_INDEX_0, port, 0),
+            1 << ((misc >> 15) & 0x1f),
+        )
     }
 
     /// The port's link went up or down: a LINK_STATUS event (status bit 0:
