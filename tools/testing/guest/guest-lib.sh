@@ -87,6 +87,48 @@ emu_quiet_after() {
 	echo "emulator after $1: dma_audit 0, dma_no_master 0, irq_no_master 0"
 }
 
+# The interfaces of the first device's ports 1 and 2, in a and b.
+port_ifaces() {
+	d=$(gaudi_devices | head -n 1)
+	a="" b=""
+	for i in /sys/class/net/*; do
+		[ "$(basename "$(readlink "$i/device" 2>/dev/null)")" = "$d" ] || continue
+		case "$(cat "$i/dev_port")" in
+		0) a=$(basename "$i") ;;
+		1) b=$(basename "$i") ;;
+		esac
+	done
+	[ -n "$a" ] && [ -n "$b" ] || fail "no interfaces of ports 1 and 2"
+}
+
+# Bring a and b up quiet (no IPv6 neighbour discovery or MLD) with an MTU
+# of 9000, for frames of up to 9014 bytes; at the test's exit they are as
+# they were (with $1 run first, if given).
+quiet_ifaces() {
+	quiet_was=""
+	quiet_first=${1:-true}
+	for i in "$a" "$b"; do
+		quiet_was="$quiet_was $(cat "/sys/class/net/$i/mtu") $(($(cat "/sys/class/net/$i/flags") & 1))"
+	done
+	trap quiet_restore EXIT
+	for i in "$a" "$b"; do
+		sysctl -qw "net.ipv6.conf.$i.disable_ipv6=1" 2>/dev/null || true
+		ip link set "$i" mtu 9000 up || fail "$i: not up"
+	done
+}
+
+quiet_restore() {
+	$quiet_first >/dev/null 2>&1 || true
+	set -- $quiet_was
+	for i in "$a" "$b"; do
+		ip link set "$i" down
+		ip link set "$i" mtu "$1"
+		sysctl -qw "net.ipv6.conf.$i.disable_ipv6=0" 2>/dev/null || true
+		[ "$2" = 1 ] && ip link set "$i" up
+		shift 2
+	done
+}
+
 # Mount debugfs once.
 debugfs() {
 	[ -e /sys/kernel/debug/kmemleak ] || mount -t debugfs none /sys/kernel/debug 2>/dev/null

@@ -17,36 +17,8 @@ expect_warning 'transmit completion of WQE [0-9]+ that is not outstanding'
 expect_warning 'completion event of CQ [0-9]+, which is not in use'
 expect_warning 'port [0-9]+: event [25] '
 expect_warning 'CQE of element [0-9]+ and [0-9]+ bytes ignored'
-d=$(gaudi_devices | head -n 1)
-a="" b=""
-for i in /sys/class/net/*; do
-	[ "$(basename "$(readlink "$i/device" 2>/dev/null)")" = "$d" ] || continue
-	case "$(cat "$i/dev_port")" in
-	0) a=$(basename "$i") ;;
-	1) b=$(basename "$i") ;;
-	esac
-done
-[ -n "$a" ] && [ -n "$b" ] || fail "no interfaces of ports 1 and 2"
-# Quiet interfaces, for frames of up to 9014 bytes; as they were after.
-was=""
-for i in "$a" "$b"; do
-	was="$was $(cat "/sys/class/net/$i/mtu") $(($(cat "/sys/class/net/$i/flags") & 1))"
-done
-restore() {
-	set -- $was
-	for i in "$a" "$b"; do
-		ip link set "$i" down
-		ip link set "$i" mtu "$1"
-		sysctl -qw "net.ipv6.conf.$i.disable_ipv6=0" 2>/dev/null || true
-		[ "$2" = 1 ] && ip link set "$i" up
-		shift 2
-	done
-}
-trap restore EXIT
-for i in "$a" "$b"; do
-	sysctl -qw "net.ipv6.conf.$i.disable_ipv6=1" 2>/dev/null || true
-	ip link set "$i" mtu 9000 up || fail "$i: not up"
-done
+port_ifaces
+quiet_ifaces
 stat_of() { ethtool -S "$1" | awk -v k="$2:" '$1 == k { print $2 }'; }
 kind() { echo "$1" | sed -n "s/.* $2 \([0-9]*\).*/\1/p"; }
 seed=$(kparam fuzz_seed 1)

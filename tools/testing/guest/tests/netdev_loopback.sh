@@ -10,38 +10,10 @@
 # for want of room (raw_rx_dropped): together exactly the count.
 . /lib/gaudi/guest-lib.sh
 load_driver
-d=$(gaudi_devices | head -n 1)
-a="" b=""
-for i in /sys/class/net/*; do
-	[ "$(basename "$(readlink "$i/device" 2>/dev/null)")" = "$d" ] || continue
-	case "$(cat "$i/dev_port")" in
-	0) a=$(basename "$i") ;;
-	1) b=$(basename "$i") ;;
-	esac
-done
-[ -n "$a" ] && [ -n "$b" ] || fail "no interfaces of ports 1 and 2"
-# Quiet interfaces (no IPv6 neighbour discovery or MLD) for the counts;
-# the tests after this one get them back as they were.
-was=""
-for i in "$a" "$b"; do
-	was="$was $(cat "/sys/class/net/$i/mtu") $(($(cat "/sys/class/net/$i/flags") & 1))"
-done
-restore() {
-	emu_ctl nic-hold 0 off >/dev/null 2>&1 || true
-	set -- $was
-	for i in "$a" "$b"; do
-		ip link set "$i" down
-		ip link set "$i" mtu "$1"
-		sysctl -qw "net.ipv6.conf.$i.disable_ipv6=0" 2>/dev/null || true
-		[ "$2" = 1 ] && ip link set "$i" up
-		shift 2
-	done
-}
-trap restore EXIT
-for i in "$a" "$b"; do
-	sysctl -qw "net.ipv6.conf.$i.disable_ipv6=1" 2>/dev/null || true
-	ip link set "$i" mtu 9000 up || fail "$i: not up"
-done
+port_ifaces
+# Quiet interfaces for the counts; the tests after this one get them back
+# as they were.
+quiet_ifaces "emu_ctl nic-hold 0 off"
 stat_of() { ethtool -S "$1" | awk -v k="$2:" '$1 == k { print $2 }'; }
 # The NIC's counts of misuse and loss, which must not move.
 nic_misuse() {
