@@ -275,9 +275,20 @@ probe_refused() {
 	rmmod gaudi_ib || fail "rmmod gaudi_ib failed after a refused probe"
 }
 
+# The driver's module parameters the session gives (gaudi.modargs=a=1,b=2 on
+# the kernel command line).
+gaudi_modargs() {
+	for arg in $(cat /proc/cmdline); do
+		case "$arg" in
+		gaudi.modargs=*) echo "${arg#gaudi.modargs=}" | tr , ' ' ;;
+		esac
+	done
+}
+
 # Load the driver unless it is loaded, and wait until gaudi_0 exists.
 load_driver() {
-	grep -q '^gaudi_ib ' /proc/modules || insmod /lib/modules/gaudi_ib.ko ||
+	# shellcheck disable=SC2046 # one word per parameter
+	grep -q '^gaudi_ib ' /proc/modules || insmod /lib/modules/gaudi_ib.ko $(gaudi_modargs) ||
 		fail "insmod gaudi_ib failed"
 	i=0
 	while [ ! -e /sys/class/infiniband/gaudi_0 ] && [ $i -lt 50 ]; do

@@ -30,7 +30,6 @@ use kernel::{
 
 use crate::{
     mmu::{
-        self,
         Domain,
         Flags,
         PageTables,
@@ -112,7 +111,7 @@ impl AddressSpace {
         let tables = PageTables::with_four_levels(dev)?;
         let root = tables.root();
         let space = KBox::pin_init(
-            VaSpace::new(LOCAL_VA_START, 1 << mmu::ASID_VA_BITS),
+            VaSpace::new(LOCAL_VA_START, crate::rc::WQ_ARRAY_VA),
             GFP_KERNEL,
         )?;
         let asid = shared.asids.lock().take()?;
@@ -155,6 +154,11 @@ impl AddressSpace {
         }
     }
 
+    /// The ASID.
+    pub(crate) fn asid(&self) -> u32 {
+        self.asid
+    }
+
     /// Enter `count` pages of `1 << shift` bytes, at the addresses `pages` yields, at `place`.
     pub(crate) fn map(
         self: &Arc<Self>,
@@ -189,6 +193,13 @@ pub(crate) struct Mapping {
     space: Arc<AddressSpace>,
     range: VaRange,
     shift: u32,
+}
+
+impl Mapping {
+    /// The device VA of the first page.
+    pub(crate) fn va(&self) -> u64 {
+        self.range.start
+    }
 }
 
 impl Drop for Mapping {

@@ -348,6 +348,32 @@ impl Port {
         bar.try_write(
             at(MacroLoc::<nic::RXB_CORE_TS_RAW0_MAC_47_32_0>::of(p, i))?,
             nic::RXB_CORE_TS_RAW0_MAC_47_32_0::from_raw(hi),
+        )?;
+        // RoCE to this MAC goes to the RDMA engine (always an exact match), which sends from
+        // it.
+        bar.try_write(
+            at(MacroLoc::<nic::RXB_CORE_TS_RC_MAC_31_0_MASK_0>::of(p, i))?,
+            nic::RXB_CORE_TS_RC_MAC_31_0_MASK_0::zeroed(),
+        )?;
+        bar.try_write(
+            at(MacroLoc::<nic::RXB_CORE_TS_RC_MAC_47_32_MASK_0>::of(p, i))?,
+            nic::RXB_CORE_TS_RC_MAC_47_32_MASK_0::zeroed(),
+        )?;
+        bar.try_write(
+            at(MacroLoc::<nic::RXB_CORE_TS_RC_MAC_31_0_0>::of(p, i))?,
+            nic::RXB_CORE_TS_RC_MAC_31_0_0::from_raw(lo),
+        )?;
+        bar.try_write(
+            at(MacroLoc::<nic::RXB_CORE_TS_RC_MAC_47_32_0>::of(p, i))?,
+            nic::RXB_CORE_TS_RC_MAC_47_32_0::from_raw(hi),
+        )?;
+        bar.try_write(
+            at(PortLoc::<nic::TXE0_PORT0_MAC_CFG_31_0>::of(p))?,
+            nic::TXE0_PORT0_MAC_CFG_31_0::from_raw(lo),
+        )?;
+        bar.try_write(
+            at(PortLoc::<nic::TXE0_PORT0_MAC_CFG_47_32>::of(p))?,
+            nic::TXE0_PORT0_MAC_CFG_47_32::zeroed().try_with_r(hi)?,
         )
     }
 
@@ -465,7 +491,8 @@ impl Port {
                 io_write!(&r.wq, [try: at + 2 * i + 1], (*v >> 32) as u32);
             }
             let bar = self.shared.bar.try_access().ok_or(ENODEV)?;
-            self.queues()?.ring_secured(&bar, QPN, u32::from(pi % RING))
+            self.shared
+                .ring_secured(&bar, self.index, QPN, u32::from(pi % RING))
         })();
         match sent {
             Ok(()) => {

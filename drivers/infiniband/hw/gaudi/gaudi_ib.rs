@@ -55,6 +55,7 @@ mod mmu;
 mod mr;
 mod nic;
 mod queue;
+mod rc;
 mod regs;
 mod shared;
 
@@ -87,6 +88,18 @@ const PRESENCE_PERIOD: Delta = Delta::from_secs(1);
 const FLOOD_INTERVAL: Delta = Delta::from_secs(60);
 const FLOOD_BURST: u32 = 10;
 
+/// What one scan of a port's event queue found for the RC QPs (`crate::rc`).
+#[derive(Default)]
+struct RcWork {
+    /// CQ 1 has new entries.
+    completions: bool,
+    /// QP errors: QPN and syndrome.
+    errors: [(u32, u32); 32],
+    n_errors: usize,
+    /// QP errors beyond `errors`.
+    lost_errors: u32,
+}
+
 /// Handler of one interrupt vector (MSI-X, or the one MSI vector).
 ///
 /// Interrupts merge, so the handler never counts interrupts as events: it reads the cause
@@ -104,8 +117,9 @@ struct VectorHandler {
     eq_due: Atomic<bool>,
     /// Vectors the function has: with one, it carries every port's event queue.
     vectors: usize,
-    /// Where events go, once the InfiniBand device exists (vector 0 only).
-    ib: SetOnce<rdma::DeviceHandle<ib::GaudiRdma>>,
+    /// Where events go, once the InfiniBand device exists (shared by the vectors: vector 0
+    /// carries model 1.5's events, the others the ports' queues).
+    ib: Arc<SetOnce<rdma::DeviceHandle<ib::GaudiRdma>>>,
     /// The ports' network devices.
     eth: Arc<Netdevs>,
 }
@@ -193,15 +207,17 @@ impl VectorHandler {
                 // The BAR guard is an RCU read-side section: rescheduling happens outside it.
                 // The poll is scheduled once per scan, outside the BAR's RCU section.
                 let mut napi = false;
+                let mut work = RcWork::default();
                 let more = {
                     let Some(bar) = self.shared.bar.try_access() else {
                         return;
                     };
-                    q.take_events(&bar, |e| napi |= self.port_event(port, e))
+                    q.take_events(&bar, |e| napi |= self.port_event(port, e, &mut work))
                 };
                 if napi {
                     self.with_netdev(port as u32, |n| n.schedule_napi());
                 }
+                self.rc_work(port, &work);
                 match more {
                     Ok(true) => kernel::task::cond_resched(),
                     Ok(false) => break,
@@ -219,8 +235,46 @@ impl VectorHandler {
         }
     }
 
+    /// Act on what port `port`'s event queue said of its RC QPs (outside the BAR's RCU
+    /// section: this sleeps).
+    fn rc_work(&self, port: usize, work: &RcWork) {
+        if work.completions {
+            self.with_ib(|ib| rc::port_completions(ib, &self.shared, port));
+        }
+        for &(qpn, syndrome) in &work.errors[..work.n_errors] {
+            let ours = self
+                .with_ib(|ib| rc::qp_error(ib, port, qpn, syndrome))
+                .unwrap_or(false);
+            kernel::ratelimited!(
+                FLOOD_INTERVAL,
+                FLOOD_BURST,
+                dev_info!(
+                    self.shared.dev,
+                    "QP {} (port {}){}: error, syndrome {:#x}\n",
+                    qpn,
+                    port + 1,
+                    if ours {
+                        ""
+                    } else {
+                        " (no QP of the standard verbs)"
+                    },
+                    syndrome
+                )
+            );
+        }
+        if work.lost_errors != 0 {
+            kernel::ratelimited!(dev_warn!(
+                self.shared.dev,
+                "port {}: {} QP errors in one scan not handled\n",
+                port + 1,
+                work.lost_errors
+            ));
+        }
+    }
+
     /// An entry of port `port`'s event queue; returns whether the port's NAPI poll has work.
-    fn port_event(&self, port: usize, e: &nic::Eqe) -> bool {
+    /// What concerns the RC QPs is noted in `work`.
+    fn port_event(&self, port: usize, e: &nic::Eqe, work: &mut RcWork) -> bool {
         let dev = &self.shared.dev;
         let (ty, data1, data2) = (
             nic::eqe::TYPE.get(&e.0),
@@ -235,6 +289,15 @@ impl VectorHandler {
             }
             // The CQ number is bits 15:0.
             nic::EQE_COMP if data1 & 0xffff == nic::CQ_ETH as u32 => return true,
+            nic::EQE_COMP if data1 & 0xffff == nic::CQ_RC as u32 => work.completions = true,
+            nic::EQE_QP_ERR if data1 & 0xff_ffff != 0 => {
+                if work.n_errors < work.errors.len() {
+                    work.errors[work.n_errors] = (data1 & 0xff_ffff, data2);
+                    work.n_errors += 1;
+                } else {
+                    work.lost_errors += 1;
+                }
+            }
             nic::EQE_COMP => kernel::ratelimited!(dev_warn!(
                 dev,
                 "port {}: completion event of CQ {}, which is not in use: ignored\n",
@@ -339,7 +402,7 @@ impl VectorHandler {
                 } else {
                     Event::PortErr(port + 1)
                 };
-                if let Some(ib) = self.ib.as_ref() {
+                if let Some(ib) = SetOnce::as_ref(&self.ib) {
                     // ENODEV: the device is being removed; nobody is left to tell.
                     let _ = ib.dispatch_event(event);
                 }
@@ -474,7 +537,7 @@ impl VectorHandler {
 
     /// Run `f` on the InfiniBand device if it exists and is registered.
     fn with_ib<R>(&self, f: impl FnOnce(&rdma::Device<ib::GaudiRdma>) -> R) -> Option<R> {
-        self.ib.as_ref()?.with_device(f)
+        SetOnce::as_ref(&self.ib)?.with_device(f)
     }
 
     /// The device stopped (a fatal error, or it is gone): tell every consumer, then remove the
@@ -497,7 +560,7 @@ impl VectorHandler {
         for port in 0..self.shared.ports {
             self.with_netdev(port, |n| n.carrier_off());
         }
-        if let Some(ib) = self.ib.as_ref() {
+        if let Some(ib) = SetOnce::as_ref(&self.ib) {
             let _ = ib.dispatch_event(Event::DeviceFatal);
             ib.unregister();
         }
@@ -842,6 +905,14 @@ impl pci::Driver for GaudiIbDriver {
                 nic_tables,
                 gateway <- kernel::new_mutex!(()),
                 asids <- kernel::new_mutex!(chip::Asids::new()?),
+                secured_db <- kernel::new_spinlock_irq!(()),
+                encaps <- kernel::new_mutex!({
+                    let n = caps.ports as usize;
+                    let mut t = KVec::with_capacity(n, GFP_KERNEL)?;
+                    t.resize(n, [(0, 0); shared::ENCAPS], GFP_KERNEL)?;
+                    t
+                }),
+                rc_v2: crate::module_parameters::rc_model.value() == 2,
             }),
             GFP_KERNEL,
         )?;
@@ -853,6 +924,7 @@ impl pci::Driver for GaudiIbDriver {
         }
 
         let netdevs = Arc::new(SetOnce::new(), GFP_KERNEL)?;
+        let ib_handle = Arc::new(SetOnce::new(), GFP_KERNEL)?;
         let vectors = core::cell::Cell::new(NUM_VECTORS as usize);
         let mut handler = |vector| -> Result<VectorHandler> {
             Ok(VectorHandler {
@@ -861,7 +933,7 @@ impl pci::Driver for GaudiIbDriver {
                 vectors: vectors.get(),
                 irqs: Atomic::new(0),
                 eq_due: Atomic::new(false),
-                ib: SetOnce::new(),
+                ib: ib_handle.clone(),
                 eth: netdevs.clone(),
             })
         };
@@ -895,6 +967,7 @@ impl pci::Driver for GaudiIbDriver {
             let bar = shared.bar.access(pdev.as_ref())?;
             for (port, q) in shared.nic.iter().enumerate() {
                 q.enable(bar, nic_tables + port as u64 * nic::PORT_TABLES)?;
+                q.rc_enable(bar, rc::WQ_ARRAY_VA, rc::LOG_SLOT_LINES)?;
             }
         }
 
@@ -1018,6 +1091,10 @@ kernel::module_pci_driver! {
         max_queue_mib: u64 {
             default: 256,
             description: "MiB of QP set queues a user context may hold",
+        },
+        rc_model: u32 {
+            default: 1,
+            description: "Device model whose contexts run the standard verbs' QPs: 1 (model 1.5) or 2 (the NIC's own, 2.0); transitional, goes with model 1.5",
         },
         first_pd_id: u64 {
             default: 1,

@@ -559,6 +559,9 @@ pub(crate) struct Pd {
     writable: Atomic<u64>,
     /// Its ASID and device VAs (model 2.0): its regions are entered there.
     pub(crate) space: Arc<AddressSpace>,
+    /// The key of its regions open to remote writes (model 2.0): the one key the responder
+    /// contexts of its QPs take. Random, never 0.
+    pub(crate) key: u32,
 }
 
 impl Pd {
@@ -568,6 +571,12 @@ impl Pd {
             id,
             writable: Atomic::new(0),
             space: AddressSpace::new(&dev.data().shared, dev.parent())?,
+            key: loop {
+                let k = kernel::random::get_random_u32();
+                if k != 0 {
+                    break k;
+                }
+            },
         })
     }
 
@@ -640,7 +649,11 @@ impl rdma::Driver for GaudiRdma {
             vendor_id: u32::from(kernel::pci::Vendor::HABANALABS.as_raw()),
             vendor_part_id: d.vendor_part_id,
             max_qp: c.max_qps.saturating_mul(c.ports),
-            max_qp_wr: c.max_sqe,
+            max_qp_wr: if d.shared.rc_v2 {
+                crate::rc::MAX_WQES / 2
+            } else {
+                c.max_sqe
+            },
             // Requests of several SGEs are one WQE per SGE. Receives take as many (they are
             // credits, `queue::post_recv`); the uverbs ABI reports the smaller of the two as
             // the device's `max_sge`.
@@ -932,7 +945,26 @@ impl rdma::Driver for GaudiRdma {
                 None if init.recv_cq_raw().is_null() => None,
                 None => return Err(EINVAL),
             };
-            let entries = wqes.next_power_of_two().max(2);
+            let v2 = d.shared.rc_v2;
+            // The WQEs granted: what was asked for, rounded up to a power of two.
+            let granted = wqes.next_power_of_two().max(2);
+            let entries = if v2 {
+                // The NIC's queue has one entry more than that at least (one always stays
+                // empty, `rc::MAX_WQES`).
+                let e = (granted * 2).max(crate::rc::MIN_WQES);
+                if e > crate::rc::MAX_WQES {
+                    kernel::ibdev_info_ratelimited!(
+                        dev,
+                        "QP refused: {} send WQEs, the NIC's slot holds {}\n",
+                        wqes,
+                        crate::rc::MAX_WQES / 2
+                    );
+                    return Err(EINVAL);
+                }
+                e
+            } else {
+                granted
+            };
             let qpn = d.alloc_qpn()?;
             let data = QpData::new(
                 &d.shared,
@@ -948,6 +980,8 @@ impl rdma::Driver for GaudiRdma {
                     signal_all: init.signal_all(),
                     cq,
                     rcq,
+                    v2: v2.then(|| (pd.data().space.clone(), pd.data().key)),
+                    limit: granted,
                 },
             );
             if data.is_err() {
@@ -955,7 +989,7 @@ impl rdma::Driver for GaudiRdma {
             }
             init.set_qp_num(qpn);
             init.grant(QpCap {
-                max_send_wr: entries / sge,
+                max_send_wr: granted / sge,
                 max_send_sge: sge,
                 max_recv_wr: cap.max_recv_wr,
                 max_recv_sge: cap.max_recv_sge,
@@ -982,7 +1016,7 @@ impl rdma::Driver for GaudiRdma {
         let (mut sq_psn, mut rq_psn) = (a.sq_psn, a.rq_psn);
         if a.port != 0 && !matches!(state, QpState::Reset) {
             // Where the device is now; the values last set if it cannot say.
-            if let Ok((s, r)) = q.psns(a.port) {
+            if let Ok((s, r)) = q.psns(qp.device().parent(), a.port) {
                 sq_psn = s;
                 rq_psn = r;
             }
@@ -1010,7 +1044,7 @@ impl rdma::Driver for GaudiRdma {
     }
 
     fn destroy_qp(qp: &rdma::Qp<Self>) -> Result {
-        qp.data().destroy()?;
+        qp.data().destroy(qp.device().parent())?;
         let d = qp.device().data();
         d.ids.free_qp_index(qp.qp_num(), d.ids.all_ports());
         Ok(())
@@ -1023,7 +1057,7 @@ impl rdma::Driver for GaudiRdma {
         // Only the first request of a call can find the queue idle.
         let first_rkey = wrs.peek().and_then(|wr| wr.rdma()).map(|(_, rkey)| rkey);
         if let Some(rkey) = first_rkey.filter(|_| qp.pd().data().user) {
-            if let Err(e) = qp.data().bind_remote(rkey) {
+            if let Err(e) = qp.data().bind_remote(qp.device().parent(), rkey) {
                 kernel::ibdev_dbg!(
                     qp.device(),
                     "QP {}: binding rkey {:#x} failed: {:?}\n",
@@ -1245,7 +1279,14 @@ fn validate_modify(
             a.path.remote_rkey = req.remote_rkey;
             a.path.remote_explicit = true;
         }
-        if req.flags & MODIFY_QP_LOCAL_RKEY != 0 {
+        if req.flags & MODIFY_QP_LOCAL_RKEY != 0 && d.shared.rc_v2 {
+            // The responder takes its PD's key, the rkey of every region of the PD open to
+            // remote writes (device model 2.0); 0 asks for nothing.
+            if req.local_rkey != 0 && req.local_rkey != qp.pd().data().key {
+                return Err(EINVAL);
+            }
+            explicit_local = true;
+        } else if req.flags & MODIFY_QP_LOCAL_RKEY != 0 {
             explicit_local = true;
             // Incoming WRITEs carry this key: it must name a region of the QP's PD that
             // allows them (0: none accepted).
@@ -1264,6 +1305,7 @@ fn validate_modify(
     // are then refused until one is bound explicitly).
     if cur == QpState::Init
         && next == QpState::Rtr
+        && !d.shared.rc_v2
         && !explicit_local
         && a.path.local_rkey == 0
         && a.access & Access::REMOTE_WRITE.bits() != 0
@@ -1312,6 +1354,15 @@ fn av_path(
     if sgid.gid.to_ipv4().is_some() != av.dgid.to_ipv4().is_some() {
         return refuse("source and destination of different families");
     }
+    // The NIC sends IPv4 only (device model 2.0).
+    if dev.data().shared.rc_v2 && av.dgid.to_ipv4().is_none() {
+        kernel::ibdev_dbg!(
+            dev,
+            "QP {}: address vector refused: IPv6, the NIC sends IPv4 only\n",
+            qp.qp_num()
+        );
+        return Err(EOPNOTSUPP);
+    }
     if av.dmac == [0; 6] || av.dmac[0] & 1 != 0 {
         return refuse("destination MAC not unicast");
     }
@@ -1322,6 +1373,7 @@ fn av_path(
         hop_limit: av.hop_limit,
         traffic_class: av.traffic_class,
         flow_label: av.flow_label & 0xf_ffff,
+        src_ip: sgid.gid.to_ipv4().map_or(0, u32::from_be_bytes),
         ..Path::default()
     })
 }
@@ -1359,6 +1411,9 @@ fn apply_modify(
     q.transition(dev.parent(), cur, next, &a)?;
     drop(bindings);
     *attrs = a;
+    if next == QpState::Err && d.shared.rc_v2 {
+        crate::rc::flush(dev, qp);
+    }
     Ok(())
 }
 

@@ -306,12 +306,16 @@ impl VaSpace {
         Ok(VaRange { start, len })
     }
 
-    /// Take `[start, start + len)` (both multiples of 4 KiB), below the space [`VaSpace::alloc`]
-    /// hands out: ranges there are placed by the caller. `EINVAL` if it reaches into the space
-    /// or overlaps a range taken before.
+    /// Take `[start, start + len)` (both multiples of 4 KiB), below or above the space
+    /// [`VaSpace::alloc`] hands out: ranges there are placed by the caller. `EINVAL` if it
+    /// reaches into the space or overlaps a range taken before.
     pub(crate) fn take(&self, start: u64, len: u64) -> Result<VaRange> {
         let end = start.checked_add(len).ok_or(EINVAL)?;
-        if len == 0 || start % SMALL_PAGE != 0 || len % SMALL_PAGE != 0 || end > self.start {
+        if len == 0
+            || start % SMALL_PAGE != 0
+            || len % SMALL_PAGE != 0
+            || (end > self.start && start < self.end)
+        {
             return Err(EINVAL);
         }
         let range = usize::try_from(start)?..usize::try_from(end)?;

@@ -312,6 +312,13 @@ fn register(
     // carry, which the NIC translates unchanged. Such regions of one PD do not overlap; their
     // iova must lie below the VAs of the others (`EINVAL` otherwise).
     let place = if flags.writable {
+        // Below the driver's own VAs (the other regions', the send WQ array's).
+        if r.iova
+            .checked_add(r.length)
+            .is_none_or(|e| e > crate::chip::LOCAL_VA_START)
+        {
+            return Err(EINVAL);
+        }
         mmu::Place::At(r.iova & !(r.bs.bytes() - 1))
     } else {
         mmu::Place::Anywhere
@@ -332,6 +339,7 @@ fn register(
             iova: r.iova,
             length: r.length,
             mmu_va,
+            asid_va: asid_map.va() + (r.iova & (r.bs.bytes() - 1)),
         },
         access: r.access,
     };
@@ -354,6 +362,11 @@ fn register(
     keys.lkey = key;
     keys.rkey = key;
     let writable = r.access.contains(Access::REMOTE_WRITE);
+    // Device model 2.0: a peer reaches every region of the PD open to remote writes with
+    // the PD's key, the one key its QPs' responders take; the MMU bounds what it reaches.
+    if writable && shared.rc_v2 {
+        keys.rkey = pd.data().key;
+    }
     if writable {
         pd.data().writable_changed(key, true);
     }

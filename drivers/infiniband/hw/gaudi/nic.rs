@@ -253,6 +253,14 @@ register! {
     pub(crate) RXB_CORE_TS_RAW0_MAC_31_0_MASK_0(u32)[4, stride = 4] @ 0x544_9340 {}
     /// Bits of the address the filter ignores, 47:32.
     pub(crate) RXB_CORE_TS_RAW0_MAC_47_32_MASK_0(u32)[4, stride = 4] @ 0x544_9350 {}
+    /// The RDMA MAC filters (index 0 the even port's, 2 the odd one's), MAC bits 31:0.
+    pub(crate) RXB_CORE_TS_RC_MAC_31_0_0(u32)[4, stride = 4] @ 0x544_92c0 {}
+    /// The RDMA MAC filters, MAC bits 47:32.
+    pub(crate) RXB_CORE_TS_RC_MAC_47_32_0(u32)[4, stride = 4] @ 0x544_92d0 {}
+    /// The RDMA filters' masks, bits 31:0 (0: exact match).
+    pub(crate) RXB_CORE_TS_RC_MAC_31_0_MASK_0(u32)[4, stride = 4] @ 0x544_9320 {}
+    /// The RDMA filters' masks, bits 47:32.
+    pub(crate) RXB_CORE_TS_RC_MAC_47_32_MASK_0(u32)[4, stride = 4] @ 0x544_9330 {}
 
     /// The raw path's QP.
     pub(crate) RXE0_RAW_QPN_P0_0(u32) @ 0x544_a010 {
@@ -304,6 +312,14 @@ register! {
     pub(crate) TXE0_WQE_USER_CFG(u32) @ 0x545_2040 {
         3:0 mmu_bypass;
     }
+    /// The source MAC of RoCE packets, bits 47:32.
+    pub(crate) TXE0_PORT0_MAC_CFG_47_32(u32) @ 0x545_2088 {
+        15:0 r;
+    }
+    /// The source MAC of RoCE packets, bits 31:0.
+    pub(crate) TXE0_PORT0_MAC_CFG_31_0(u32) @ 0x545_208c {}
+    /// The source IPv4 address of each encapsulation.
+    pub(crate) TXE0_SOURCE_IP_PORT0_0(u32)[8, stride = 4] @ 0x545_2250 {}
 }
 
 /// `INTERRUPT_CAUSE`, `_CLR`: the event queue's interrupt (interrupt 9).
@@ -360,6 +376,26 @@ impl Field {
 pub(crate) mod req {
     use super::Field;
 
+    pub(crate) const DST_QP: Field = Field::new(0, 24);
+    pub(crate) const RKEY: Field = Field::new(128, 32);
+    pub(crate) const DST_IP: Field = Field::new(160, 32);
+    pub(crate) const DST_MAC_LSB: Field = Field::new(192, 32);
+    pub(crate) const DST_MAC_MSB: Field = Field::new(224, 16);
+    pub(crate) const NTS_PSN: Field = Field::new(256, 24);
+    pub(crate) const BCS_PSN: Field = Field::new(288, 24);
+    pub(crate) const ONA_PSN: Field = Field::new(320, 24);
+    pub(crate) const BCC_PSN: Field = Field::new(352, 24);
+    pub(crate) const TM_GRANULARITY: Field = Field::new(376, 7);
+    pub(crate) const ENCAP_TYPE: Field = Field::new(413, 3);
+    pub(crate) const CQ_NUM: Field = Field::new(440, 5);
+    pub(crate) const ENCAP_ENABLE: Field = Field::new(447, 1);
+    pub(crate) const CONGESTION_WIN: Field = Field::new(448, 24);
+    pub(crate) const BURST_SIZE: Field = Field::new(544, 22);
+    pub(crate) const ASID: Field = Field::new(566, 10);
+    pub(crate) const ACKREQ_FREQ: Field = Field::new(808, 8);
+    pub(crate) const CONGESTION_MODE: Field = Field::new(1013, 2);
+    pub(crate) const MTU: Field = Field::new(1015, 2);
+    pub(crate) const IN_WORK: Field = Field::new(1021, 1);
     pub(crate) const LAST_IDX: Field = Field::new(576, 22);
     pub(crate) const WQ_BACK_PRESSURE: Field = Field::new(383, 1);
     pub(crate) const DATA_MMU_BYPASS: Field = Field::new(1003, 1);
@@ -373,6 +409,19 @@ pub(crate) mod req {
 /// Responder QP context fields ("Responder QP context").
 pub(crate) mod res {
     use super::Field;
+
+    pub(crate) const DST_QP: Field = Field::new(0, 24);
+    pub(crate) const LKEY: Field = Field::new(32, 32);
+    pub(crate) const DST_IP: Field = Field::new(64, 32);
+    pub(crate) const DST_MAC_LSB: Field = Field::new(96, 32);
+    pub(crate) const DST_MAC_MSB: Field = Field::new(128, 16);
+    pub(crate) const ASID: Field = Field::new(150, 10);
+    pub(crate) const PEER_QP: Field = Field::new(160, 24);
+    pub(crate) const EXPECTED_PSN: Field = Field::new(192, 24);
+    pub(crate) const ENCAP_TYPE: Field = Field::new(220, 3);
+    pub(crate) const ENCAP_ENABLE: Field = Field::new(223, 1);
+    pub(crate) const CQ_NUM: Field = Field::new(248, 5);
+    pub(crate) const IN_WORK: Field = Field::new(254, 1);
 
     pub(crate) const TRANSPORT_SERVICE: Field = Field::new(149, 1);
     pub(crate) const TRUST_LEVEL: Field = Field::new(216, 2);
@@ -393,12 +442,12 @@ pub(crate) const RES_QPC_SIZE: u64 = 32;
 /// those below it host bus addresses (hl_gaudi2.h: `DRAM_PHYS_BASE`).
 pub(crate) const DRAM_PHYS_BASE: u64 = 0x1001_0000_0000_0000;
 /// QP contexts each port's tables hold.
-pub(crate) const TABLE_QPS: u64 = 256;
+pub(crate) const TABLE_QPS: u64 = 1024;
 /// Bytes of device memory each port's context tables take.
 pub(crate) const PORT_TABLES: u64 = TABLE_QPS * (REQ_QPC_SIZE + RES_QPC_SIZE);
 /// Device memory the driver keeps for the NIC's context tables, at its end (24 ports' tables,
-/// rounded up to 1 MiB).
-pub(crate) const NIC_HBM: u64 = 1 << 20;
+/// rounded up to 4 MiB).
+pub(crate) const NIC_HBM: u64 = 4 << 20;
 const _: () = assert!(PORT_TABLES * PORTS as u64 <= NIC_HBM);
 
 /// `WQ_TYPE`: RDMA WRITE.
@@ -420,9 +469,16 @@ pub(crate) mod wqe {
     pub(crate) const OPCODE: Field = Field::new(0, 5);
     pub(crate) const WQE_INDEX: Field = Field::new(8, 8);
     pub(crate) const SE: Field = Field::new(29, 1);
+    pub(crate) const ACKREQ: Field = Field::new(31, 1);
     pub(crate) const SIZE: Field = Field::new(32, 32);
     pub(crate) const LOCAL_ADDRESS: Field = Field::new(64, 64);
+    pub(crate) const REMOTE_ADDRESS: Field = Field::new(128, 64);
+    pub(crate) const TAG: Field = Field::new(192, 32);
+    pub(crate) const COMPLETION_TYPE: Field = Field::new(254, 2);
 }
+
+/// `COMPLETION_TYPE`: a CQE on the requester context's CQ (model-defined value).
+pub(crate) const COMPLETION_CQ: u64 = 2;
 
 /// `OPCODE`: LINEAR (an RDMA WRITE, or a frame on the raw path).
 pub(crate) const WQE_OPCODE_LINEAR: u64 = 2;
@@ -437,8 +493,10 @@ pub(crate) mod cqe {
     use super::Field;
 
     pub(crate) const QPN: Field = Field::new(0, 24);
+    pub(crate) const IS_REQ: Field = Field::new(24, 1);
     pub(crate) const VALID: Field = Field::new(31, 1);
     pub(crate) const WQE_INDEX: Field = Field::new(32, 32);
+    pub(crate) const TAG: Field = Field::new(64, 32);
     pub(crate) const RAW_PKT_SIZE: Field = Field::new(96, 32);
 }
 
@@ -471,8 +529,12 @@ pub(crate) const EQE_CONG_ERR: u64 = 7;
 pub(crate) const CQ_ETH: usize = 0;
 /// CQs of a port.
 pub(crate) const CQS: usize = 16;
-/// log2 of the entries of each CQ's slot in a port's CQ region (only CQ 0 is used yet).
-const CQ_LOG_MAX: u32 = 5;
+/// CQ 1 of each port: the requester completions of the kernel's RC QPs.
+pub(crate) const CQ_RC: usize = 1;
+/// log2 of the entries of each CQ's slot in a port's CQ region.
+pub(crate) const CQ_LOG_MAX: u32 = 11;
+/// The port-wide retry limits (timeouts, sequence errors) of RC QPs.
+const RC_RETRIES: u32 = 7;
 /// The kernel's doorbell FIFO, and the entries of each FIFO.
 const FIFO_SECURED: usize = 30;
 const FIFO_ENTRIES: u32 = 64;
@@ -537,6 +599,49 @@ pub(crate) fn gateway_write(
     Ok(())
 }
 
+/// Read QP `qpn`'s context of `port` through the gateway into `out` (16 words for a requester
+/// context, 4 for a responder one): an operation whose mask is all 0. The caller serialises a
+/// port's gateway operations.
+pub(crate) fn gateway_read(
+    bar: &Bar<'_>,
+    port: usize,
+    qpn: u32,
+    requester: bool,
+    out: &mut [u64],
+) -> Result {
+    let busy = || -> Result<bool> {
+        Ok(bar
+            .try_read(PortLoc::<QPC0_GW_BUSY>::of(port).ok_or(EINVAL)?)?
+            .r())
+    };
+    read_poll_timeout(busy, |b| !b, Delta::from_micros(10), GW_TIMEOUT)?;
+    for i in 0..32 {
+        bar.try_write(
+            PortArrayLoc::<QPC0_GW_MASK_0>::of(port, i).ok_or(EINVAL)?,
+            QPC0_GW_MASK_0::zeroed(),
+        )?;
+    }
+    let ctrl = QPC0_GW_CTRL::zeroed()
+        .try_with_qpn(qpn)?
+        .with_requester(requester);
+    bar.try_write(PortLoc::<QPC0_GW_CTRL>::of(port).ok_or(EINVAL)?, ctrl)?;
+    bar.try_write(
+        PortLoc::<QPC0_GW_BUSY>::of(port).ok_or(EINVAL)?,
+        QPC0_GW_BUSY::zeroed().with_r(true),
+    )?;
+    read_poll_timeout(busy, |b| !b, Delta::from_micros(10), GW_TIMEOUT)?;
+    for (i, w) in out.iter_mut().enumerate().take(16) {
+        let half = |j: usize| -> Result<u64> {
+            Ok(u64::from(
+                bar.try_read(PortArrayLoc::<QPC0_GW_DATA_0>::of(port, j).ok_or(EINVAL)?)?
+                    .into_raw(),
+            ))
+        };
+        *w = half(2 * i)? | (half(2 * i + 1)? << 32);
+    }
+    Ok(())
+}
+
 /// A port's event queue and CQ region: kernel memory, reached by bus address.
 pub(crate) struct PortQueues {
     port: usize,
@@ -555,6 +660,10 @@ pub(crate) struct PortQueues {
     fifo_ci: Coherent<[u32]>,
     /// Doorbells rung on the kernel's FIFO since the NIC was reset.
     rung: Atomic<u32>,
+    /// CQ 1's entries taken. Only the interrupt thread of the port's vector changes it.
+    rc_ci: Atomic<u32>,
+    /// Send WQ entries of the RC QPs on the port, at most CQ 1's entries.
+    rc_wqes: Atomic<u32>,
 }
 
 /// 32-bit words of a 128-byte line.
@@ -574,6 +683,8 @@ impl PortQueues {
             cq_pi: Coherent::zeroed_slice(dev, CQS * LINE_WORDS, GFP_KERNEL)?,
             fifo_ci: Coherent::zeroed_slice(dev, LINE_WORDS, GFP_KERNEL)?,
             rung: Atomic::new(0),
+            rc_ci: Atomic::new(0),
+            rc_wqes: Atomic::new(0),
         })
     }
 
@@ -683,6 +794,113 @@ impl PortQueues {
             at(PortLoc::<RXE0_CQ_LOG_MAX_SIZE>::of(p))?,
             RXE0_CQ_LOG_MAX_SIZE::from_raw(CQ_LOG_MAX),
         )
+    }
+
+    /// Program what the kernel's RC queue pairs use (see `crate::rc`): send WQ array 1 at
+    /// device VA `wq_va` in each QP's ASID, with slots of `2^log_lines` 128-byte lines; the
+    /// port's retry limits; and CQ 1, armed from index 0.
+    pub(crate) fn rc_enable(&self, bar: &Bar<'_>, wq_va: u64, log_lines: u32) -> Result {
+        let p = self.port;
+        bar.try_write(
+            at(PortArrayLoc::<TXE0_SQ_BASE_ADDRESS_63_32_0>::of(p, 1))?,
+            TXE0_SQ_BASE_ADDRESS_63_32_0::from_raw((wq_va >> 32) as u32),
+        )?;
+        bar.try_write(
+            at(PortArrayLoc::<TXE0_SQ_BASE_ADDRESS_31_0_0>::of(p, 1))?,
+            TXE0_SQ_BASE_ADDRESS_31_0_0::from_raw(wq_va as u32),
+        )?;
+        bar.try_write(
+            at(PortArrayLoc::<TXE0_LOG_MAX_WQ_SIZE_0>::of(p, 1))?,
+            TXE0_LOG_MAX_WQ_SIZE_0::zeroed().try_with_r(log_lines)?,
+        )?;
+        // Array 1's WQEs are fetched in the QP's ASID.
+        bar.try_update(at(PortLoc::<TXE0_WQE_USER_CFG>::of(p))?, |c| {
+            let bypass = c.mmu_bypass().get() & !2;
+            c.try_with_mmu_bypass(bypass).unwrap_or(c)
+        })?;
+        bar.try_write(
+            at(PortLoc::<QPC0_RETRY_COUNT_MAX>::of(p))?,
+            QPC0_RETRY_COUNT_MAX::zeroed()
+                .try_with_timeout(RC_RETRIES)?
+                .try_with_sequence_error(RC_RETRIES)?,
+        )?;
+        bar.try_write(
+            at(PortArrayLoc::<RXE0_CQ_PRODUCER_INDEX_0>::of(p, CQ_RC))?,
+            RXE0_CQ_PRODUCER_INDEX_0::zeroed(),
+        )?;
+        bar.try_write(
+            at(PortArrayLoc::<RXE0_CQ_WRITE_INDEX_0>::of(p, CQ_RC))?,
+            RXE0_CQ_WRITE_INDEX_0::zeroed(),
+        )?;
+        self.rc_ci.store(0, Relaxed);
+        self.cq_consumed(bar, CQ_RC, 0)?;
+        self.cq_enable(bar, CQ_RC, CQ_LOG_MAX)?;
+        self.cq_arm(bar, CQ_RC, 0)
+    }
+
+    /// Count `n` more send WQ entries of RC QPs against CQ 1; false if it cannot hold them.
+    pub(crate) fn rc_reserve(&self, n: u32) -> bool {
+        let mut cur = self.rc_wqes.load(Relaxed);
+        loop {
+            let Some(new) = cur.checked_add(n).filter(|&v| v <= 1 << CQ_LOG_MAX) else {
+                return false;
+            };
+            match self.rc_wqes.cmpxchg(cur, new, Relaxed) {
+                Ok(_) => return true,
+                Err(seen) => cur = seen,
+            }
+        }
+    }
+
+    /// Give back `n` entries counted by [`Self::rc_reserve`].
+    pub(crate) fn rc_release(&self, n: u32) {
+        let mut cur = self.rc_wqes.load(Relaxed);
+        while let Err(seen) = self.rc_wqes.cmpxchg(cur, cur.saturating_sub(n), Relaxed) {
+            cur = seen;
+        }
+    }
+
+    /// Take up to `out.len()` of CQ 1's new entries; when fewer were there, give the NIC the
+    /// consumer index and arm the CQ again (an entry written before the arming is then taken
+    /// too). Returns the entries taken. Only the interrupt thread of the port's vector calls
+    /// this.
+    pub(crate) fn rc_take(&self, bar: &Bar<'_>, out: &mut [Cqe]) -> Result<usize> {
+        let mut ci = self.rc_ci.load(Relaxed);
+        let mut n = 0;
+        let res = loop {
+            while n < out.len() {
+                match self.cq_take(CQ_RC, CQ_LOG_MAX, ci)? {
+                    Some(c) => {
+                        out[n] = c;
+                        n += 1;
+                        ci = ci.wrapping_add(1);
+                    }
+                    None => break,
+                }
+            }
+            if n == out.len() {
+                break Ok(n);
+            }
+            self.cq_consumed(bar, CQ_RC, ci)?;
+            self.cq_arm(bar, CQ_RC, ci)?;
+            if !self.cq_ready(CQ_RC, CQ_LOG_MAX, ci)? {
+                break Ok(n);
+            }
+        };
+        self.rc_ci.store(ci, Relaxed);
+        if n == out.len() {
+            self.cq_consumed(bar, CQ_RC, ci)?;
+        }
+        res
+    }
+
+    /// Whether the kernel's doorbell FIFO has room for another doorbell: at most
+    /// `FIFO_ENTRIES - 1` rung and not taken (the consumer index the NIC writes counts modulo
+    /// the FIFO's entries).
+    pub(crate) fn fifo_room(&self) -> bool {
+        let ci = (|| -> Result<u32> { Ok(io_read!(&self.fifo_ci, [try: 0])) })().unwrap_or(0);
+        let rung = self.rung.load(Relaxed) % FIFO_ENTRIES;
+        (rung + FIFO_ENTRIES - ci % FIFO_ENTRIES) % FIFO_ENTRIES < FIFO_ENTRIES - 1
     }
 
     /// Whether the NIC wrote an entry the driver has not taken, from the producer index it

@@ -52,6 +52,7 @@ use kernel::{
 };
 
 use crate::{
+    chip::AddressSpace,
     cmd::{
         CMD_CQ_CREATE,
         CMD_CQ_DESTROY,
@@ -74,6 +75,7 @@ use crate::{
         self,
         VaRange, //
     },
+    rc,
     shared::{
         Doorbell,
         Shared, //
@@ -236,6 +238,17 @@ struct CqRings {
     next: usize,
 }
 
+/// Completions the driver made (device model 2.0: taken from a port's CQ 1 or flushed),
+/// waiting to be polled: the QPN, the completion, and the send queue index its poll frees
+/// the entries up to (`None` for a receive's).
+struct SwCq {
+    entries: KVec<(u32, Wc, Option<u16>)>,
+    head: usize,
+    count: usize,
+    /// A completion event is due with the next completion.
+    armed: bool,
+}
+
 /// A completion queue: the driver's data of one (in an [`Arc`], which its queue pairs share).
 #[pin_data]
 pub(crate) struct Cq {
@@ -248,6 +261,8 @@ pub(crate) struct Cq {
     setup: Mutex<()>,
     #[pin]
     rings: SpinLockIrq<CqRings>,
+    #[pin]
+    sw: SpinLockIrq<SwCq>,
 }
 
 impl Cq {
@@ -259,13 +274,67 @@ impl Cq {
     ) -> Result<impl PinInit<Self, Error>> {
         // Room for a ring on every port, so that adding one never allocates under the lock.
         let rings = KVec::with_capacity(ports as usize, GFP_KERNEL)?;
+        // Sized by user space: charged to its memory cgroup.
+        let n = 1usize << log_size;
+        let mut entries = KVec::with_capacity(n, GFP_KERNEL_ACCOUNT)?;
+        let none = Wc {
+            wr_id: 0,
+            status: WcStatus::Success,
+            opcode: WcOpcode::RdmaWrite,
+            vendor_err: 0,
+            byte_len: 0,
+            imm: None,
+            port: 0,
+        };
+        entries.resize(n, (0, none, None), GFP_KERNEL_ACCOUNT)?;
         Ok(try_pin_init!(Self {
             shared,
             id,
             log_size,
             setup <- new_mutex!(()),
             rings <- new_spinlock_irq!(CqRings { rings, next: 0 }),
+            sw <- new_spinlock_irq!(SwCq {
+                entries,
+                head: 0,
+                count: 0,
+                armed: false,
+            }),
         }))
+    }
+
+    /// Queue `wc` of QP `qpn` for poll, which frees the QP's send queue entries up to index
+    /// `frees`, and raise the completion event if the CQ is armed; a full CQ loses it and
+    /// reports a CQ error. Sleeps.
+    pub(crate) fn deliver(
+        &self,
+        ib: &kernel::rdma::Device<crate::ib::GaudiRdma>,
+        qpn: u32,
+        wc: Wc,
+        frees: Option<u16>,
+    ) {
+        let (notify, overflow) = {
+            let mut s = self.sw.lock();
+            let n = s.entries.len();
+            if s.count == n {
+                (false, true)
+            } else {
+                let tail = (s.head + s.count) % n;
+                s.entries[tail] = (qpn, wc, frees);
+                s.count += 1;
+                (core::mem::replace(&mut s.armed, false), false)
+            }
+        };
+        if overflow {
+            kernel::ratelimited!(dev_warn!(
+                self.shared.dev,
+                "CQ {} overflowed: a completion of QP {} lost\n",
+                self.id,
+                qpn
+            ));
+            ib.with_cq(self.id, |c| c.dispatch_error());
+        } else if notify {
+            ib.with_cq(self.id, |c| c.notify_completion());
+        }
     }
 
     pub(crate) fn id(&self) -> u32 {
@@ -366,6 +435,8 @@ pub(crate) struct Path {
     /// The region of `local_rkey`, resolved each time the context is written (see
     /// `IbDev::resolve_local`); it goes with its key at deregistration.
     pub(crate) region: Region,
+    /// The source GID's IPv4 address, big-endian as a number (0 for IPv6).
+    pub(crate) src_ip: u32,
 }
 
 impl Path {
@@ -419,21 +490,21 @@ impl Default for QpAttrs {
 }
 
 /// The send queue: what posting and polling share.
-struct Sq {
-    state: QpState,
+pub(crate) struct Sq {
+    pub(crate) state: QpState,
     /// The owner moved the QP to ERR (since its last RESET): the device's QP_ERROR event that
     /// follows is not an asynchronous error.
-    owner_err: bool,
+    pub(crate) owner_err: bool,
     /// The device's error of the QP was reported as an asynchronous event (since the last
     /// RESET).
-    err_reported: bool,
+    pub(crate) err_reported: bool,
     /// The device has the QP (it was written in INIT and not destroyed since).
-    on_device: bool,
+    pub(crate) on_device: bool,
     /// Port index (from 0) once the QP is in INIT.
-    port: u32,
-    remote_rkey: u32,
+    pub(crate) port: u32,
+    pub(crate) remote_rkey: u32,
     /// `remote_rkey` was given explicitly: requests naming another fail.
-    remote_explicit: bool,
+    pub(crate) remote_explicit: bool,
     /// The remote rkey is being replaced on the device ([`QpData::bind_remote`]).
     rebinding: bool,
     /// The length of the region incoming WRITEs reach (0: the QP takes none): a completion
@@ -441,25 +512,60 @@ struct Sq {
     recv_len: u64,
     /// The QP's access rights include `IB_ACCESS_REMOTE_WRITE`: it may take WRITEs with
     /// immediate, and so receives (their credits).
-    remote_write: bool,
+    pub(crate) remote_write: bool,
     /// The receives posted and not consumed, oldest first from `recv_head` (a ring of
     /// `recvs.len()` entries, `recv_count` of them taken): a received WRITE with immediate
     /// completes the oldest.
-    recvs: KVec<u64>,
-    recv_head: usize,
-    recv_count: usize,
+    pub(crate) recvs: KVec<u64>,
+    pub(crate) recv_head: usize,
+    pub(crate) recv_count: usize,
     /// Producer index (next WQE to write), consumer index (oldest WQE not completed).
-    pi: u16,
-    ci: u16,
-    wr_ids: KVec<u64>,
+    pub(crate) pi: u16,
+    pub(crate) ci: u16,
+    pub(crate) wr_ids: KVec<u64>,
     /// By slot: the length of the request (all its SGEs), which its completion reports.
-    lens: KVec<u32>,
+    pub(crate) lens: KVec<u32>,
     /// By slot: the WQE continues the request of the slot before it (a request of several
     /// SGEs takes one WQE per SGE, see [`post_send`]).
-    cont: KVec<bool>,
+    pub(crate) cont: KVec<bool>,
     /// A WQE that was not the last of its request completed in error and was reported: the
     /// flushes of the rest of that request are not reported again.
     partial: bool,
+    /// Device model 2.0: send WQ entries counted against the port's CQ 1 (see
+    /// `rc::PORT_WQES`), and the source address's encapsulation.
+    pub(crate) reserved: u32,
+    pub(crate) encap: Option<usize>,
+    /// Device model 2.0: WQEs before this index are done (completed by the NIC or flushed);
+    /// their entries are free once their completions are polled (`ci`).
+    pub(crate) retired: u16,
+}
+
+impl Sq {
+    /// The slot of WQE index `index`.
+    pub(crate) fn slot(&self, index: u16) -> usize {
+        usize::from(index) & (self.wr_ids.len() - 1)
+    }
+
+    /// Back to RESET: the device forgot the queue, which starts over at index 0.
+    pub(crate) fn reset(&mut self) {
+        self.state = QpState::Reset;
+        self.owner_err = false;
+        self.err_reported = false;
+        self.on_device = false;
+        self.pi = 0;
+        self.ci = 0;
+        self.partial = false;
+        self.remote_rkey = 0;
+        self.remote_explicit = false;
+        self.recv_len = 0;
+        self.remote_write = false;
+        // Receives left are discarded (they were never flushed, see `post_recv`).
+        self.recv_head = 0;
+        self.recv_count = 0;
+        self.reserved = 0;
+        self.encap = None;
+        self.retired = 0;
+    }
 }
 
 /// The driver's data of a queue pair of the standard verbs.
@@ -472,6 +578,8 @@ pub(crate) struct QpData {
     log_sq: u32,
     /// SGEs a request may have (at most [`MAX_SEND_SGE`]).
     max_sge: u32,
+    /// WQEs the send queue may hold outstanding.
+    limit: u32,
     /// SGEs a receive may have (at most [`MAX_SEND_SGE`]).
     max_recv_sge: u32,
     signal_all: bool,
@@ -479,7 +587,10 @@ pub(crate) struct QpData {
     cq: Arc<Cq>,
     /// The CQ of received WRITEs with immediate, when it is another (device model 1.5).
     rcq: Option<Arc<Cq>>,
-    ring: Ring,
+    /// The send queue on model 1.5.
+    ring: Option<Ring>,
+    /// The send queue on the NIC's own contexts (device model 2.0, `crate::rc`).
+    v2: Option<rc::V2>,
     /// The copies of inline requests: QPs of user space that asked for inline data.
     bounce: Option<Bounce>,
     /// Attributes; also serialises modifications.
@@ -505,6 +616,10 @@ pub(crate) struct QpParams {
     pub(crate) cq: Arc<Cq>,
     /// The receive CQ, when it is not `cq`.
     pub(crate) rcq: Option<Arc<Cq>>,
+    /// Device model 2.0: the PD's address space and key.
+    pub(crate) v2: Option<(Arc<AddressSpace>, u32)>,
+    /// WQEs the send queue may hold (at most `1 << log_sq`).
+    pub(crate) limit: u32,
 }
 
 impl QpData {
@@ -514,8 +629,14 @@ impl QpData {
         p: QpParams,
     ) -> Result<impl PinInit<Self, Error>> {
         let size = 1usize << p.log_sq;
-        let ring = Ring::new(shared, dev, WQE_SIZE * size, false)?;
-        let bounce = if p.inline {
+        let (ring, v2) = match &p.v2 {
+            Some((space, key)) => (
+                None,
+                Some(rc::V2::new(dev, space, *key, p.qpn, size as u32, p.inline)?),
+            ),
+            None => (Some(Ring::new(shared, dev, WQE_SIZE * size, false)?), None),
+        };
+        let bounce = if p.inline && v2.is_none() {
             Some(Bounce::new(shared, dev, size)?)
         } else {
             None
@@ -537,11 +658,13 @@ impl QpData {
             pd: p.pd,
             log_sq: p.log_sq,
             max_sge: p.max_sge,
+            limit: p.limit.min(1 << p.log_sq),
             max_recv_sge: p.max_recv_sge,
             signal_all: p.signal_all,
             cq: p.cq,
             rcq: p.rcq,
             ring,
+            v2,
             bounce,
             attrs <- new_mutex!(QpAttrs::default()),
             sq <- new_spinlock_irq!(Sq {
@@ -564,8 +687,40 @@ impl QpData {
                 lens,
                 cont,
                 partial: false,
+                reserved: 0,
+                encap: None,
+                retired: 0,
             }),
         }))
+    }
+
+    pub(crate) fn v2(&self) -> Option<&rc::V2> {
+        self.v2.as_ref()
+    }
+
+    pub(crate) fn shared(&self) -> &Shared {
+        &self.shared
+    }
+
+    pub(crate) fn qpn(&self) -> u32 {
+        self.qpn
+    }
+
+    pub(crate) fn sq_lock(&self) -> kernel::sync::SpinLockIrqGuard<'_, Sq> {
+        self.sq.lock()
+    }
+
+    /// Entries of the send queue.
+    pub(crate) fn sq_entries(&self) -> u32 {
+        1 << self.log_sq
+    }
+
+    pub(crate) fn send_cq(&self) -> &Cq {
+        &self.cq
+    }
+
+    pub(crate) fn recv_cq(&self) -> &Cq {
+        self.rcq.as_ref().unwrap_or(&self.cq)
     }
 
     pub(crate) fn pd(&self) -> PdId {
@@ -578,7 +733,7 @@ impl QpData {
 
     /// The requests the send queue holds whatever their SGEs.
     pub(crate) fn max_send_wr(&self) -> u32 {
-        (1 << self.log_sq) / self.max_sge
+        self.limit / self.max_sge
     }
 
     pub(crate) fn max_send_sge(&self) -> u32 {
@@ -596,7 +751,7 @@ impl QpData {
 
     /// The largest inline request (0: none).
     pub(crate) fn max_inline_data(&self) -> u32 {
-        if self.bounce.is_some() {
+        if self.bounce.is_some() || self.v2.as_ref().is_some_and(|v| v.bounce.is_some()) {
             INLINE_MAX as u32
         } else {
             0
@@ -613,7 +768,8 @@ impl QpData {
 
     /// The device QP context of `state` with attributes `a`.
     fn context(&self, state: u8, a: &QpAttrs) -> QpContext {
-        let mut c = qp_context(state, self.cq.id, self.ring.va(), self.log_sq, a);
+        let va = self.ring.as_ref().map_or(0, |r| r.va());
+        let mut c = qp_context(state, self.cq.id, va, self.log_sq, a);
         if let Some(rcq) = &self.rcq {
             c.rcqn = rcq.id;
             c.flags |= hw::QPF_RCQ;
@@ -631,6 +787,9 @@ impl QpData {
         next: QpState,
         a: &QpAttrs,
     ) -> Result {
+        if self.v2.is_some() {
+            return self.transition_v2(dev, cur, next, a);
+        }
         let (on_device, old_port) = {
             let sq = self.sq.lock();
             (sq.on_device, sq.port)
@@ -713,7 +872,10 @@ impl QpData {
     }
 
     /// The PSNs the device is at: (next to send, next expected).
-    pub(crate) fn psns(&self, port: u32) -> Result<(u32, u32)> {
+    pub(crate) fn psns(&self, dev: &Device<Bound>, port: u32) -> Result<(u32, u32)> {
+        if self.v2.is_some() {
+            return self.psns_v2(dev, port);
+        }
         let mut ctx = QpContext::default();
         self.shared
             .command(CMD_QP_READ, port - 1, self.qpn, &(), &mut ctx)?;
@@ -726,7 +888,10 @@ impl QpData {
     /// keeps its state and PSNs. Nothing happens (and `post_send` decides) when the QP has
     /// the key already or was given one explicitly, is not in RTS, or has requests
     /// outstanding. Requests posted while the key is replaced fail with `EAGAIN`. Sleeps.
-    pub(crate) fn bind_remote(&self, rkey: u32) -> Result {
+    pub(crate) fn bind_remote(&self, dev: &Device<Bound>, rkey: u32) -> Result {
+        if self.v2.is_some() {
+            return self.bind_remote_v2(dev, rkey);
+        }
         // The common case on the send path: the key is bound already (or fixed); no mutex.
         {
             let sq = self.sq.lock();
@@ -767,7 +932,11 @@ impl QpData {
     }
 
     /// Take the QP off the device.
-    pub(crate) fn destroy(&self) -> Result {
+    pub(crate) fn destroy(&self, dev: &Device<Bound>) -> Result {
+        if self.v2.is_some() {
+            let cur = self.state();
+            return self.transition_v2(dev, cur, QpState::Reset, &QpAttrs::default());
+        }
         let sq = self.sq.lock();
         let (on_device, port) = (sq.on_device, sq.port);
         drop(sq);
@@ -852,6 +1021,8 @@ pub(crate) struct MrView {
     pub(crate) iova: u64,
     pub(crate) length: u64,
     pub(crate) mmu_va: u64,
+    /// Where byte `iova` is in the PD's ASID (device model 2.0).
+    pub(crate) asid_va: u64,
 }
 
 /// Check the SGE `addr`+`len` against `mr` of protection domain `pd`, and translate it to a
@@ -878,6 +1049,20 @@ pub(crate) fn post_send(
     lookup: impl Fn(u32) -> Option<MrView>,
 ) -> Result {
     let ring = |sq: &Sq| {
+        if qp.v2.is_some() {
+            // The doorbell write is ordered after the WQE writes to coherent memory. A full
+            // FIFO (the NIC stopped taking doorbells) leaves the requests unsent until the
+            // next doorbell of the QP.
+            if let Err(e) = rc::ring(&qp.shared, sq, qp.qpn) {
+                kernel::ratelimited!(dev_warn!(
+                    qp.shared.dev,
+                    "QP {}: doorbell failed: {:?}\n",
+                    qp.qpn,
+                    e
+                ));
+            }
+            return;
+        }
         // The doorbell write is ordered after the WQE writes to coherent memory.
         qp.shared.doorbell(
             sq.port,
@@ -969,7 +1154,7 @@ pub(crate) fn post_recv(
 /// not matter), and its length. `EINVAL` if the QP takes no inline requests or they do not
 /// fit, `EFAULT` if the poster cannot read them.
 fn copy_inline(qp: &QpData, sges: &[kernel::rdma::wr::Sge]) -> Result<(InlineData, u32)> {
-    if qp.bounce.is_none() || sges.len() > qp.max_sge as usize {
+    if qp.max_inline_data() == 0 || sges.len() > qp.max_sge as usize {
         return Err(EINVAL);
     }
     let mut data = InlineData {
@@ -1005,6 +1190,8 @@ fn post_one(
     let size = 1u32 << qp.log_sq;
     let opcode = match wr.opcode() {
         Opcode::RdmaWrite => hw::WQE_RDMA_WRITE,
+        // The NIC's WQEs carry no immediate (device model 2.0).
+        Opcode::RdmaWriteWithImm if qp.v2.is_some() => return Err(EOPNOTSUPP),
         Opcode::RdmaWriteWithImm => hw::WQE_RDMA_WRITE_IMM,
         // The NIC executes RDMA WRITE (with or without immediate) only.
         _ => return Err(EOPNOTSUPP),
@@ -1047,7 +1234,11 @@ fn post_one(
                 return Err(EINVAL);
             }
             let mr = lookup(sge.lkey()).ok_or(EINVAL)?;
-            let local = translate(&mr, qp.pd, sge.addr(), sge.length())?;
+            let mut local = translate(&mr, qp.pd, sge.addr(), sge.length())?;
+            if qp.v2.is_some() {
+                // The same offset in the region's range of the PD's ASID.
+                local = local - mr.mmu_va + mr.asid_va;
+            }
             if sge.length() > 0 {
                 pieces[n] = (local, sge.length());
                 n += 1;
@@ -1060,6 +1251,44 @@ fn post_one(
     // which would be the last SGE's alone.
     if n > 1 && opcode == hw::WQE_RDMA_WRITE_IMM {
         return Err(EINVAL);
+    }
+    if let Some(v) = &qp.v2 {
+        // The NIC refuses a WRITE of no data (syndrome 0x84); one entry stays empty.
+        if total == 0 {
+            return Err(EINVAL);
+        }
+        if u32::from(sq.pi.wrapping_sub(sq.ci)) + n as u32 > qp.limit {
+            return Err(ENOMEM);
+        }
+        if let (Some((data, _)), Some((_, va, mem))) = (inline, &v.bounce) {
+            let slot = usize::from(sq.pi & mask);
+            let words = INLINE_MAX / 4;
+            io_project!(mem, [try: slot * words..(slot + 1) * words])
+                .try_cast::<InlineData>()?
+                .copy_write(*data);
+            pieces[0].0 = va + (slot * INLINE_MAX) as u64;
+        }
+        let signaled = qp.signal_all || wr.signaled();
+        let mut remote = raddr;
+        for (i, &(local, len)) in pieces[..n].iter().enumerate() {
+            let last = i + 1 == n;
+            let slot = usize::from(sq.pi & mask);
+            let w = rc::write_wqe(
+                u32::from(sq.pi & mask),
+                len,
+                local,
+                remote,
+                u32::from(sq.pi),
+                last && signaled,
+            );
+            v.write_wqe(slot, &w)?;
+            sq.wr_ids[slot] = wr.wr_id();
+            sq.lens[slot] = total;
+            sq.cont[slot] = i > 0;
+            sq.pi = sq.pi.wrapping_add(1);
+            remote = remote.wrapping_add(u64::from(len));
+        }
+        return Ok(());
     }
     if u32::from(sq.pi.wrapping_sub(sq.ci)) + n as u32 > size {
         return Err(ENOMEM);
@@ -1091,7 +1320,7 @@ fn post_one(
             ..Default::default()
         };
         let base = slot * WQE_WORDS;
-        io_project!(&qp.ring.mem, [try: base..base + WQE_WORDS])
+        io_project!(&qp.ring.as_ref().ok_or(EINVAL)?.mem, [try: base..base + WQE_WORDS])
             .try_cast::<Wqe>()?
             .copy_write(wqe);
         sq.wr_ids[slot] = wr.wr_id();
@@ -1110,6 +1339,35 @@ pub(crate) fn poll<T: kernel::rdma::Driver<Qp = QpData>>(
     cq: &Cq,
     out: &mut WcSink<'_, T>,
 ) -> Result {
+    {
+        let mut s = cq.sw.lock();
+        while s.count != 0 && !out.is_full() {
+            let (qpn, wc, frees) = s.entries[s.head];
+            s.head = (s.head + 1) % s.entries.len();
+            s.count -= 1;
+            match out.qp(qpn) {
+                Some(qp) => {
+                    // A send queue entry is free once its completion is polled: the owner
+                    // sizes its CQ by its send queue.
+                    if let Some(to) = frees {
+                        let mut sq = qp.data().sq_lock();
+                        let (ci, pi) = (sq.ci, sq.pi);
+                        let n = to.wrapping_sub(ci);
+                        if n != 0 && n <= pi.wrapping_sub(ci) {
+                            sq.ci = to;
+                        }
+                    }
+                    out.push(qp, &wc)?
+                }
+                None => kernel::ibdev_dbg!(
+                    dev,
+                    "CQ {}: completion of QP {}, destroyed since, dropped\n",
+                    cq.id,
+                    qpn
+                ),
+            }
+        }
+    }
     let mut r = cq.rings.lock();
     let n = r.rings.len();
     let start = r.next;
@@ -1264,8 +1522,12 @@ fn complete<T: kernel::rdma::Driver<Qp = QpData>>(
 
 /// Arm every ring of `cq` for one completion event. Returns whether completions are waiting.
 pub(crate) fn arm(cq: &Cq) -> Result<bool> {
+    let mut pending = {
+        let mut s = cq.sw.lock();
+        s.armed = true;
+        s.count != 0
+    };
     let r = cq.rings.lock();
-    let mut pending = false;
     for ring in r.rings.iter() {
         pending |= ring.peek(cq.log_size)?.is_some();
         cq.shared.doorbell(

@@ -22,7 +22,8 @@ use kernel::{
             Atomic,
             Relaxed, //
         },
-        Mutex, //
+        Mutex,
+        SpinLockIrq, //
     },
     time::Delta,
 };
@@ -79,7 +80,21 @@ pub(crate) struct Shared {
     /// The ASIDs protection domains hold.
     #[pin]
     pub(crate) asids: Mutex<chip::Asids>,
+    /// Serialises the doorbells of the ports' kernel FIFOs: a doorbell is two register
+    /// writes, and Ethernet and the RC queue pairs ring the same FIFO.
+    #[pin]
+    pub(crate) secured_db: SpinLockIrq<()>,
+    /// Queue pairs of the standard verbs run on the NIC's own contexts (device model 2.0,
+    /// `crate::rc`) rather than on model 1.5's.
+    pub(crate) rc_v2: bool,
+    /// Each port's encapsulations: the source IPv4 address (big-endian as a number) and the
+    /// QPs using it, 0 for a free one.
+    #[pin]
+    pub(crate) encaps: Mutex<KVec<[(u32, u32); ENCAPS]>>,
 }
+
+/// Encapsulations (source addresses) of a port.
+pub(crate) const ENCAPS: usize = 8;
 
 impl Shared {
     /// Replace the bits of QP `qpn`'s context on `port` that `mask` selects with those of
@@ -98,6 +113,61 @@ impl Shared {
         }
         let _g = self.gateway.lock();
         nic::gateway_write(bar, port, qpn, requester, data, mask)
+    }
+
+    /// Read QP `qpn`'s context on `port` through the port's gateway into `out`. Sleeps.
+    pub(crate) fn gateway_read(
+        &self,
+        dev: &device::Device<Bound>,
+        port: usize,
+        qpn: u32,
+        requester: bool,
+        out: &mut [u64],
+    ) -> Result {
+        if self.nic_tables == 0 {
+            return Err(ENODEV);
+        }
+        let bar = self.bar.access(dev)?;
+        let _g = self.gateway.lock();
+        nic::gateway_read(bar, port, qpn, requester, out)
+    }
+
+    /// An encapsulation of `port` sending from `ip` (big-endian as a number), programmed if it
+    /// is new: its index. `ENOSPC` if the port has as many addresses in use already.
+    pub(crate) fn encap_get(&self, port: usize, ip: u32) -> Result<usize> {
+        let mut e = self.encaps.lock();
+        let t = e.get_mut(port).ok_or(EINVAL)?;
+        if let Some(i) = t.iter().position(|&(a, n)| n != 0 && a == ip) {
+            t[i].1 += 1;
+            return Ok(i);
+        }
+        let i = t.iter().position(|&(_, n)| n == 0).ok_or(ENOSPC)?;
+        let bar = self.bar.try_access().ok_or(ENODEV)?;
+        bar.try_write(
+            nic::PortArrayLoc::<nic::TXE0_SOURCE_IP_PORT0_0>::of(port, i).ok_or(EINVAL)?,
+            nic::TXE0_SOURCE_IP_PORT0_0::from_raw(ip),
+        )?;
+        t[i] = (ip, 1);
+        Ok(i)
+    }
+
+    /// A QP of `port` stopped using encapsulation `i`.
+    pub(crate) fn encap_put(&self, port: usize, i: usize) {
+        let mut e = self.encaps.lock();
+        if let Some(t) = e.get_mut(port).and_then(|t| t.get_mut(i)) {
+            t.1 = t.1.saturating_sub(1);
+        }
+    }
+
+    /// Ring `port`'s kernel doorbell FIFO for QP `qpn`, whose producer index is now `pi`.
+    /// `EAGAIN` if the FIFO is full (the NIC has not taken the doorbells before).
+    pub(crate) fn ring_secured(&self, bar: &Bar<'_>, port: usize, qpn: u32, pi: u32) -> Result {
+        let q = self.nic.get(port).ok_or(ENODEV)?;
+        let _g = self.secured_db.lock();
+        if !q.fifo_room() {
+            return Err(EAGAIN);
+        }
+        q.ring_secured(bar, qpn, pi)
     }
 
     pub(crate) fn is_fatal(&self) -> bool {

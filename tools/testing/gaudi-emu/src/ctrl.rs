@@ -41,6 +41,11 @@
 //! nic-hold PORT on|off     model 2.0: the port's NIC takes no doorbell from
 //!                          its FIFOs (as a NIC busy elsewhere), or takes
 //!                          them again; a test hook for FIFO overruns
+//! nic-event PORT TYPE DATA1 DATA2
+//!                          model 2.0: an entry on the port's event queue
+//!                          as the NIC writes one (decimal fields), e.g. a
+//!                          QP_ERR (2) of a QP with a syndrome; fails if
+//!                          the queue is full
 //! fuzz-nic PORT N SEED     model 2.0: N entries no NIC produces (device/
 //!                          fuzz.rs: NIC_KINDS) on the port's event queue
 //!                          and CQ 0, written as the NIC writes entries:
@@ -349,6 +354,15 @@ fn command(
             }
             d.nic.hold(p, on);
         }
+        "nic-event" => {
+            let p: usize = num(w.next(), "port")?;
+            let ty: u64 = num(w.next(), "type")?;
+            let data1: u32 = num(w.next(), "data1")?;
+            let data2: u32 = num(w.next(), "data2")?;
+            if !d.nic_event(p, ty, data1, data2) {
+                return Err("nic-event: no such port, or its event queue is full".into());
+            }
+        }
         "link" => {
             let p = port(&mut w)?;
             let up = match w.next() {
@@ -608,7 +622,7 @@ fn command(
                     c.tx,
                     c.rx,
                     c.rx_drops,
-                    c.retransmits,
+                    c.retransmits + d.nic.retransmits.get(i).copied().unwrap_or(0),
                     c.naks_sent,
                     c.icrc_errors,
                     c.injected,

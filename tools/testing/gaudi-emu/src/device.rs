@@ -469,6 +469,16 @@ impl Device {
 
     /// Model 2.0's NIC and what it reaches (the memories, the device MMU),
     /// borrowed apart.
+    /// Test hook: an entry of type `ty` on port `port`'s model 2.0 event
+    /// queue, as the NIC writes one. Returns whether it was written.
+    pub fn nic_event(&mut self, port: usize, ty: u64, data1: u32, data2: u32) -> bool {
+        if port >= self.ports.len() || ty > 15 {
+            return false;
+        }
+        let (nic, mut bus) = self.nic_bus();
+        nic.inject_event(port, crate::nic::Event { ty, data1, data2 }, &mut bus)
+    }
+
     fn nic_bus(&mut self) -> (&mut crate::nic::Nic, crate::nic::Bus<'_>) {
         (
             &mut self.nic,
@@ -1390,7 +1400,14 @@ impl Device {
     fn queue_frame(&mut self, port: usize, pkt: &Packet<'_>, now: Instant) {
         let p = &mut self.ports[port];
         p.ip_id = p.ip_id.wrapping_add(1);
-        let mut f = pkt.encode(p.ip_id);
+        let f = pkt.encode(p.ip_id);
+        self.queue_roce(port, f, now);
+    }
+
+    /// Queue RoCE frame `f` on `port`'s link, through the link's state and
+    /// the faults injected there.
+    fn queue_roce(&mut self, port: usize, mut f: Vec<u8>, now: Instant) {
+        let p = &mut self.ports[port];
         if !p.link_up {
             return;
         }
@@ -1433,9 +1450,16 @@ impl Device {
     /// port receives it itself (internal loopback, as two QPs of one port
     /// reach each other), and what it answers comes with the next call.
     pub fn take_tx(&mut self, port: usize, now: Instant) -> Vec<Vec<u8>> {
-        let nic = self.nic.take_tx(port);
+        // Model 2.0's RoCE frames go through the link's state and faults as
+        // model 1.5's do; its Ethernet frames go as they are.
+        for f in self.nic.take_tx(port) {
+            if is_roce_v2(&f) {
+                self.queue_roce(port, f, now);
+            } else {
+                self.ports[port].tx.push((now, f));
+            }
+        }
         let p = &mut self.ports[port];
-        p.tx.extend(nic.into_iter().map(|f| (now, f)));
         let due: Vec<Vec<u8>> = if p.tx.iter().all(|(t, _)| *t <= now) {
             p.tx.drain(..).map(|(_, f)| f).collect()
         } else {
@@ -2101,3 +2125,11 @@ pub mod fuzz;
 
 #[cfg(test)]
 mod tests;
+
+/// Whether `f` is a RoCE v2 frame: IPv4, UDP to port 4791.
+fn is_roce_v2(f: &[u8]) -> bool {
+    f.len() >= 38
+        && f[12..14] == [0x08, 0x00]
+        && f[23] == 17
+        && u16::from_be_bytes([f[14 + 20 + 2], f[14 + 20 + 3]]) == crate::roce::ROCE_PORT
+}

@@ -734,6 +734,37 @@ fn bytes_of(w: &[u32]) -> Vec<u8> {
 /// FIFO's consumer index is written back as it advances, and a FIFO of 64
 /// full entries loses what comes next, each loss raising
 /// DB_FIFO_OVERRUN with the FIFO's number.
+/// A WRITE longer than the requester's window (256 packets): 1 MiB at
+/// MTU 1 KiB is 1024 packets. The acknowledgements of its first packets move
+/// the window on, so it completes once, byte for byte, well within the
+/// retransmit timer's retries; a second such WRITE after it does too.
+#[test]
+fn write_longer_than_the_window() {
+    let mut e = linked();
+    let mut a = Port::up(&mut e, 0, 1);
+    let b = Port::up(&mut e, 1, 2);
+    let (qa, qb) = (7u32, 8u32);
+    a.requester(&mut e, qa, &b, qb, 0x1f00_0001);
+    b.responder(&mut e, qb, &a, qa, 0x1f00_0001);
+    let len = 1 << 20;
+    let src = e.ram.alloc(len, 4096);
+    let dst = e.ram.alloc(len + 8192, 4096);
+    e.ram.slice(dst, len + 8192).fill(0xee);
+    let want = fill(&e, src, len, 3);
+    a.put_wqe(&e, qa, 0, 0, Linear(src, dst + 4096, len as u32, 0x10));
+    a.put_wqe(&e, qa, 1, 1, Linear(src, dst + 4096, len as u32, 0x11));
+    a.ring(&mut e, qa, 2);
+    assert_eq!(a.cqes(&mut e, 2), [(qa, 1, 0, 0x10), (qa, 1, 1, 0x11)]);
+    let got = e.ram.slice(dst, len + 8192).to_vec();
+    assert!(got[..4096].iter().all(|&x| x == 0xee), "before the target");
+    assert_eq!(&got[4096..4096 + len], &want[..], "the WRITE");
+    assert!(
+        got[4096 + len..].iter().all(|&x| x == 0xee),
+        "after the target"
+    );
+    assert_eq!(a.events(&e), [], "no QP error");
+}
+
 #[test]
 fn db_fifo() {
     let mut e = linked();
@@ -923,7 +954,7 @@ impl PageTable {
 /// ASIDs, a WRITE lands only in the page its ASID maps, and an address
 /// mapped only in another ASID is a fault: the requester's QP errs (model
 /// syndrome 0x7e) sending nothing, the responder's refuses the WRITE (a
-/// NAK, QP_ERR 0x7e) and writes nothing.
+/// NAK, QP_ERR 0x7b) and writes nothing.
 #[test]
 fn asid_translation() {
     let mut e = linked();
@@ -1006,7 +1037,7 @@ fn asid_translation() {
     a.ring(&mut e, qc, 1);
     assert_eq!(
         b.wait_events(&e, |v| !v.is_empty()),
-        [(EQE_QP_ERR, qd, 0x7e)]
+        [(EQE_QP_ERR, qd, 0x7b)]
     );
     assert_eq!(
         a.wait_events(&e, |v| !v.is_empty()),

@@ -192,6 +192,8 @@ pub struct Nic {
     raw_rx_dropped: u32,
     /// Gateway operations finished, for tests and stats.
     pub gw_ops: u64,
+    /// Packets the RDMA engine sent again, per port.
+    pub retransmits: [u32; regs::PORTS],
 }
 
 impl Nic {
@@ -213,6 +215,7 @@ impl Nic {
             cq_ci_refused: 0,
             raw_rx_dropped: 0,
             gw_ops: 0,
+            retransmits: [0; regs::PORTS],
         }
     }
 
@@ -513,6 +516,9 @@ impl Nic {
     }
 
     fn deliver(&mut self, port: usize, out: rdma::Out, mem: &mut dyn Memory) {
+        if let Some(r) = self.retransmits.get_mut(port) {
+            *r += out.resent;
+        }
         for (cq, w) in out.cqes {
             for ev in self.queues[port].post_cqe(port, cq, w, &mut self.regs, mem) {
                 self.event(port, ev, mem);

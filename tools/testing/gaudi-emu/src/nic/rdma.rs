@@ -28,11 +28,19 @@ pub const SYND_DB_PI_LAST: u32 = 0x43;
 pub const SYND_WQ_TYPE_OPCODE: u32 = 0x80;
 pub const SYND_WRITE_SIZE_0: u32 = 0x84;
 pub const SYND_WQE_INDEX: u32 = 0x91;
-/// Model-defined (no public syndrome): the requester received a NAK other
-/// than a PSN sequence error.
+/// Model-defined (no public syndrome): the requester received a NAK remote
+/// access error.
 pub const SYND_MODEL_NAK: u32 = 0x7f;
-/// Model-defined: the device MMU refused a data access of the QP.
+/// Model-defined: the device MMU refused a WQE fetch or a local data read
+/// of the requester.
 pub const SYND_MODEL_MMU: u32 = 0x7e;
+/// Model-defined: the requester received a NAK invalid request.
+pub const SYND_MODEL_NAK_INV: u32 = 0x7d;
+/// Model-defined: the requester received a NAK remote operational error.
+pub const SYND_MODEL_NAK_OP: u32 = 0x7c;
+/// Model-defined: the device MMU refused the target of a WRITE the
+/// responder received.
+pub const SYND_MODEL_RES_MMU: u32 = 0x7b;
 
 fn f<L: Layout>(name: &str) -> Bits {
     L::field(name)
@@ -42,6 +50,8 @@ fn f<L: Layout>(name: &str) -> Bits {
 #[derive(Clone, Copy, Debug)]
 struct Msg {
     index: u32,
+    wqe: [u64; 4],
+    first_psn: u32,
     last_psn: u32,
     tag: u32,
     completion: u64,
@@ -51,8 +61,8 @@ struct Msg {
 #[derive(Default)]
 pub struct Req {
     pending: VecDeque<Msg>,
-    /// The WQE being sent: its index, words and bytes sent.
-    cur: Option<(u32, [u64; 4], u64)>,
+    /// The WQE being sent: its index, words, bytes sent and first PSN.
+    cur: Option<(u32, [u64; 4], u64, u32)>,
     last_progress: Option<Instant>,
 }
 
@@ -72,6 +82,8 @@ pub struct Out {
     pub frames: Vec<Vec<u8>>,
     pub events: Vec<Event>,
     pub cqes: Vec<(usize, [u64; 2])>,
+    /// Packets to be sent again (go-back-N).
+    pub resent: u32,
 }
 
 /// A MAC address from its register pair (bits 47:32 and 31:0).
@@ -260,7 +272,7 @@ pub fn pump(
         if nts.wrapping_sub(ona) & PSN_MASK >= WINDOW {
             break;
         }
-        let (index, wqe, off) = match st.cur {
+        let (index, wqe, off, first_psn) = match st.cur {
             Some(cur) => cur,
             None => {
                 let exe = g("EXECUTION_IDX", &c) as u32;
@@ -301,7 +313,7 @@ pub fn pump(
                     f::<ReqQpc>("CONSUMER_IDX").set(&mut c, ((exe + 1) % ring).into());
                     continue;
                 }
-                (exe, wqe, 0)
+                (exe, wqe, 0, nts)
             }
         };
         let w = |n: &str| f::<SqWqe>(n).get(&wqe);
@@ -358,13 +370,15 @@ pub fn pump(
             st.cur = None;
             st.pending.push_back(Msg {
                 index,
+                wqe,
+                first_psn,
                 last_psn: nts,
                 tag: w("TAG") as u32,
                 completion: w("COMPLETION_TYPE"),
             });
             f::<ReqQpc>("EXECUTION_IDX").set(&mut c, ((index + 1) % ring).into());
         } else {
-            st.cur = Some((index, wqe, off + n));
+            st.cur = Some((index, wqe, off + n, first_psn));
         }
     }
     write_ctx(regs, mem, port, qpn, &c);
@@ -408,21 +422,26 @@ fn raw_send(
     true
 }
 
-/// Send again from the oldest unacknowledged WQE (go-back-N).
-fn rewind(st: &mut Req, c: &mut [u64; 16]) {
-    let Some(first) = st
+/// Send again from the oldest unacknowledged packet (go-back-N): from
+/// its place in its WQE, which may be part-acknowledged.
+fn rewind(st: &mut Req, c: &mut [u64; 16], out: &mut Out) {
+    let Some((index, wqe, first)) = st
         .pending
         .front()
-        .map(|m| m.index)
-        .or(st.cur.map(|cur| cur.0))
+        .map(|m| (m.index, m.wqe, m.first_psn))
+        .or(st.cur.map(|cur| (cur.0, cur.1, cur.3)))
     else {
         return;
     };
-    f::<ReqQpc>("EXECUTION_IDX").set(c, first.into());
-    let ona = f::<ReqQpc>("ONA_PSN").get(c);
-    f::<ReqQpc>("NTS_PSN").set(c, ona);
+    let ona = f::<ReqQpc>("ONA_PSN").get(c) as u32;
+    let nts = f::<ReqQpc>("NTS_PSN").get(c) as u32;
+    out.resent += nts.wrapping_sub(ona) & PSN_MASK;
+    let mtu = 1024u64 << f::<ReqQpc>("MTU").get(c);
+    let off = u64::from(ona.wrapping_sub(first) & PSN_MASK) * mtu;
+    f::<ReqQpc>("EXECUTION_IDX").set(c, index.into());
+    f::<ReqQpc>("NTS_PSN").set(c, ona.into());
     st.pending.clear();
-    st.cur = None;
+    st.cur = (off > 0 && off < f::<SqWqe>("SIZE").get(&wqe)).then_some((index, wqe, off, first));
 }
 
 /// Timers of QP `qpn`: retransmit after the context's timeout.
@@ -459,7 +478,7 @@ pub fn timers(
         qp_error(out, &mut c, qpn, SYND_TMR_RETRY);
     } else {
         f::<ReqQpc>("TIMEOUT_RETRY_COUNT").set(&mut c, retries);
-        rewind(st, &mut c);
+        rewind(st, &mut c, out);
         st.last_progress = Some(now);
     }
     write_ctx(regs, mem, port, qpn, &c);
@@ -488,9 +507,14 @@ pub fn ack(
     };
     if aeth::is_nak(syndrome) {
         if syndrome == aeth::NAK_PSN_SEQ {
-            rewind(st, &mut c);
+            rewind(st, &mut c, out);
         } else {
-            qp_error(out, &mut c, qpn, SYND_MODEL_NAK);
+            let s = match syndrome {
+                aeth::NAK_REMOTE_ACCESS => SYND_MODEL_NAK,
+                aeth::NAK_INVALID_REQ => SYND_MODEL_NAK_INV,
+                _ => SYND_MODEL_NAK_OP,
+            };
+            qp_error(out, &mut c, qpn, s);
         }
         write_ctx(regs, mem, port, qpn, &c);
         return;
@@ -515,6 +539,14 @@ pub fn ack(
             out.cqes
                 .push((g("CQ_NUM", &c) as usize, cqe(qpn, true, m.index, m.tag)));
         }
+    }
+    // Packets of a message still under way acknowledged: the window moves
+    // on (a message may be longer than the window).
+    let ona = g("ONA_PSN", &c) as u32;
+    let nts = g("NTS_PSN", &c) as u32;
+    if !psn_lt(pkt.psn, ona) && psn_lt(pkt.psn, nts) {
+        f::<ReqQpc>("ONA_PSN").set(&mut c, ((pkt.psn + 1) & PSN_MASK).into());
+        progressed = true;
     }
     if progressed {
         f::<ReqQpc>("TIMEOUT_RETRY_COUNT").set(&mut c, 0);
@@ -610,7 +642,7 @@ pub fn write(
         out.events.push(Event {
             ty: EQE_QP_ERR,
             data1: qpn,
-            data2: SYND_MODEL_MMU,
+            data2: SYND_MODEL_RES_MMU,
         });
         st.left = 0;
         return true;

@@ -133,6 +133,7 @@ mod ownership;
 mod regions;
 mod removal;
 mod rings;
+mod syndromes;
 mod transfer;
 mod uapi;
 mod wire;
@@ -1877,6 +1878,9 @@ fn write_wr(id: u64, addr: u64, len: u32, lkey: u32, raddr: u64, rkey: u32) -> S
 /// back.
 fn write_loopback(args: &[String]) {
     let max = arg(args, "--max-mib", Some(1024)) as usize * MIB;
+    // `--model 2`: the driver runs the QPs on the NIC's own contexts, which
+    // take no WRITE with immediate (and so consume no receive).
+    let v2 = arg(args, "--model", Some(1)) == 2;
     let (pa, pb) = (
         arg(args, "--from", Some(1)) as u8,
         arg(args, "--to", Some(2)) as u8,
@@ -2000,85 +2004,107 @@ fn write_loopback(args: &[String]) {
         }
     }
 
-    // WRITE with immediate: the responder's CQ gets the immediate and the
-    // length.
-    poison(&mut dst.bytes()[..4096], &src.bytes()[..4096]);
-    let mut wr = write_wr(77, iova, 4096, smr.lkey, diova, dmr.rkey);
-    wr.opcode = IB_UVERBS_WR_RDMA_WRITE_WITH_IMM;
-    wr.imm_data = 0x1234_5678u32.to_be();
-    let wc = write_once(&ctx, &a, wr, "WRITE with immediate");
-    let r = ctx
-        .wait_cq(&b.cq, 1, 10_000)
-        .unwrap_or_else(|e| fail(format!("poll responder: {e}")));
-    check(
-        wc.status == WC_SUCCESS
-            && wc.byte_len == 4096
-            && r.len() == 1
-            && r[0].opcode == WC_RECV_RDMA_WITH_IMM
-            && r[0].status == WC_SUCCESS
-            && u32::from_be(r[0].imm_data()) == 0x1234_5678
-            && r[0].byte_len == 4096
-            && r[0].wc_flags & WC_WITH_IMM != 0
-            && r[0].qp_num == b.qp.qpn
-            && r[0].wr_id == 0
-            && dst.bytes()[..4096] == src.bytes()[..4096],
-        format!(
-            "WRITE with immediate, no receive posted: requester status {} byte_len {}; responder completion {:?} (wr_id 0); data landed",
-            wc.status,
-            wc.byte_len,
-            r.first()
-        ),
-    );
-
-    // Receives are the credits of WRITEs with immediate: each WRITE with
-    // immediate completes the oldest receive posted, with its wr_id; the
-    // queue holds the 4 granted, checks SGEs as a request's, and nothing is
-    // written to them.
-    let dlen = dst.bytes().len() as u64;
-    let rsge = |off: u64| Sge {
-        addr: diova + off,
-        length: 64,
-        lkey: dmr.lkey,
-    };
-    expect_errno(
-        "post_recv of an SGE past the region's end",
-        ctx.post_recv(&b.qp, 500, rsge(dlen - 32)),
-        libc::EINVAL,
-    );
-    for id in 501..505u64 {
-        ctx.post_recv(&b.qp, id, rsge(8192))
-            .unwrap_or_else(|e| fail(format!("post_recv {id}: {e}")));
-    }
-    expect_errno(
-        "post_recv of a fifth receive (4 granted)",
-        ctx.post_recv(&b.qp, 505, rsge(8192)),
-        libc::ENOMEM,
-    );
-    dst.bytes()[8192..8192 + 64].fill(0xee);
-    let mut ids = Vec::new();
-    for k in 0..5u32 {
-        let mut wr = write_wr(78 + u64::from(k), iova, 64, smr.lkey, diova, dmr.rkey);
+    if v2 {
+        // The NIC's WQEs carry no immediate, and it refuses a WRITE of no
+        // data (syndrome 0x84): both are refused at post.
+        let mut wr = write_wr(77, iova, 4096, smr.lkey, diova, dmr.rkey);
         wr.opcode = IB_UVERBS_WR_RDMA_WRITE_WITH_IMM;
-        wr.imm_data = k.to_be();
-        write_once(&ctx, &a, wr, "WRITE with immediate on a receive");
+        post_refused_with(
+            &ctx,
+            &a.qp,
+            &[wr],
+            1,
+            libc::EOPNOTSUPP,
+            "WRITE with immediate (model 2.0)",
+        );
+        post_refused(
+            &ctx,
+            &a.qp,
+            &[write_wr(76, iova, 0, smr.lkey, diova, dmr.rkey)],
+            1,
+            "WRITE of no data (model 2.0)",
+        );
+    } else {
+        // WRITE with immediate: the responder's CQ gets the immediate and the
+        // length.
+        poison(&mut dst.bytes()[..4096], &src.bytes()[..4096]);
+        let mut wr = write_wr(77, iova, 4096, smr.lkey, diova, dmr.rkey);
+        wr.opcode = IB_UVERBS_WR_RDMA_WRITE_WITH_IMM;
+        wr.imm_data = 0x1234_5678u32.to_be();
+        let wc = write_once(&ctx, &a, wr, "WRITE with immediate");
         let r = ctx
             .wait_cq(&b.cq, 1, 10_000)
             .unwrap_or_else(|e| fail(format!("poll responder: {e}")));
-        match r.first() {
-            Some(w) if w.opcode == WC_RECV_RDMA_WITH_IMM && u32::from_be(w.imm_data()) == k => {
-                ids.push(w.wr_id)
-            }
-            other => fail(format!(
-                "WRITE with immediate {k}: responder completion {other:?}"
-            )),
+        check(
+            wc.status == WC_SUCCESS
+                && wc.byte_len == 4096
+                && r.len() == 1
+                && r[0].opcode == WC_RECV_RDMA_WITH_IMM
+                && r[0].status == WC_SUCCESS
+                && u32::from_be(r[0].imm_data()) == 0x1234_5678
+                && r[0].byte_len == 4096
+                && r[0].wc_flags & WC_WITH_IMM != 0
+                && r[0].qp_num == b.qp.qpn
+                && r[0].wr_id == 0
+                && dst.bytes()[..4096] == src.bytes()[..4096],
+            format!(
+                "WRITE with immediate, no receive posted: requester status {} byte_len {}; responder completion {:?} (wr_id 0); data landed",
+                wc.status,
+                wc.byte_len,
+                r.first()
+            ),
+        );
+
+        // Receives are the credits of WRITEs with immediate: each WRITE with
+        // immediate completes the oldest receive posted, with its wr_id; the
+        // queue holds the 4 granted, checks SGEs as a request's, and nothing is
+        // written to them.
+        let dlen = dst.bytes().len() as u64;
+        let rsge = |off: u64| Sge {
+            addr: diova + off,
+            length: 64,
+            lkey: dmr.lkey,
+        };
+        expect_errno(
+            "post_recv of an SGE past the region's end",
+            ctx.post_recv(&b.qp, 500, rsge(dlen - 32)),
+            libc::EINVAL,
+        );
+        for id in 501..505u64 {
+            ctx.post_recv(&b.qp, id, rsge(8192))
+                .unwrap_or_else(|e| fail(format!("post_recv {id}: {e}")));
         }
+        expect_errno(
+            "post_recv of a fifth receive (4 granted)",
+            ctx.post_recv(&b.qp, 505, rsge(8192)),
+            libc::ENOMEM,
+        );
+        dst.bytes()[8192..8192 + 64].fill(0xee);
+        let mut ids = Vec::new();
+        for k in 0..5u32 {
+            let mut wr = write_wr(78 + u64::from(k), iova, 64, smr.lkey, diova, dmr.rkey);
+            wr.opcode = IB_UVERBS_WR_RDMA_WRITE_WITH_IMM;
+            wr.imm_data = k.to_be();
+            write_once(&ctx, &a, wr, "WRITE with immediate on a receive");
+            let r = ctx
+                .wait_cq(&b.cq, 1, 10_000)
+                .unwrap_or_else(|e| fail(format!("poll responder: {e}")));
+            match r.first() {
+                Some(w) if w.opcode == WC_RECV_RDMA_WITH_IMM && u32::from_be(w.imm_data()) == k => {
+                    ids.push(w.wr_id)
+                }
+                other => fail(format!(
+                    "WRITE with immediate {k}: responder completion {other:?}"
+                )),
+            }
+        }
+        check(
+            ids == [501, 502, 503, 504, 0] && dst.bytes()[8192..8192 + 64].iter().all(|&x| x == 0xee),
+            format!(
+                "5 WRITEs with immediate on 4 receives: responder wr_ids {ids:?} (501 to 504, then 0); receive buffers untouched"
+            ),
+        );
     }
-    check(
-        ids == [501, 502, 503, 504, 0] && dst.bytes()[8192..8192 + 64].iter().all(|&x| x == 0xee),
-        format!(
-            "5 WRITEs with immediate on 4 receives: responder wr_ids {ids:?} (501 to 504, then 0); receive buffers untouched"
-        ),
-    );
 
     // Unsignalled WRITEs complete with the next signalled one.
     poison(&mut dst.bytes()[..8 * 4096], &src.bytes()[..8 * 4096]);
@@ -2232,7 +2258,11 @@ fn write_loopback(args: &[String]) {
     let want: Vec<u8> = b1.iter().chain(b2.iter()).copied().collect();
     let inline_wr = |id: u64, bufs: &[(u64, u32)]| SendWr {
         wr_id: id,
-        opcode: IB_UVERBS_WR_RDMA_WRITE_WITH_IMM,
+        opcode: if v2 {
+            IB_UVERBS_WR_RDMA_WRITE
+        } else {
+            IB_UVERBS_WR_RDMA_WRITE_WITH_IMM
+        },
         send_flags: SEND_SIGNALED | SEND_INLINE,
         remote_addr: diova + 40_000,
         rkey: dmr.rkey,
@@ -2253,16 +2283,21 @@ fn write_loopback(args: &[String]) {
     b1.fill(0xee);
     b2.fill(0xee);
     let wcs = ctx.wait_cq(&g.cq, 1, 10_000).unwrap_or_default();
-    let r = ctx.wait_cq(&h.cq, 1, 10_000).unwrap_or_default();
+    let r = if v2 {
+        Vec::new()
+    } else {
+        ctx.wait_cq(&h.cq, 1, 10_000).unwrap_or_default()
+    };
     let dd = dst.bytes();
     check(
         wcs.len() == 1
             && wcs[0].wr_id == 510
             && wcs[0].status == WC_SUCCESS
             && wcs[0].byte_len == 220
-            && r.len() == 1
-            && u32::from_be(r[0].imm_data()) == 0x5150
-            && r[0].byte_len == 220
+            && (v2
+                || (r.len() == 1
+                    && u32::from_be(r[0].imm_data()) == 0x5150
+                    && r[0].byte_len == 220))
             && dd[40_000..40_220] == want[..]
             && dd[39_999] == 0
             && dd[40_220] == 0,
@@ -2291,11 +2326,12 @@ fn write_loopback(args: &[String]) {
     );
     let mut imm = wr.clone();
     imm.opcode = IB_UVERBS_WR_RDMA_WRITE_WITH_IMM;
-    post_refused(
+    post_refused_with(
         &ctx,
         &g.qp,
         &[imm],
         1,
+        if v2 { libc::EOPNOTSUPP } else { libc::EINVAL },
         "WRITE with immediate of 3 SGEs with data",
     );
     wr.sges.push(Sge {
@@ -3509,6 +3545,7 @@ fn main() {
         Some("wire-faults") => wire::wire_faults(&args[1..]),
         Some("fuzz-device") => fuzzdev::fuzz_device(&args[1..]),
         Some("device-errors") => errors::device_errors(&args[1..]),
+        Some("eq-syndromes") => syndromes::eq_syndromes(&args[1..]),
         Some("rings-wrap") => rings::rings_wrap(&args[1..]),
         Some("sq-full") => rings::sq_full(&args[1..]),
         Some("cq-overflow") => rings::cq_overflow(&args[1..]),
