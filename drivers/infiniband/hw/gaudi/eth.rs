@@ -248,9 +248,11 @@ impl Port {
         req::VALID.set(&mut c, 1);
         self.shared
             .gateway_write(bar, p, QPN, true, &c, &[u64::MAX; nic::REQ_QPC_WORDS])?;
-        // And its responder context: raw, secured, physical.
+        // And its responder context: raw, secured, physical, with a key nobody holds (a
+        // raw context takes no RDMA; should the NIC disagree, no WRITE carries its key).
         let mut c = [0u64; nic::RES_QPC_WORDS];
         nic::res::TRANSPORT_SERVICE.set(&mut c, nic::TRANSPORT_RAW);
+        nic::res::LKEY.set(&mut c, u64::from(kernel::random::get_random_u32() | 1));
         nic::res::TRUST_LEVEL.set(&mut c, nic::TRUST_SECURED);
         nic::res::DATA_MMU_BYPASS.set(&mut c, 1);
         nic::res::VALID.set(&mut c, 1);

@@ -765,6 +765,38 @@ fn write_longer_than_the_window() {
     assert_eq!(a.events(&e), [], "no QP error");
 }
 
+/// A responder whose LKEY is 0 takes no WRITE, not even one carrying key
+/// 0 (software never issues 0; a context left at 0 is closed): the WRITE is
+/// refused (QP_ERR 0x10 at the responder, a NAK at the requester) and
+/// nothing is written.
+#[test]
+fn lkey_zero_matches_nothing() {
+    let mut e = linked();
+    let mut a = Port::up(&mut e, 0, 1);
+    let mut b = Port::up(&mut e, 1, 2);
+    let (qa, qb) = (3u32, 4u32);
+    a.requester(&mut e, qa, &b, qb, 0);
+    b.responder(&mut e, qb, &a, qa, 0);
+    let src = e.ram.alloc(4096, 4096);
+    let dst = e.ram.alloc(4096, 4096);
+    e.ram.slice(dst, 4096).fill(0xee);
+    fill(&e, src, 4096, 9);
+    a.put_wqe(&e, qa, 0, 0, Linear(src, dst, 4096, 1));
+    a.ring(&mut e, qa, 1);
+    assert_eq!(
+        b.wait_events(&e, |v| !v.is_empty()),
+        [(EQE_QP_ERR, qb, 0x10)]
+    );
+    assert_eq!(
+        a.wait_events(&e, |v| !v.is_empty()),
+        [(EQE_QP_ERR, qa, 0x7f)]
+    );
+    assert!(
+        e.ram.slice(dst, 4096).iter().all(|&x| x == 0xee),
+        "nothing written"
+    );
+}
+
 #[test]
 fn db_fifo() {
     let mut e = linked();

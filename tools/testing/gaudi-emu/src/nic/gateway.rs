@@ -150,7 +150,7 @@ impl Gateway {
         let nwords = size / 4;
         let addr = base + u64::from(qpn) * size as u64;
         let mut ctx = vec![0u8; size];
-        if !mem.read_phys(addr, &mut ctx) {
+        if qpn >= super::TABLE_QPS || !mem.read_phys(addr, &mut ctx) {
             self.data = [u32::MAX; GW_WORDS];
             return Done::Unreachable { qpn, requester };
         }

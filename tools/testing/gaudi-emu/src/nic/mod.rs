@@ -41,6 +41,12 @@ pub fn phys(addr: u64) -> Target {
 /// and its Ethernet header).
 pub const RAW_MAX_FRAME: u32 = 9018;
 
+/// QPs each port's context tables hold (model-defined: hbl_cn sizes its
+/// tables for NIC_MAX_QP_NUM, which the sources show but no register
+/// carries): packets, doorbells and gateway operations for a higher QPN
+/// are served by no context.
+pub const TABLE_QPS: u32 = 1024;
+
 /// What the NIC reaches: physical addresses (MMU bypassed), and device
 /// VAs of an ASID through the device MMU, which is the chip's.
 pub trait Memory {

@@ -149,6 +149,9 @@ pub fn read_ctx<const N: usize>(
     port: usize,
     qpn: u32,
 ) -> Option<[u64; N]> {
+    if qpn >= super::TABLE_QPS {
+        return None;
+    }
     let mut b = vec![0u8; N * 8];
     mem.read_phys(ctx_addr(regs, port, qpn, N == 16), &mut b)
         .then(|| words(&b).try_into().unwrap())
@@ -161,6 +164,9 @@ pub fn write_ctx<const N: usize>(
     qpn: u32,
     w: &[u64; N],
 ) {
+    if qpn >= super::TABLE_QPS {
+        return;
+    }
     if !mem.write_phys(ctx_addr(regs, port, qpn, N == 16), &bytes(w)) {
         log::warn!("port {port}: QP {qpn}: context write-back unreachable");
     }
@@ -186,6 +192,14 @@ pub fn doorbell(
     pi: u32,
     qpn: u32,
 ) -> bool {
+    if qpn >= super::TABLE_QPS {
+        out.events.push(Event {
+            ty: EQE_QP_ERR,
+            data1: qpn,
+            data2: SYND_DB_QP_INVALID,
+        });
+        return false;
+    }
     let Some(mut c) = read_ctx::<16>(regs, mem, port, qpn) else {
         log::warn!("port {port}: doorbell for QP {qpn}: context unreachable");
         return false;
@@ -499,7 +513,7 @@ pub fn ack(
         return;
     };
     let g = |n: &str, c: &[u64; 16]| f::<ReqQpc>(n).get(c);
-    if g("VALID", &c) == 0 || g("ERROR", &c) != 0 {
+    if g("VALID", &c) == 0 || g("ERROR", &c) != 0 || g("TRANSPORT_SERVICE", &c) != 0 {
         return;
     }
     let Some((syndrome, _)) = pkt.aeth else {
@@ -570,7 +584,8 @@ pub fn write(
         return false;
     };
     let g = |n: &str, c: &[u64; 4]| f::<ResQpc>(n).get(c);
-    if g("VALID", &c) == 0 {
+    // RoCE is for RC contexts: a raw (Ethernet) QP's takes none.
+    if g("VALID", &c) == 0 || g("TRANSPORT_SERVICE", &c) != 0 {
         return false;
     }
     let expected = g("EXPECTED_PSN", &c) as u32;
@@ -610,7 +625,8 @@ pub fn write(
     let first = matches!(pkt.opcode, op::WRITE_FIRST | op::WRITE_ONLY);
     if first {
         let reth = pkt.reth.unwrap_or_default();
-        if reth.rkey != g("LKEY", &c) as u32 {
+        // A context's LKEY of 0 matches no key (software never issues it).
+        if reth.rkey != g("LKEY", &c) as u32 || reth.rkey == 0 {
             out.frames.push(reply(aeth::NAK_REMOTE_ACCESS, expected));
             out.events.push(Event {
                 ty: EQE_QP_ERR,

@@ -126,15 +126,15 @@ impl HbmTarget {
         let len = len as u64;
         let before = device_info(ctx);
         // The emulator's programming model and its 256 MiB of device memory
-        // (its default), as BAR 4 shows them too; the last MiB holds the
-        // NIC's context tables and is not the users'.
+        // (its default), as BAR 4 shows them too; the last 4 MiB hold the
+        // NIC's context tables and are not the users'.
         check(
             before.model_version == MODEL_VERSION,
             format!("programming model {:#x}", before.model_version),
         );
         let bar = std::fs::metadata(pci_dir().join("resource4")).map_or(0, |m| m.len());
         check(
-            before.devmem_size == (256 << 20) - (1 << 20) && bar == 256 << 20,
+            before.devmem_size == (256 << 20) - (4 << 20) && bar == 256 << 20,
             format!(
                 "{} bytes of device memory, BAR 4 of {bar} bytes",
                 before.devmem_size
