@@ -558,6 +558,30 @@ fn addr_31_7(addr: u64) -> (u32, u32) {
     ((addr >> 32) as u32, ((addr as u32) >> 7) & 0x1ff_ffff)
 }
 
+/// Wait until `port`'s gateway is idle (hbl_cn gives up after one second).
+fn gateway_wait(bar: &Bar<'_>, port: usize) -> Result {
+    let busy = || -> Result<bool> {
+        Ok(bar
+            .try_read(PortLoc::<QPC0_GW_BUSY>::of(port).ok_or(EINVAL)?)?
+            .r())
+    };
+    read_poll_timeout(busy, |b| !b, Delta::from_micros(10), GW_TIMEOUT).map(|_| ())
+}
+
+/// Start the operation the gateway's mask and data words describe on QP `qpn`'s requester or
+/// responder context, and wait until it is done.
+fn gateway_start(bar: &Bar<'_>, port: usize, qpn: u32, requester: bool) -> Result {
+    let ctrl = QPC0_GW_CTRL::zeroed()
+        .try_with_qpn(qpn)?
+        .with_requester(requester);
+    bar.try_write(PortLoc::<QPC0_GW_CTRL>::of(port).ok_or(EINVAL)?, ctrl)?;
+    bar.try_write(
+        PortLoc::<QPC0_GW_BUSY>::of(port).ok_or(EINVAL)?,
+        QPC0_GW_BUSY::zeroed().with_r(true),
+    )?;
+    gateway_wait(bar, port)
+}
+
 /// Run one gateway operation on QP `qpn` of `port`: replace the context bits whose `mask` bit
 /// is set with those of `data`. The caller serialises a port's gateway operations.
 pub(crate) fn gateway_write(
@@ -568,12 +592,7 @@ pub(crate) fn gateway_write(
     data: &[u64],
     mask: &[u64],
 ) -> Result {
-    let busy = || -> Result<bool> {
-        Ok(bar
-            .try_read(PortLoc::<QPC0_GW_BUSY>::of(port).ok_or(EINVAL)?)?
-            .r())
-    };
-    read_poll_timeout(busy, |b| !b, Delta::from_micros(10), GW_TIMEOUT)?;
+    gateway_wait(bar, port)?;
     // All 32 mask and data words, as hbl_cn writes them: beyond a responder context's 8
     // they are 0.
     for i in 0..32 {
@@ -587,15 +606,7 @@ pub(crate) fn gateway_write(
             QPC0_GW_DATA_0::from_raw(half(data)),
         )?;
     }
-    let ctrl = QPC0_GW_CTRL::zeroed()
-        .try_with_qpn(qpn)?
-        .with_requester(requester);
-    bar.try_write(PortLoc::<QPC0_GW_CTRL>::of(port).ok_or(EINVAL)?, ctrl)?;
-    bar.try_write(
-        PortLoc::<QPC0_GW_BUSY>::of(port).ok_or(EINVAL)?,
-        QPC0_GW_BUSY::zeroed().with_r(true),
-    )?;
-    read_poll_timeout(busy, |b| !b, Delta::from_micros(10), GW_TIMEOUT)?;
+    gateway_start(bar, port, qpn, requester)?;
     Ok(())
 }
 
@@ -609,27 +620,14 @@ pub(crate) fn gateway_read(
     requester: bool,
     out: &mut [u64],
 ) -> Result {
-    let busy = || -> Result<bool> {
-        Ok(bar
-            .try_read(PortLoc::<QPC0_GW_BUSY>::of(port).ok_or(EINVAL)?)?
-            .r())
-    };
-    read_poll_timeout(busy, |b| !b, Delta::from_micros(10), GW_TIMEOUT)?;
+    gateway_wait(bar, port)?;
     for i in 0..32 {
         bar.try_write(
             PortArrayLoc::<QPC0_GW_MASK_0>::of(port, i).ok_or(EINVAL)?,
             QPC0_GW_MASK_0::zeroed(),
         )?;
     }
-    let ctrl = QPC0_GW_CTRL::zeroed()
-        .try_with_qpn(qpn)?
-        .with_requester(requester);
-    bar.try_write(PortLoc::<QPC0_GW_CTRL>::of(port).ok_or(EINVAL)?, ctrl)?;
-    bar.try_write(
-        PortLoc::<QPC0_GW_BUSY>::of(port).ok_or(EINVAL)?,
-        QPC0_GW_BUSY::zeroed().with_r(true),
-    )?;
-    read_poll_timeout(busy, |b| !b, Delta::from_micros(10), GW_TIMEOUT)?;
+    gateway_start(bar, port, qpn, requester)?;
     for (i, w) in out.iter_mut().enumerate().take(16) {
         let half = |j: usize| -> Result<u64> {
             Ok(u64::from(

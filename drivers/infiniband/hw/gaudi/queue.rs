@@ -805,22 +805,7 @@ impl QpData {
                         Err(e) => return Err(e),
                     }
                 }
-                // The device forgot the queue: it starts over at index 0.
-                let mut sq = self.sq.lock();
-                sq.state = QpState::Reset;
-                sq.owner_err = false;
-                sq.err_reported = false;
-                sq.on_device = false;
-                sq.pi = 0;
-                sq.ci = 0;
-                sq.partial = false;
-                sq.remote_rkey = 0;
-                sq.remote_explicit = false;
-                sq.recv_len = 0;
-                sq.remote_write = false;
-                // Receives left are discarded (they were never flushed, see `post_recv`).
-                sq.recv_head = 0;
-                sq.recv_count = 0;
+                self.sq.lock().reset();
                 return Ok(());
             }
             QpState::Err if !on_device => {

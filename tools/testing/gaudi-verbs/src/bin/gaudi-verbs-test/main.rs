@@ -2717,30 +2717,28 @@ fn reconnect_keys(ctx: &Context, a: &End, b: &End, remote: u32, local: u32) {
 /// RETRY_EXC_ERR, flushes what follows, reports QP_FATAL and leaves the QP
 /// in ERR (posting refused), all within bounded time; the QP recovers
 /// through RESET.
+/// A source of `len` bytes filled from `seed` and a destination open to
+/// remote writes, each registered at its own address as iova.
+fn src_dst(ctx: &Context, pd: &Pd, len: usize, seed: u64) -> (Mapping, Mapping, Mr, Mr) {
+    let mut src = Mapping::new(len);
+    let dst = Mapping::new(len);
+    fill(src.bytes(), seed);
+    let reg = |m: &Mapping, access| {
+        ctx.reg_mr(pd, m.addr(), len as u64, m.addr(), access)
+            .unwrap_or_else(|e| fail(format!("reg_mr: {e}")))
+    };
+    let smr = reg(&src, IB_UVERBS_ACCESS_LOCAL_WRITE);
+    let dmr = reg(
+        &dst,
+        IB_UVERBS_ACCESS_LOCAL_WRITE | IB_UVERBS_ACCESS_REMOTE_WRITE,
+    );
+    (src, dst, smr, dmr)
+}
+
 fn write_errors(_args: &[String]) {
     let (ctx, events, pd) = open_with_events();
     let len = 64 * MIB;
-    let mut src = Mapping::new(len);
-    let mut dst = Mapping::new(len);
-    fill(src.bytes(), 9);
-    let smr = ctx
-        .reg_mr(
-            &pd,
-            src.addr(),
-            len as u64,
-            src.addr(),
-            IB_UVERBS_ACCESS_LOCAL_WRITE,
-        )
-        .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
-    let dmr = ctx
-        .reg_mr(
-            &pd,
-            dst.addr(),
-            len as u64,
-            dst.addr(),
-            IB_UVERBS_ACCESS_LOCAL_WRITE | IB_UVERBS_ACCESS_REMOTE_WRITE,
-        )
-        .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
+    let (mut src, mut dst, smr, dmr) = src_dst(&ctx, &pd, len, 9);
     let (a, b) = loopback_pair(&ctx, &pd, 1, 2, dmr.rkey);
     let mut emu = emu();
     let (saddr, lkey, raddr, rkey) = (src.addr(), smr.lkey, dst.addr(), dmr.rkey);

@@ -43,28 +43,7 @@ fn qp_events(events: &AsyncEvents, wait: Duration) -> Vec<u32> {
 /// lands.
 pub(crate) fn eq_syndromes(_args: &[String]) {
     let (ctx, events, pd) = open_with_events();
-    let len = 64 * 1024;
-    let mut src = Mapping::new(len);
-    let mut dst = Mapping::new(len);
-    fill(src.bytes(), 5);
-    let smr = ctx
-        .reg_mr(
-            &pd,
-            src.addr(),
-            len as u64,
-            src.addr(),
-            IB_UVERBS_ACCESS_LOCAL_WRITE,
-        )
-        .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
-    let dmr = ctx
-        .reg_mr(
-            &pd,
-            dst.addr(),
-            len as u64,
-            dst.addr(),
-            IB_UVERBS_ACCESS_LOCAL_WRITE | IB_UVERBS_ACCESS_REMOTE_WRITE,
-        )
-        .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
+    let (mut src, mut dst, smr, dmr) = src_dst(&ctx, &pd, 64 * 1024, 5);
     let (a, b) = loopback_pair(&ctx, &pd, 1, 2, dmr.rkey);
     let mut emu = emu();
     let (saddr, lkey, raddr, rkey) = (src.addr(), smr.lkey, dst.addr(), dmr.rkey);
