@@ -207,8 +207,9 @@ fn dest(a: &QpAttrs) -> Result<(u64, u64, u64)> {
     Ok((u64::from(u32::from_be_bytes(ip)), hi, lo))
 }
 
-/// The responder context of `q` with attributes `a`, its source encapsulation `encap`.
-fn res_context(q: &QpData, v: &V2, a: &QpAttrs, encap: usize) -> Result<[u64; nic::RES_QPC_WORDS]> {
+/// The responder context of a QP with attributes `a` in `v`'s ASID, its source encapsulation
+/// `encap`.
+fn res_context(v: &V2, a: &QpAttrs, encap: usize) -> Result<[u64; nic::RES_QPC_WORDS]> {
     let (ip, mac_hi, mac_lo) = dest(a)?;
     let mut c = [0u64; nic::RES_QPC_WORDS];
     res::DST_QP.set(&mut c, a.dest_qpn.into());
@@ -225,7 +226,6 @@ fn res_context(q: &QpData, v: &V2, a: &QpAttrs, encap: usize) -> Result<[u64; ni
     res::ENCAP_ENABLE.set(&mut c, 1);
     res::CQ_NUM.set(&mut c, nic::CQ_RC as u64);
     res::VALID.set(&mut c, 1);
-    let _ = q;
     Ok(c)
 }
 
@@ -393,7 +393,7 @@ impl QpData {
             (QpState::Init, QpState::Rtr) => {
                 let src = a.path.src_ip;
                 let encap = shared.encap_get(port as usize, src)?;
-                let c = match res_context(self, v, a, encap) {
+                let c = match res_context(v, a, encap) {
                     Ok(c) => c,
                     Err(e) => {
                         shared.encap_put(port as usize, encap);
