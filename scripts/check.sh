@@ -34,7 +34,7 @@ SESSIONS=(
 	"dv|--strict --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|dv_write,dv_foreign_address,qp_set_same_index,uapi_bad_attrs,hbm_scrubbed,dv_unbind,limits_enforced,log_ratelimited,kmemleak_clean||gaudi.ports=24|3072"
 	"write|--strict --ports 2 --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|write_errors,mr_out_of_bounds,rkey_bounds,unsupported_opcodes,write_loopback,cq_no_overflow,netdev_ports,netdev_loopback,roce_gid_table,modify_qp_av_refused,rkey_rebind,netdev_unbind,pd_identity,asid_mappings,kmemleak_clean||gaudi.ports=2|3072"
 	"rebind|--strict --ports 2|probe,rebind||gaudi.ports=2"
-	"model2|--strict --ports 2 --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|write_loopback,write_errors,eq_syndromes,mr_out_of_bounds,unsupported_opcodes,sq_full,rings_wrap,teardown_quiesced,kmemleak_clean||gaudi.ports=2 gaudi.modargs=rc_model=2 gaudi.write_max_mib=16|3072"
+	"model2|--strict --ports 2 --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|write_loopback,dv_write,write_errors,eq_syndromes,mr_out_of_bounds,unsupported_opcodes,sq_full,rings_wrap,teardown_quiesced,kmemleak_clean||gaudi.ports=2 gaudi.modargs=rc_model=2 gaudi.write_max_mib=16|3072"
 	"queues|--strict --ports 2 --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|rings_wrap,sq_full,cq_overflow,eq_overflow,device_errors,wire_faults,link_flap_traffic,fatal_under_traffic,emulator_crash||gaudi.ports=2|1024"
 	"concurrency|--strict --msi --ports 2 --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|concurrency,hot_unplug||gaudi.ports=2 acpi=force|1024|2"
 	"strict|--strict --reset-delay-ms 200 --ports 2 --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|dereg_during_transfer,teardown_quiesced,fuzz_uverbs,fuzz_device,fuzz_nic||gaudi.ports=2|2048"

@@ -69,6 +69,11 @@ enum gaudi_ib_qp_set_create_attrs {
 	 * of the set, lowest port first; room for fewer is ENOSPC
 	 */
 	GAUDI_IB_ATTR_QP_SET_CREATE_PORTS,
+	/*
+	 * handle of the protection domain (UVERBS_OBJECT_PD) whose address
+	 * space the set's QPs work in; mandatory on model 2.0
+	 */
+	GAUDI_IB_ATTR_QP_SET_CREATE_PD,
 };
 
 enum gaudi_ib_qp_set_destroy_attrs {

@@ -34,6 +34,8 @@
 //! }
 //! ```
 
+use core::marker::PhantomData;
+
 use crate::{
     bindings, device,
     dma::{Coherent, DmaAddress},
@@ -45,46 +47,79 @@ use crate::{
 };
 
 /// Zeroed DMA-coherent host memory for a queue that user space maps (a multiple of
-/// `PAGE_SIZE`), allocated for the parent of an RDMA device, the device's DMA device.
+/// `PAGE_SIZE`), allocated for the parent of an RDMA device, the device's DMA device, or a
+/// page-aligned part of such memory ([`QueueMem::part`]).
 ///
-/// Clones share the memory; it is freed with the last of them, and an mmap entry holds one
-/// until its last mapping is gone.
+/// Clones and parts share the memory; it is freed with the last of them, and an mmap entry
+/// holds one until its last mapping is gone.
 #[derive(Clone)]
 pub struct QueueMem {
-    mem: Arc<Coherent<[u8]>>,
+    mem: Arc<Coherent<[u32]>>,
     /// The device the memory was allocated for.
     dev: ARef<device::Device>,
+    /// The bytes of `mem` this value stands for: `len` from `offset`, both multiples of
+    /// `PAGE_SIZE`.
+    offset: usize,
+    len: usize,
 }
 
 impl QueueMem {
     /// Allocate `bytes`, rounded up to a multiple of `PAGE_SIZE`, for `dev`.
     pub fn new<T: Driver>(dev: &Device<T>, bytes: usize) -> Result<Self> {
+        Self::new_for(dev.parent(), bytes)
+    }
+
+    /// Allocate `bytes`, rounded up to a multiple of `PAGE_SIZE`, for the DMA device `dev`
+    /// (the parent an RDMA device will have), for memory the driver also uses itself.
+    pub fn new_for(dev: &device::Device<device::Bound>, bytes: usize) -> Result<Self> {
         let bytes = bytes.max(1).next_multiple_of(bindings::PAGE_SIZE);
-        let parent = dev.parent();
         let mem = Arc::new(
-            Coherent::<u8>::zeroed_slice(parent, bytes, GFP_KERNEL)?,
+            Coherent::<u32>::zeroed_slice(dev, bytes / 4, GFP_KERNEL)?,
             GFP_KERNEL,
         )?;
-        let plain: &device::Device = parent;
+        let plain: &device::Device = dev;
         Ok(Self {
             mem,
             dev: plain.into(),
+            offset: 0,
+            len: bytes,
         })
+    }
+
+    /// The `len` bytes from `offset` of this memory (both multiples of `PAGE_SIZE`), sharing
+    /// it: `EINVAL` for an empty, unaligned or outlying range.
+    pub fn part(&self, offset: usize, len: usize) -> Result<Self> {
+        let page = bindings::PAGE_SIZE;
+        let end = offset.checked_add(len).ok_or(EINVAL)?;
+        if len == 0 || offset % page != 0 || len % page != 0 || end > self.len {
+            return Err(EINVAL);
+        }
+        Ok(Self {
+            mem: self.mem.clone(),
+            dev: self.dev.clone(),
+            offset: self.offset + offset,
+            len,
+        })
+    }
+
+    /// The whole allocation this memory is (part of), for the driver's own accesses.
+    pub fn coherent(&self) -> &Coherent<[u32]> {
+        &self.mem
     }
 
     /// The address the device reaches the memory at.
     pub fn dma_address(&self) -> DmaAddress {
-        self.mem.dma_address()
+        self.mem.dma_address() + self.offset as DmaAddress
     }
 
     /// Length in bytes.
     pub fn size(&self) -> usize {
-        self.mem.size()
+        self.len
     }
 
     /// Whether the memory is empty (never).
     pub fn is_empty(&self) -> bool {
-        self.size() == 0
+        self.len == 0
     }
 
     /// Whether the memory was allocated for the DMA device of the context `ctx`.
@@ -92,7 +127,6 @@ impl QueueMem {
         core::ptr::eq(self.dev.as_raw(), ctx.device().parent().as_raw())
     }
 }
-use core::marker::PhantomData;
 
 /// An mmap entry of a user context with the driver's data.
 ///
@@ -249,16 +283,18 @@ impl<'a> Vma<'a> {
             return Err(EINVAL);
         }
         // SAFETY: `vma` belongs to a running `mmap()` on `ctx`, and `entry` is an entry of it.
-        // `mem` is a live coherent allocation of at least `size` bytes for the device's parent,
-        // its DMA device (checked by `Ucontext::mmap_insert_coherent`), owned by the entry,
-        // which the mapping references until it is closed.
+        // `mem.mem` is a live coherent allocation for the device's parent, its DMA device
+        // (checked by `Ucontext::mmap_insert_coherent`), owned by the entry, which the mapping
+        // references until it is closed; `size` bytes from `mem.offset` lie inside it
+        // (`QueueMem::part`, and `size <= mem.len`).
         to_result(unsafe {
             bindings::rdma_user_mmap_coherent(
                 self.ctx,
                 self.vma,
                 mem.mem.as_ptr().cast::<c_void>().cast_mut(),
-                mem.dma_address(),
-                size,
+                mem.mem.dma_address(),
+                mem.mem.size(),
+                mem.offset,
                 entry.as_raw(),
             )
         })

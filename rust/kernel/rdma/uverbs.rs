@@ -113,6 +113,9 @@ pub const fn id(value: u32) -> u16 {
 /// The core's memory region object type (`UVERBS_OBJECT_MR`), for [`AttrDef::idr`].
 pub const OBJECT_MR: u16 = bindings::uverbs_default_objects_UVERBS_OBJECT_MR as u16;
 
+/// The core's protection domain object type (`UVERBS_OBJECT_PD`), for [`AttrDef::idr`].
+pub const OBJECT_PD: u16 = bindings::uverbs_default_objects_UVERBS_OBJECT_PD as u16;
+
 /// An all-zero C value.
 ///
 /// # Safety
@@ -870,6 +873,24 @@ impl<'a, T: Driver> Call<'a, T> {
         // above), so the core checked the handle is an MR of the calling context, a device of
         // driver `T`; it stays locked, and alive, for the call.
         Ok(unsafe { crate::rdma::Mr::from_raw(mr) })
+    }
+
+    /// The protection domain of handle attribute `id` (an [`AttrDef::idr`] of
+    /// `UVERBS_OBJECT_PD`).
+    pub fn pd(&self, id: u16) -> Result<&'a crate::rdma::Pd<T>> {
+        if self.idr_type(id)? != OBJECT_PD {
+            return Err(EINVAL);
+        }
+        let uobj = self.uobject(id)?;
+        // SAFETY: `uobj` is the locked uobject of attribute `id`, alive for the call.
+        let pd = unsafe { (*uobj).object }.cast::<bindings::ib_pd>();
+        if pd.is_null() {
+            return Err(EINVAL);
+        }
+        // SAFETY: The method declares attribute `id` as a handle of `UVERBS_OBJECT_PD` (checked
+        // above), so the core checked the handle is a PD of the calling context, a device of
+        // driver `T`, whose data is initialised; it stays locked, and alive, for the call.
+        Ok(unsafe { crate::rdma::Pd::from_raw(pd) })
     }
 
     /// Write `values` to output array attribute `id` ([`AttrDef::array_out`]): `ENOSPC` if

@@ -11,6 +11,10 @@
 //! WRITE can name them. See Documentation/infiniband/gaudi/design.rst.
 
 use kernel::{
+    device::{
+        Bound,
+        Device, //
+    },
     prelude::*,
     rdma::{
         self,
@@ -43,6 +47,10 @@ use kernel::{
 };
 
 use crate::{
+    chip::{
+        AddressSpace,
+        Mapping, //
+    },
     cmd::{
         CMD_CQ_CREATE,
         CMD_CQ_DESTROY,
@@ -61,6 +69,8 @@ use crate::{
         Limit, //
     },
     ids::Ids,
+    mmu,
+    nic,
     queue::{
         self,
         Path,
@@ -68,6 +78,10 @@ use crate::{
         RingMap,
         CQE_SIZE,
         WQE_SIZE, //
+    },
+    rc::{
+        self,
+        Owner, //
     },
     regs,
     shared::Shared, //
@@ -83,6 +97,12 @@ pub(crate) enum Map {
     Doorbell { port: u32 },
     /// A queue of a QP set: the entry's memory.
     Queue,
+    /// The UMR block of a QP of a set (model 2.0): its doorbell FIFOs and CQ consumer index
+    /// slots. The block stays the set's until the last mapping of it is gone.
+    Umr(Arc<UserBlock>),
+    /// The CQ of a UMR block: the entry's memory, part of the port's CQ region; the block
+    /// is held as long.
+    UserCq { _block: Arc<UserBlock> },
 }
 
 /// Map `entry` into `vma`.
@@ -95,8 +115,202 @@ pub(crate) fn mmap(entry: &MmapEntry<GaudiRdma>, vma: &mut Vma<'_>) -> Result {
             PAGE_SIZE,
             Caching::Uncached,
         ),
-        Map::Queue => vma.map_coherent(entry),
+        Map::Queue | Map::UserCq { .. } => vma.map_coherent(entry),
+        Map::Umr(b) => vma.io_map_bar(
+            entry,
+            0,
+            nic::umr_page(b.port, b.block).ok_or(EINVAL)? as u64,
+            PAGE_SIZE,
+            Caching::Uncached,
+        ),
     }
+}
+
+/// A UMR block of a port held by a QP of a set: user doorbell FIFO 2b, which rings only QPs
+/// of the set's ASID, and CQ 2b + 2, whose entries the process maps. Given back to the port
+/// only when the set and every mapping of the block's page and CQ are gone, so that no
+/// process keeps a doorbell or CQ that another is given; the ASID it names is held as long.
+pub(crate) struct UserBlock {
+    shared: Arc<Shared>,
+    _space: Arc<AddressSpace>,
+    port: usize,
+    block: usize,
+    /// The CQ's entries.
+    cq: QueueMem,
+}
+
+impl UserBlock {
+    /// Take a block of port index `port` for ASID `space` with a CQ of `2^log_cq` entries.
+    fn new(
+        shared: &Arc<Shared>,
+        dev: &Device<Bound>,
+        space: &Arc<AddressSpace>,
+        port: usize,
+        log_cq: u32,
+    ) -> Result<Arc<Self>> {
+        let q = shared.nic.get(port).ok_or(EINVAL)?;
+        let bar = shared.bar.access(dev)?;
+        let (block, cq) = q.user_block(bar, space.asid(), log_cq)?;
+        // From here dropping the block gives it back.
+        let b = Self {
+            shared: shared.clone(),
+            _space: space.clone(),
+            port,
+            block,
+            cq,
+        };
+        Ok(Arc::new(b, GFP_KERNEL)?)
+    }
+
+    /// The block's CQ.
+    fn cqn(&self) -> usize {
+        nic::CQ_USER_FIRST + 2 * self.block
+    }
+}
+
+impl Drop for UserBlock {
+    fn drop(&mut self) {
+        if let Some(q) = self.shared.nic.get(self.port) {
+            if let Some(bar) = self.shared.bar.try_access() {
+                q.user_block_stop(&bar, self.block);
+            }
+            q.user_block_put(self.block);
+        }
+    }
+}
+
+/// A QP's state on model 2.0 as software keeps it (the NIC's contexts have none).
+#[derive(Clone, Copy, Default)]
+struct State2 {
+    /// `enum ib_qp_state`.
+    state: u32,
+    attrs: QpAttrs,
+    /// The port's encapsulation the QP sends from, held from RTR.
+    encap: Option<usize>,
+    /// The responder context (and from RTS the requester's) is written.
+    on_device: bool,
+}
+
+/// The QP of a set on one port (model 2.0): its contexts, its send queue at its slot of send
+/// WQ array 1 in the set's ASID, and its UMR block.
+struct SetPort2 {
+    port: usize,
+    block: Arc<UserBlock>,
+    /// Dropped before the memory: the queue leaves the ASID first.
+    sq_map: Option<Mapping>,
+    sq: QueueMem,
+}
+
+impl SetPort2 {
+    fn new(
+        set: &SetParams<'_>,
+        space: &Arc<AddressSpace>,
+        dev: &Device<Bound>,
+        port: usize,
+    ) -> Result<Self> {
+        let block = UserBlock::new(set.shared, dev, space, port, set.log_cq)?;
+        let sq = QueueMem::new(set.dev, WQE_SIZE << set.log_sq)?;
+        let base = sq.dma_address();
+        let pages = (sq.size() / PAGE_SIZE) as u64;
+        // The NIC only reads the queue; user space writes it.
+        let map = space.map(
+            dev,
+            mmu::Place::At(rc::slot_va(port, set.index)),
+            (0..pages).map(|i| base + i * PAGE_SIZE as u64),
+            pages,
+            PAGE_SHIFT,
+            mmu::Flags::default(),
+        )?;
+        Ok(Self {
+            port,
+            block,
+            sq_map: Some(map),
+            sq,
+        })
+    }
+}
+
+/// Move the QP of `set` at `slot` (on its port) from `s` to `next` with attributes `a`
+/// (checked by [`Modify::apply`]). Sleeps.
+fn transition2(
+    set: &QpSet,
+    shared: &Shared,
+    dev: &Device<Bound>,
+    slot: usize,
+    s: &mut State2,
+    next: u32,
+    a: &QpAttrs,
+) -> Result {
+    let p = set.ports2.get(slot).ok_or(EINVAL)?;
+    let qpn = set.index;
+    // The responder takes the PD's key if the QP is open to WRITEs, else one nobody has.
+    let lkey = if a.path.local_rkey != 0 {
+        set.pd_key
+    } else {
+        set.closed_key
+    };
+    let log_sq = set.log_sq;
+    let port = p.port;
+    let owner = Owner {
+        asid: p.block._space.asid(),
+        trust: 0,
+        cq: p.block.cqn(),
+        lkey,
+        last_idx: (1 << log_sq) - 1,
+    };
+    match (s.state, next) {
+        (_, IB_QPS_RESET) => {
+            if s.on_device {
+                match rc::teardown(shared, dev, port, qpn) {
+                    Ok(()) | Err(ENODEV) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            if let Some(e) = s.encap.take() {
+                shared.encap_put(port, e);
+            }
+            *s = State2::default();
+        }
+        (_, IB_QPS_ERR) => {
+            if s.on_device {
+                match rc::stop(shared, dev, port, qpn) {
+                    Ok(()) | Err(ENODEV) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            s.state = IB_QPS_ERR;
+        }
+        (IB_QPS_RESET | IB_QPS_INIT, IB_QPS_INIT) => s.state = IB_QPS_INIT,
+        (IB_QPS_INIT, IB_QPS_RTR) => {
+            let src = a.path.src_ip;
+            if src == 0 {
+                return Err(EADDRNOTAVAIL);
+            }
+            let encap = shared.encap_get(port, src)?;
+            let res = rc::res_context(&owner, a, encap).and_then(|c| {
+                let bar = shared.bar.access(dev)?;
+                shared.gateway_write(bar, port, qpn, false, &c, &[u64::MAX; nic::RES_QPC_WORDS])
+            });
+            if let Err(e) = res {
+                shared.encap_put(port, encap);
+                return Err(e);
+            }
+            s.encap = Some(encap);
+            s.on_device = true;
+            s.state = IB_QPS_RTR;
+            s.attrs = *a;
+        }
+        (IB_QPS_RTR, IB_QPS_RTS) => {
+            let encap = s.encap.ok_or(EINVAL)?;
+            let c = rc::req_context(&owner, a, encap, a.path.remote_rkey)?;
+            let bar = shared.bar.access(dev)?;
+            shared.gateway_write(bar, port, qpn, true, &c, &[u64::MAX; nic::REQ_QPC_WORDS])?;
+            s.state = IB_QPS_RTS;
+            s.attrs = *a;
+        }
+        _ => return Err(EINVAL),
+    }
+    Ok(())
 }
 
 /// A queue in host memory that user space maps and the device reaches as a ring.
@@ -240,6 +454,12 @@ pub(crate) struct QpSet {
     offsets: KVec<u64>,
     /// Given back to the context's limits with the set.
     charge: Option<Charge>,
+    /// Model 2.0: one per port of the set, lowest first (`ports` is empty), their states,
+    /// and the keys their responders take: the PD's (`local_rkey` given) or one nobody has.
+    ports2: KVec<SetPort2>,
+    state2: Pin<KBox<Mutex<KVec<State2>>>>,
+    pd_key: u32,
+    closed_key: u32,
 }
 
 impl QpSet {
@@ -267,6 +487,10 @@ impl QpSet {
             attrs: KBox::pin_init(new_mutex!(KVec::new()), GFP_KERNEL)?,
             offsets: KVec::new(),
             charge: None,
+            ports2: KVec::new(),
+            state2: KBox::pin_init(new_mutex!(KVec::new()), GFP_KERNEL)?,
+            pd_key: 0,
+            closed_key: 0,
         };
         set.ports.reserve(n, GFP_KERNEL)?;
         let params = SetParams {
@@ -285,16 +509,118 @@ impl QpSet {
         Ok(set)
     }
 
+    /// Model 2.0: take index `want` (or any index free on all of them) on the ports of `mask`
+    /// and, on each, a UMR block and a send queue at the index's slot in the ASID of `pd`. The
+    /// QPs are in RESET: nothing is on the NIC until they move on. Nothing is left behind on
+    /// failure.
+    #[expect(clippy::too_many_arguments)]
+    fn new2(
+        shared: &Arc<Shared>,
+        ids: &Arc<Ids>,
+        dev: &rdma::Device<GaudiRdma>,
+        pd: &crate::ib::Pd,
+        mask: u32,
+        want: Option<u32>,
+        log_sq: u32,
+        log_cq: u32,
+    ) -> Result<Self> {
+        let index = ids.alloc_qp_index(mask, want)?;
+        let n = mask.count_ones() as usize;
+        let mut closed_key = 0;
+        while closed_key == 0 || closed_key == pd.key {
+            closed_key = kernel::random::get_random_u32();
+        }
+        let mut set = Self {
+            ids: ids.clone(),
+            index,
+            mask,
+            log_sq,
+            log_cq,
+            ports: KVec::new(),
+            attrs: KBox::pin_init(new_mutex!(KVec::new()), GFP_KERNEL)?,
+            offsets: KVec::new(),
+            charge: None,
+            ports2: KVec::new(),
+            state2: KBox::pin_init(new_mutex!(KVec::new()), GFP_KERNEL)?,
+            pd_key: pd.key,
+            closed_key,
+        };
+        if u64::from(index) >= nic::TABLE_QPS {
+            return Err(ENOSPC);
+        }
+        set.ports2.reserve(n, GFP_KERNEL)?;
+        let params = SetParams {
+            shared,
+            ids,
+            dev,
+            index,
+            log_sq,
+            log_cq,
+        };
+        for port in (0..32).filter(|p| mask & (1 << p) != 0) {
+            let p = SetPort2::new(&params, &pd.space, dev.parent(), port as usize)?;
+            set.ports2.push(p, GFP_KERNEL)?;
+        }
+        set.state2.lock().resize(n, State2::default(), GFP_KERNEL)?;
+        Ok(set)
+    }
+
     /// The position of port index `port` in the set.
     fn slot(&self, port: u32) -> Result<usize> {
+        if !self.ports2.is_empty() {
+            return self
+                .ports2
+                .iter()
+                .position(|p| p.port == port as usize)
+                .ok_or(EINVAL);
+        }
         self.ports.iter().position(|p| p.port == port).ok_or(EINVAL)
+    }
+
+    /// Model 2.0: take the set's QPs off the NIC (each stopped, drained and invalidated),
+    /// their queues out of the ASID and their CQs stopped. Sleeps.
+    fn teardown2(&self, shared: &Shared, dev: &Device<Bound>) {
+        let mut st = self.state2.lock();
+        for (slot, s) in st.iter_mut().enumerate() {
+            let Some(p) = self.ports2.get(slot) else {
+                break;
+            };
+            let r = transition2(
+                self,
+                shared,
+                dev,
+                slot,
+                s,
+                IB_QPS_RESET,
+                &QpAttrs::default(),
+            );
+            if let Err(e) = r {
+                kernel::ratelimited!(dev_warn!(
+                    shared.dev,
+                    "QP set {}: QP on port {} not taken off the NIC: {:?}\n",
+                    self.index,
+                    p.port + 1,
+                    e
+                ));
+            }
+            if let Some(bar) = shared.bar.try_access() {
+                if let Some(q) = shared.nic.get(p.port) {
+                    q.user_block_stop(&bar, p.block.block);
+                }
+            }
+        }
     }
 }
 
 impl Drop for QpSet {
     fn drop(&mut self) {
-        // The ports first (QPs and CQs off the device), then the index they held.
+        // The ports first (QPs and CQs off the device, queues out of the ASID), then the
+        // index they held.
         self.ports.clear();
+        for p in self.ports2.iter_mut() {
+            p.sq_map = None;
+        }
+        self.ports2.clear();
         self.ids.free_qp_index(self.index, self.mask);
     }
 }
@@ -306,6 +632,10 @@ impl Object for QpSet {
         // No new mapping of its queues; the device lets go of them when the set is dropped.
         if let Some(ctx) = handle.ucontext() {
             withdraw(ctx, &self.offsets);
+            if !self.ports2.is_empty() {
+                let dev = ctx.device();
+                self.teardown2(dev.data().shared(), dev.parent());
+            }
         }
         Ok(())
     }
@@ -328,6 +658,8 @@ const ATTR_CREATE_RESP: u16 =
     uverbs::id(uapi::gaudi_ib_qp_set_create_attrs_GAUDI_IB_ATTR_QP_SET_CREATE_RESP);
 const ATTR_CREATE_PORTS: u16 =
     uverbs::id(uapi::gaudi_ib_qp_set_create_attrs_GAUDI_IB_ATTR_QP_SET_CREATE_PORTS);
+const ATTR_CREATE_PD: u16 =
+    uverbs::id(uapi::gaudi_ib_qp_set_create_attrs_GAUDI_IB_ATTR_QP_SET_CREATE_PD);
 const ATTR_DESTROY_HANDLE: u16 =
     uverbs::id(uapi::gaudi_ib_qp_set_destroy_attrs_GAUDI_IB_ATTR_QP_SET_DESTROY_HANDLE);
 const ATTR_MODIFY_HANDLE: u16 =
@@ -374,9 +706,16 @@ impl Create {
         if req.ports == 0 || req.ports & !u64::from(ports) != 0 {
             return Err(EINVAL);
         }
-        if !(1..=caps.max_sqe.ilog2()).contains(&req.log_sq_entries)
-            || !(1..=caps.max_cqe.ilog2()).contains(&req.log_cq_entries)
-        {
+        let (sq, cq) = if d.shared().rc_v2 {
+            // A send queue fits its QP's slot of the WQ array; a CQ its part of the region.
+            (
+                rc::MIN_WQES.ilog2()..=rc::MAX_WQES.ilog2(),
+                nic::CQ_USER_LOG_MIN..=nic::CQ_LOG_MAX,
+            )
+        } else {
+            (1..=caps.max_sqe.ilog2(), 1..=caps.max_cqe.ilog2())
+        };
+        if !sq.contains(&req.log_sq_entries) || !cq.contains(&req.log_cq_entries) {
             return Err(EINVAL);
         }
         let ports = (req.ports as u32).count_ones() as usize;
@@ -392,8 +731,35 @@ impl Create {
         set: &QpSet,
         out: &mut KVec<uapi::gaudi_ib_qp_set_port>,
     ) -> Result<KVec<u64>> {
-        let mut offsets = KVec::with_capacity(3 * set.ports.len(), GFP_KERNEL)?;
+        let mut offsets =
+            KVec::with_capacity(3 * (set.ports.len() + set.ports2.len()), GFP_KERNEL)?;
         let res = (|| -> Result {
+            for p in set.ports2.iter() {
+                let sq = ctx.mmap_insert_coherent(&p.sq, Ok(Map::Queue))?;
+                offsets.push(sq, GFP_KERNEL)?;
+                let cq = ctx.mmap_insert_coherent(
+                    &p.block.cq,
+                    Ok(Map::UserCq {
+                        _block: p.block.clone(),
+                    }),
+                )?;
+                offsets.push(cq, GFP_KERNEL)?;
+                let db = ctx.mmap_insert(PAGE_SIZE, Ok(Map::Umr(p.block.clone())))?;
+                offsets.push(db, GFP_KERNEL)?;
+                out.push(
+                    uapi::gaudi_ib_qp_set_port {
+                        port_num: p.port as u32 + 1,
+                        cqn: p.block.cqn() as u32,
+                        sq_offset: sq,
+                        cq_offset: cq,
+                        db_offset: db,
+                        sq_va: rc::slot_va(p.port, set.index),
+                        // Reached by bus address, not in the ASID.
+                        cq_va: 0,
+                    },
+                    GFP_KERNEL,
+                )?;
+            }
             for p in set.ports.iter() {
                 let sq = ctx.mmap_insert_coherent(&p.sq.mem, Ok(Map::Queue))?;
                 offsets.push(sq, GFP_KERNEL)?;
@@ -448,6 +814,12 @@ impl Method for Create {
             Presence::Mandatory,
         ),
         &AttrDef::array_out::<uapi::gaudi_ib_qp_set_port>(ATTR_CREATE_PORTS, Presence::Mandatory),
+        &AttrDef::idr(
+            ATTR_CREATE_PD,
+            uverbs::OBJECT_PD,
+            uverbs::Access::Read,
+            Presence::Optional,
+        ),
     ];
 
     fn handle(call: &mut Call<'_, GaudiRdma>) -> Result {
@@ -456,7 +828,14 @@ impl Method for Create {
         let d = dev.data();
         let req = Create::validate(call, d)?;
         let mask = req.ports as u32;
-        d.claim(dev, ctx.data())?;
+        // Model 2.0: the set works in its PD's ASID, beside the standard verbs of other
+        // contexts; model 1.5 has one translation domain, which the set's context takes.
+        let pd = if d.shared().rc_v2 {
+            Some(call.pd(ATTR_CREATE_PD).map_err(|_| EINVAL)?.data())
+        } else {
+            d.claim(dev, ctx.data())?;
+            None
+        };
         let want = (req.flags & CREATE_INDEX != 0).then_some(req.index);
         let queue_bytes = u64::from(mask.count_ones())
             * ((WQE_SIZE << req.log_sq_entries).next_multiple_of(PAGE_SIZE)
@@ -466,16 +845,28 @@ impl Method for Create {
             .data()
             .usage()
             .charge(&[(Limit::Sets, 1), (Limit::QueueBytes, queue_bytes)])?;
-        let mut set = QpSet::new(
-            d.shared(),
-            &d.ids,
-            dev,
-            mask,
-            want,
-            req.log_sq_entries,
-            req.log_cq_entries,
-        )
-        .inspect_err(|e| {
+        let set = match pd {
+            Some(pd) => QpSet::new2(
+                d.shared(),
+                &d.ids,
+                dev,
+                pd,
+                mask,
+                want,
+                req.log_sq_entries,
+                req.log_cq_entries,
+            ),
+            None => QpSet::new(
+                d.shared(),
+                &d.ids,
+                dev,
+                mask,
+                want,
+                req.log_sq_entries,
+                req.log_cq_entries,
+            ),
+        };
+        let mut set = set.inspect_err(|e| {
             if *e == EBUSY {
                 kernel::ibdev_info_ratelimited!(
                     dev,
@@ -488,11 +879,16 @@ impl Method for Create {
         set.charge = Some(charge);
         let mut out = KVec::new();
         set.offsets = Create::offer(ctx, &set, &mut out)?;
+        let cqe_size = if set.ports2.is_empty() {
+            CQE_SIZE
+        } else {
+            size_of::<nic::Cqe>()
+        };
         let resp = uapi::gaudi_ib_qp_set_create_resp {
             index: set.index,
             ports: req.ports,
             sq_bytes: (WQE_SIZE << set.log_sq).next_multiple_of(PAGE_SIZE) as u32,
-            cq_bytes: (CQE_SIZE << set.log_cq).next_multiple_of(PAGE_SIZE) as u32,
+            cq_bytes: (cqe_size << set.log_cq).next_multiple_of(PAGE_SIZE) as u32,
             ..Default::default()
         };
         let mut offsets = KVec::new();
@@ -524,6 +920,7 @@ impl Modify {
         index: u32,
         req: &uapi::gaudi_ib_qp_set_modify,
         a: &mut QpAttrs,
+        pd_key: Option<u32>,
     ) -> Result<u8> {
         Ok(match req.state {
             IB_QPS_RESET => {
@@ -549,10 +946,15 @@ impl Modify {
                 }
                 a.access = 0;
                 if req.local_rkey != 0 {
-                    // A region of this context open to remote writes.
-                    let ok = d.mr(req.local_rkey).is_some_and(|m| {
-                        m.pd() == ctx.data().pd_id() && m.access().contains(Access::REMOTE_WRITE)
-                    });
+                    // A region of this context open to remote writes; on model 2.0 the key
+                    // of the set's PD, the rkey of all of them.
+                    let ok = match pd_key {
+                        Some(k) => req.local_rkey == k,
+                        None => d.mr(req.local_rkey).is_some_and(|m| {
+                            m.pd() == ctx.data().pd_id()
+                                && m.access().contains(Access::REMOTE_WRITE)
+                        }),
+                    };
                     if !ok {
                         return Err(EINVAL);
                     }
@@ -560,7 +962,7 @@ impl Modify {
                 }
                 // From the port's first IPv4 address (a GID the core derived from its network
                 // device) to the peer's.
-                let Some((sgid_index, _)) = d.first_ipv4_gid(a.port) else {
+                let Some((sgid_index, sgid)) = d.first_ipv4_gid(a.port) else {
                     kernel::ibdev_info_ratelimited!(
                         dev,
                         "QP set {}: port {} has no IPv4 address to send from\n",
@@ -583,6 +985,7 @@ impl Modify {
                     },
                     remote_rkey: req.remote_rkey,
                     local_rkey: req.local_rkey,
+                    src_ip: sgid.to_ipv4().map_or(0, u32::from_be_bytes),
                     ..Default::default()
                 };
                 hw::QPS_RTR
@@ -627,10 +1030,29 @@ impl Method for Modify {
         if req.comp_mask != 0 || req.reserved0 != 0 || req.reserved1 != 0 {
             return Err(EINVAL);
         }
+        if !set.ports2.is_empty() {
+            let mut st = set.state2.lock();
+            let s = st.get_mut(slot).ok_or(EINVAL)?;
+            let mut a = s.attrs;
+            a.port = port;
+            Modify::apply(dev, d, ctx, set.index, &req, &mut a, Some(set.pd_key))?;
+            return transition2(set, d.shared(), dev.parent(), slot, s, req.state, &a).inspect_err(
+                |e| {
+                    kernel::ibdev_dbg!(
+                        dev,
+                        "QP set {} port {}: move to state {} refused: {:?}\n",
+                        set.index,
+                        port,
+                        req.state,
+                        e
+                    )
+                },
+            );
+        }
         let mut attrs = set.attrs.lock();
         let mut a = *attrs.get(slot).ok_or(EINVAL)?;
         a.port = port;
-        let state = Modify::apply(dev, d, ctx, set.index, &req, &mut a)?;
+        let state = Modify::apply(dev, d, ctx, set.index, &req, &mut a, None)?;
         let bindings = d.bindings();
         d.resolve_local(&bindings, ctx.data().pd_id(), &mut a);
         // The device checks the transition itself.
@@ -672,7 +1094,37 @@ impl Method for Query {
         let dev = call.device()?;
         let set = call.object::<QpSet>(ATTR_QUERY_HANDLE)?;
         let port = call.const_in(ATTR_QUERY_PORT, 1, u64::from(dev.port_count()))? as u32;
-        let p = &set.ports[set.slot(port - 1)?];
+        let slot = set.slot(port - 1)?;
+        if let Some(p) = set.ports2.get(slot) {
+            let shared = dev.data().shared();
+            let s = *set.state2.lock().get(slot).ok_or(EINVAL)?;
+            let mut r = [0u64; nic::REQ_QPC_WORDS];
+            let mut q = [0u64; nic::RES_QPC_WORDS];
+            let mut state = s.state;
+            let (mut sq_psn, mut rq_psn) = (s.attrs.sq_psn, s.attrs.rq_psn);
+            if s.on_device {
+                shared.gateway_read(dev.parent(), p.port, set.index, true, &mut r)?;
+                shared.gateway_read(dev.parent(), p.port, set.index, false, &mut q)?;
+                // The NIC stopped the QP: an error of its requester or responder.
+                if nic::req::ERROR.get(&r) != 0 {
+                    state = IB_QPS_ERR;
+                }
+                rq_psn = nic::res::EXPECTED_PSN.get(&q) as u32;
+                if s.state == IB_QPS_RTS {
+                    sq_psn = nic::req::NTS_PSN.get(&r) as u32;
+                }
+            }
+            return call.write(
+                ATTR_QUERY_RESP,
+                &uapi::gaudi_ib_qp_set_qp_info {
+                    state,
+                    sq_psn: sq_psn & MASK_24,
+                    rq_psn: rq_psn & MASK_24,
+                    ..Default::default()
+                },
+            );
+        }
+        let p = &set.ports[slot];
         let mut c = QpContext::default();
         p.shared
             .command(CMD_QP_READ, p.port, p.index, &(), &mut c)?;

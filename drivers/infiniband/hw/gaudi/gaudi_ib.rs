@@ -967,7 +967,7 @@ impl pci::Driver for GaudiIbDriver {
             let bar = shared.bar.access(pdev.as_ref())?;
             for (port, q) in shared.nic.iter().enumerate() {
                 q.enable(bar, nic_tables + port as u64 * nic::PORT_TABLES)?;
-                q.rc_enable(bar, rc::WQ_ARRAY_VA, rc::LOG_SLOT_LINES)?;
+                q.rc_enable(bar, rc::wq_array_va(port), rc::LOG_SLOT_LINES)?;
             }
         }
 

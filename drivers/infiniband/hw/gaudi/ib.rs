@@ -1473,7 +1473,12 @@ impl Method for QueryDevice {
     fn handle(call: &mut Call<'_, GaudiRdma>) -> Result {
         let d = call.ucontext()?.device().data();
         let info = uapi::gaudi_ib_device_info {
-            model_version: d.caps.model,
+            // The formats of WQEs, CQEs and doorbells user space writes and reads.
+            model_version: if d.shared.rc_v2 {
+                0x0002_0000
+            } else {
+                d.caps.model
+            },
             devmem_size: d.hbm.size(),
             devmem_free: d.hbm.free_bytes(),
             ..Default::default()

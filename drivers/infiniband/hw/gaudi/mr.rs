@@ -352,7 +352,7 @@ fn register(
     };
     if let Err(e) = user.udata.write(&uapi::gaudi_ib_reg_mr_resp {
         page_shift: shift,
-        mmu_va,
+        mmu_va: info.view.device_va(shared.rc_v2),
         ..Default::default()
     }) {
         d.remove_mr(key);
@@ -412,7 +412,7 @@ impl Method for QueryMr {
             ATTR_QUERY_MR_RESP,
             &uapi::gaudi_ib_mr_info {
                 page_shift: m.shift,
-                mmu_va: info.view.mmu_va,
+                mmu_va: info.view.device_va(m.shared.rc_v2),
                 iova: info.view.iova,
                 length: info.view.length,
                 key: m.key,

@@ -39,9 +39,11 @@ use kernel::{
         Region, //
     },
     prelude::*,
+    rdma::mmap::QueueMem,
     sync::{
         atomic::{
             Atomic,
+            Full,
             Relaxed, //
         },
         barrier::{
@@ -140,6 +142,9 @@ impl<const SIZE: usize, T: RegisterArray> IoLoc<Region<SIZE>, T> for MacroLoc<T>
 
 // Names are the public headers' without their `NIC0_` prefix; offsets are port 0's.
 register! {
+    /// User doorbell pages (UMR), one 4 KiB block each: FIFO 2b's producer index (the first
+    /// register of block b).
+    pub(crate) UMR0_0_UNSECURE_DOORBELL0_UNSECURE_DB_FIRST32(u32)[15, stride = 0x1000] @ 0x540_0000 {}
     /// The requester context table (in device memory), bits 63:32.
     pub(crate) QPC0_REQ_BASE_ADDRESS_63_32(u32) @ 0x541_f00c {}
     /// The requester context table, bits 31:7.
@@ -172,6 +177,11 @@ register! {
     pub(crate) QPC0_GW_DATA_0(u32)[32, stride = 4] @ 0x541_f08c {}
     /// The bits of the context the gateway replaces.
     pub(crate) QPC0_GW_MASK_0(u32)[32, stride = 4] @ 0x541_f124 {}
+    /// The address space of the QPs a user doorbell FIFO may ring.
+    pub(crate) QPC0_DB_FIFO_USER_OVRD_0(u32)[32, stride = 4] @ 0x541_f360 {
+        10:10 mmu_bypass => bool;
+        9:0 asid;
+    }
     /// Where the NIC writes each doorbell FIFO's consumer index, bits 63:32.
     pub(crate) QPC0_DBFIFO0_CI_UPD_ADDR_DBFIFO_CI_UPD_ADDR_63_32(u32)[32, stride = 8] @ 0x541_f720 {}
     /// Where the NIC writes each doorbell FIFO's consumer index, bits 31:7.
@@ -396,6 +406,7 @@ pub(crate) mod req {
     pub(crate) const CONGESTION_MODE: Field = Field::new(1013, 2);
     pub(crate) const MTU: Field = Field::new(1015, 2);
     pub(crate) const IN_WORK: Field = Field::new(1021, 1);
+    pub(crate) const ERROR: Field = Field::new(1022, 1);
     pub(crate) const LAST_IDX: Field = Field::new(576, 22);
     pub(crate) const WQ_BACK_PRESSURE: Field = Field::new(383, 1);
     pub(crate) const DATA_MMU_BYPASS: Field = Field::new(1003, 1);
@@ -640,6 +651,18 @@ pub(crate) fn gateway_read(
     Ok(())
 }
 
+/// UMR blocks of a port that user space may map (`NUM_OF_USER_NIC_UMR_BLOCKS`).
+pub(crate) const UMR_BLOCKS: usize = 15;
+/// The CQ of UMR block 0; block b's is `CQ_USER_FIRST + 2b` (`NIC_MIN_CQ_ID`).
+pub(crate) const CQ_USER_FIRST: usize = 2;
+/// log2 of the entries of the smallest CQ (4).
+pub(crate) const CQ_USER_LOG_MIN: u32 = 2;
+
+/// BAR0 offset of UMR block `block` of port `port`, the page its owner maps.
+pub(crate) fn umr_page(port: usize, block: usize) -> Option<usize> {
+    PortArrayLoc::<UMR0_0_UNSECURE_DOORBELL0_UNSECURE_DB_FIRST32>::of(port, block).map(|l| l.0)
+}
+
 /// A port's event queue and CQ region: kernel memory, reached by bus address.
 pub(crate) struct PortQueues {
     port: usize,
@@ -649,8 +672,9 @@ pub(crate) struct PortQueues {
     /// Entries taken since the queue was enabled (24 bits, as the NIC's indexes). Only the
     /// interrupt thread of the port's vector changes it.
     eq_ci: Atomic<u32>,
-    /// The 16 CQs, back to back, each `2^CQ_LOG_MAX` entries.
-    cqs: Coherent<[u32]>,
+    /// The 16 CQs, back to back, each `2^CQ_LOG_MAX` entries; user CQs' parts are mapped by
+    /// their owners.
+    cqs: QueueMem,
     /// The CQs' producer indexes, as the NIC writes them: one 128-byte line each (never read
     /// here: the NIC needs a place to write them).
     cq_pi: Coherent<[u32]>,
@@ -662,6 +686,8 @@ pub(crate) struct PortQueues {
     rc_ci: Atomic<u32>,
     /// Send WQ entries of the RC QPs on the port, at most CQ 1's entries.
     rc_wqes: Atomic<u32>,
+    /// UMR blocks given to user space (bit b: block b).
+    umr_used: Atomic<u32>,
 }
 
 /// 32-bit words of a 128-byte line.
@@ -677,12 +703,13 @@ impl PortQueues {
             eq: Coherent::zeroed_slice(dev, EQ_ENTRIES as usize * ENTRY_WORDS, GFP_KERNEL)?,
             eq_pi: Coherent::zeroed_slice(dev, LINE_WORDS, GFP_KERNEL)?,
             eq_ci: Atomic::new(0),
-            cqs: Coherent::zeroed_slice(dev, CQS * (ENTRY_WORDS << CQ_LOG_MAX), GFP_KERNEL)?,
+            cqs: QueueMem::new_for(dev, CQS * (ENTRY_WORDS << CQ_LOG_MAX) * 4)?,
             cq_pi: Coherent::zeroed_slice(dev, CQS * LINE_WORDS, GFP_KERNEL)?,
             fifo_ci: Coherent::zeroed_slice(dev, LINE_WORDS, GFP_KERNEL)?,
             rung: Atomic::new(0),
             rc_ci: Atomic::new(0),
             rc_wqes: Atomic::new(0),
+            umr_used: Atomic::new(0),
         })
     }
 
@@ -969,7 +996,7 @@ impl PortQueues {
         let p = self.port;
         let words = ENTRY_WORDS << CQ_LOG_MAX;
         for w in cq * words..(cq + 1) * words {
-            io_write!(&self.cqs, [try: w], 0);
+            io_write!(self.cqs.coherent(), [try: w], 0);
         }
         io_write!(&self.cq_pi, [try: cq * LINE_WORDS], 0);
         let pi = self.cq_pi.dma_address() + (cq * LINE_WORDS * 4) as u64;
@@ -1008,15 +1035,15 @@ impl PortQueues {
         }
         let slot = (index & ((1 << log) - 1)) as usize;
         let base = (cq << CQ_LOG_MAX | slot) * ENTRY_WORDS;
-        let first: u32 = io_read!(&self.cqs, [try: base]);
+        let first: u32 = io_read!(self.cqs.coherent(), [try: base]);
         if cqe::VALID.get(&[first.into()]) == 0 {
             return Ok(None);
         }
         dma_mb(Read);
-        let c = io_project!(&self.cqs, [try: base..base + ENTRY_WORDS])
+        let c = io_project!(self.cqs.coherent(), [try: base..base + ENTRY_WORDS])
             .try_cast::<Cqe>()?
             .copy_read();
-        io_write!(&self.cqs, [try: base], 0);
+        io_write!(self.cqs.coherent(), [try: base], 0);
         Ok(Some(c))
     }
 
@@ -1040,7 +1067,8 @@ impl PortQueues {
             return Err(EINVAL);
         }
         let slot = (index & ((1 << log) - 1)) as usize;
-        let first: u32 = io_read!(&self.cqs, [try: (cq << CQ_LOG_MAX | slot) * ENTRY_WORDS]);
+        let first: u32 =
+            io_read!(self.cqs.coherent(), [try: (cq << CQ_LOG_MAX | slot) * ENTRY_WORDS]);
         Ok(cqe::VALID.get(&[first.into()]) != 0)
     }
 
@@ -1071,6 +1099,73 @@ impl PortQueues {
         // A read makes the posted write land before the caller looks at the CQ again.
         bar.try_read(PortLoc::<QPC0_ARM_CQ_NUM>::of(p).ok_or(EINVAL)?)?;
         Ok(())
+    }
+
+    /// Take a free UMR block for the QPs of ASID `asid`: its doorbell FIFO 2b rings only
+    /// them, its CQ 2b + 2 is enabled with `2^log` entries, zeroed. Returns the block and the
+    /// memory of the CQ's entries. `ENOSPC` if every block is taken.
+    pub(crate) fn user_block(
+        &self,
+        bar: &Bar<'_>,
+        asid: u32,
+        log: u32,
+    ) -> Result<(usize, QueueMem)> {
+        if !(CQ_USER_LOG_MIN..=CQ_LOG_MAX).contains(&log) {
+            return Err(EINVAL);
+        }
+        let mut cur = self.umr_used.load(Relaxed);
+        let block = loop {
+            let free = !cur & ((1 << UMR_BLOCKS) - 1);
+            if free == 0 {
+                return Err(ENOSPC);
+            }
+            let b = free.trailing_zeros();
+            match self.umr_used.cmpxchg(cur, cur | 1 << b, Full) {
+                Ok(_) => break b as usize,
+                Err(seen) => cur = seen,
+            }
+        };
+        let res = (|| {
+            let cq = CQ_USER_FIRST + 2 * block;
+            let slot = (ENTRY_WORDS * 4) << CQ_LOG_MAX;
+            let mem = self
+                .cqs
+                .part(cq * slot, ((ENTRY_WORDS * 4) << log).next_multiple_of(4096))?;
+            let ovrd = QPC0_DB_FIFO_USER_OVRD_0::zeroed().try_with_asid(asid)?;
+            for fifo in [2 * block, 2 * block + 1] {
+                bar.try_write(
+                    at(PortArrayLoc::<QPC0_DB_FIFO_USER_OVRD_0>::of(
+                        self.port, fifo,
+                    ))?,
+                    ovrd,
+                )?;
+            }
+            self.cq_enable(bar, cq, log)?;
+            Ok(mem)
+        })();
+        match res {
+            Ok(mem) => Ok((block, mem)),
+            Err(e) => {
+                self.user_block_put(block);
+                Err(e)
+            }
+        }
+    }
+
+    /// Stop the CQ of UMR block `block` (the NIC writes no more of its entries).
+    pub(crate) fn user_block_stop(&self, bar: &Bar<'_>, block: usize) {
+        self.cq_disable(bar, CQ_USER_FIRST + 2 * block);
+    }
+
+    /// UMR block `block` is free again: nothing maps its page or its CQ's memory any more.
+    pub(crate) fn user_block_put(&self, block: usize) {
+        if block >= UMR_BLOCKS {
+            return;
+        }
+        let mut cur = self.umr_used.load(Relaxed);
+        while let Err(seen) = self.umr_used.cmpxchg(cur, cur & !(1 << block), Full) {
+            cur = seen;
+        }
     }
 
     /// Ring the kernel's doorbell FIFO: QP `qpn`'s producer index is now `pi`.

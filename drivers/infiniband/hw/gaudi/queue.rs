@@ -535,6 +535,9 @@ pub(crate) struct Sq {
     /// `rc::PORT_WQES`), and the source address's encapsulation.
     pub(crate) reserved: u32,
     pub(crate) encap: Option<usize>,
+    /// Device model 2.0: the send queue at the QP's slot of its port's send WQ array in its
+    /// ASID, from INIT (taken out, and dropped outside the lock, at RESET).
+    pub(crate) wq_map: Option<crate::chip::Mapping>,
     /// Device model 2.0: WQEs before this index are done (completed by the NIC or flushed);
     /// their entries are free once their completions are polled (`ci`).
     pub(crate) retired: u16,
@@ -689,6 +692,7 @@ impl QpData {
                 partial: false,
                 reserved: 0,
                 encap: None,
+                wq_map: None,
                 retired: 0,
             }),
         }))
@@ -1008,6 +1012,17 @@ pub(crate) struct MrView {
     pub(crate) mmu_va: u64,
     /// Where byte `iova` is in the PD's ASID (device model 2.0).
     pub(crate) asid_va: u64,
+}
+
+impl MrView {
+    /// The device VA of byte `iova` that WQEs name: in the PD's ASID on model 2.0 (`v2`).
+    pub(crate) fn device_va(&self, v2: bool) -> u64 {
+        if v2 {
+            self.asid_va
+        } else {
+            self.mmu_va
+        }
+    }
 }
 
 /// Check the SGE `addr`+`len` against `mr` of protection domain `pd`, and translate it to a

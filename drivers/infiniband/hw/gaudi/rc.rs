@@ -54,8 +54,10 @@ use crate::{
     shared::Shared,
 };
 
-/// Where each port's send WQ array 1 (the RC QPs') is in every ASID: the top GiB of the 48
-/// bits the device MMU translates, above the VAs of the regions.
+/// Where the ports' send WQ arrays 1 (the RC QPs') are in every ASID: the top GiB of the 48
+/// bits the device MMU translates, above the VAs of the regions; port index p's at
+/// [`wq_array_va`]`(p)`, so that the QPs of one number on several ports (a QP set) have
+/// slots of their own in one ASID.
 pub(crate) const WQ_ARRAY_VA: u64 = (1 << mmu::ASID_VA_BITS) - (1 << 30);
 /// A QP's slot in the array: `2^LOG_SLOT_LINES` lines of 128 bytes.
 pub(crate) const LOG_SLOT_LINES: u32 = 7;
@@ -68,7 +70,19 @@ pub(crate) const WQE_BYTES: usize = size_of::<SqWqe>();
 pub(crate) const MAX_WQES: u32 = (SLOT_BYTES / WQE_BYTES as u64) as u32;
 /// Entries of the smallest send queue (device-model.rst: "Work-queue arrays").
 pub(crate) const MIN_WQES: u32 = 16;
-const _: () = assert!(WQ_ARRAY_VA + nic::TABLE_QPS * SLOT_BYTES <= 1 << mmu::ASID_VA_BITS);
+/// Bytes of a port's send WQ array 1: a slot per QP number.
+const PORT_ARRAY_BYTES: u64 = nic::TABLE_QPS * SLOT_BYTES;
+const _: () = assert!(WQ_ARRAY_VA + nic::PORTS as u64 * PORT_ARRAY_BYTES <= 1 << mmu::ASID_VA_BITS);
+
+/// Where port index `port`'s send WQ array 1 is in every ASID.
+pub(crate) const fn wq_array_va(port: usize) -> u64 {
+    WQ_ARRAY_VA + port as u64 * PORT_ARRAY_BYTES
+}
+
+/// Where QP `qpn`'s slot of port index `port`'s send WQ array 1 is in every ASID.
+pub(crate) const fn slot_va(port: usize, qpn: u32) -> u64 {
+    wq_array_va(port) + qpn as u64 * SLOT_BYTES
+}
 
 /// Send WQ entries all RC QPs of a port may hold: CQ 1's, so that it never overflows.
 pub(crate) const PORT_WQES: u32 = 1 << nic::CQ_LOG_MAX;
@@ -80,8 +94,8 @@ pub(crate) type Flushed = KVec<(Wc, Option<u16>)>;
 /// The model 2.0 part of a queue pair: its send queue, entered in its ASID at its slot of the
 /// send WQ array, and the data of its inline requests.
 pub(crate) struct V2 {
-    /// Dropped first: out of the ASID before the memory is freed.
-    _map: Mapping,
+    /// The PD's address space, where the send queue is entered from INIT (`Sq::wq_map`).
+    space: Arc<AddressSpace>,
     pub(crate) wq: Coherent<[u32]>,
     /// Inline requests' data, one `hw::INLINE_MAX` area per send queue entry, and where it is
     /// in the ASID (dropped before the memory).
@@ -109,17 +123,6 @@ impl V2 {
         }
         let bytes = (entries as usize * WQE_BYTES).next_multiple_of(4096);
         let wq = Coherent::<u32>::zeroed_slice(dev, bytes / 4, GFP_KERNEL)?;
-        let base = wq.dma_address();
-        let pages = (bytes / 4096) as u64;
-        // The NIC only reads the queue.
-        let map = space.map(
-            dev,
-            Place::At(WQ_ARRAY_VA + u64::from(qpn) * SLOT_BYTES),
-            (0..pages).map(|i| base + i * 4096),
-            pages,
-            12,
-            mmu::Flags::default(),
-        )?;
         let bounce = if inline {
             let bytes = (entries as usize * crate::hw::INLINE_MAX).next_multiple_of(4096);
             let mem = Coherent::<u32>::zeroed_slice(dev, bytes / 4, GFP_KERNEL)?;
@@ -143,13 +146,28 @@ impl V2 {
             closed_key = kernel::random::get_random_u32();
         }
         Ok(Self {
-            _map: map,
+            space: space.clone(),
             wq,
             bounce,
             asid: space.asid(),
             pd_key,
             closed_key,
         })
+    }
+
+    /// Enter the send queue, read-only to the NIC, at QP `qpn`'s slot of port index `port`'s
+    /// send WQ array 1.
+    fn map_wq(&self, dev: &Device<Bound>, port: usize, qpn: u32) -> Result<Mapping> {
+        let base = self.wq.dma_address();
+        let pages = (self.wq.size() / 4096) as u64;
+        self.space.map(
+            dev,
+            Place::At(slot_va(port, qpn)),
+            (0..pages).map(|i| base + i * 4096),
+            pages,
+            12,
+            mmu::Flags::default(),
+        )
     }
 
     /// Write `w` at entry `slot` of the send queue.
@@ -207,32 +225,61 @@ fn dest(a: &QpAttrs) -> Result<(u64, u64, u64)> {
     Ok((u64::from(u32::from_be_bytes(ip)), hi, lo))
 }
 
-/// The responder context of a QP with attributes `a` in `v`'s ASID, its source encapsulation
-/// `encap`.
-fn res_context(v: &V2, a: &QpAttrs, encap: usize) -> Result<[u64; nic::RES_QPC_WORDS]> {
+/// Whom a QP's contexts act for.
+pub(crate) struct Owner {
+    pub(crate) asid: u32,
+    /// `TRUST_LEVEL`: the kernel's QPs are secured, user space's rung from its FIFOs.
+    pub(crate) trust: u64,
+    /// The CQ of the QP's completions.
+    pub(crate) cq: usize,
+    /// The key incoming WRITEs must carry.
+    pub(crate) lkey: u32,
+    /// The last entry of the send queue.
+    pub(crate) last_idx: u32,
+}
+
+impl V2 {
+    /// The owner of the contexts of a standard verbs QP with `entries` send queue entries
+    /// and attributes `a`.
+    fn owner(&self, a: &QpAttrs, entries: u32) -> Owner {
+        let open = a.access & kernel::rdma::umem::Access::REMOTE_WRITE.bits() != 0;
+        Owner {
+            asid: self.asid,
+            trust: nic::TRUST_SECURED,
+            cq: nic::CQ_RC,
+            lkey: if open { self.pd_key } else { self.closed_key },
+            last_idx: entries - 1,
+        }
+    }
+}
+
+/// The responder context of a QP of `o` with attributes `a`, its source encapsulation `encap`.
+pub(crate) fn res_context(
+    o: &Owner,
+    a: &QpAttrs,
+    encap: usize,
+) -> Result<[u64; nic::RES_QPC_WORDS]> {
     let (ip, mac_hi, mac_lo) = dest(a)?;
     let mut c = [0u64; nic::RES_QPC_WORDS];
     res::DST_QP.set(&mut c, a.dest_qpn.into());
     res::PEER_QP.set(&mut c, a.dest_qpn.into());
-    let open = a.access & kernel::rdma::umem::Access::REMOTE_WRITE.bits() != 0;
-    res::LKEY.set(&mut c, if open { v.pd_key } else { v.closed_key }.into());
+    res::LKEY.set(&mut c, o.lkey.into());
     res::DST_IP.set(&mut c, ip);
     res::DST_MAC_LSB.set(&mut c, mac_lo);
     res::DST_MAC_MSB.set(&mut c, mac_hi);
-    res::ASID.set(&mut c, v.asid.into());
+    res::ASID.set(&mut c, o.asid.into());
     res::EXPECTED_PSN.set(&mut c, a.rq_psn.into());
-    res::TRUST_LEVEL.set(&mut c, nic::TRUST_SECURED);
+    res::TRUST_LEVEL.set(&mut c, o.trust);
     res::ENCAP_TYPE.set(&mut c, encap as u64);
     res::ENCAP_ENABLE.set(&mut c, 1);
-    res::CQ_NUM.set(&mut c, nic::CQ_RC as u64);
+    res::CQ_NUM.set(&mut c, o.cq as u64);
     res::VALID.set(&mut c, 1);
     Ok(c)
 }
 
-/// The requester context of `q` with attributes `a` and remote key `rkey`.
-fn req_context(
-    q: &QpData,
-    v: &V2,
+/// The requester context of a QP of `o` with attributes `a` and remote key `rkey`.
+pub(crate) fn req_context(
+    o: &Owner,
     a: &QpAttrs,
     encap: usize,
     rkey: u32,
@@ -253,15 +300,15 @@ fn req_context(
     req::TM_GRANULARITY.set(&mut c, g.into());
     req::ENCAP_TYPE.set(&mut c, encap as u64);
     req::ENCAP_ENABLE.set(&mut c, 1);
-    req::CQ_NUM.set(&mut c, nic::CQ_RC as u64);
+    req::CQ_NUM.set(&mut c, o.cq as u64);
     req::CONGESTION_WIN.set(&mut c, 0xff_ffff);
     req::BURST_SIZE.set(&mut c, 1);
-    req::ASID.set(&mut c, v.asid.into());
-    req::LAST_IDX.set(&mut c, u64::from(q.sq_entries() - 1));
+    req::ASID.set(&mut c, o.asid.into());
+    req::LAST_IDX.set(&mut c, o.last_idx.into());
     req::ACKREQ_FREQ.set(&mut c, 16);
     req::WQ_TYPE.set(&mut c, nic::WQ_TYPE_WRITE);
     req::WQ_BASE_ADDR.set(&mut c, 1);
-    req::TRUST_LEVEL.set(&mut c, nic::TRUST_SECURED);
+    req::TRUST_LEVEL.set(&mut c, o.trust);
     req::MTU.set(&mut c, mtu_field(a)?);
     req::VALID.set(&mut c, 1);
     Ok(c)
@@ -269,7 +316,7 @@ fn req_context(
 
 /// Stop QP `qpn`'s contexts on `port`: the requester's window closed, the responder invalid
 /// (gaudi2_cn.c `gaudi2_cn_qpc_invalidate`'s first step).
-fn stop(shared: &Shared, dev: &Device<Bound>, port: usize, qpn: u32) -> Result {
+pub(crate) fn stop(shared: &Shared, dev: &Device<Bound>, port: usize, qpn: u32) -> Result {
     let bar = shared.bar.access(dev)?;
     let mut c = [0u64; nic::REQ_QPC_WORDS];
     let mut m = [0u64; nic::REQ_QPC_WORDS];
@@ -285,7 +332,7 @@ fn stop(shared: &Shared, dev: &Device<Bound>, port: usize, qpn: u32) -> Result {
 
 /// Take QP `qpn` off `port`: stop it, wait until neither context is in work, then write
 /// zeros over both. Sleeps.
-fn teardown(shared: &Shared, dev: &Device<Bound>, port: usize, qpn: u32) -> Result {
+pub(crate) fn teardown(shared: &Shared, dev: &Device<Bound>, port: usize, qpn: u32) -> Result {
     stop(shared, dev, port, qpn)?;
     // The NIC finishes what is in work; hbl_cn polls 20 times 20 ms.
     for _ in 0..20 {
@@ -346,8 +393,13 @@ impl QpData {
                         shared.encap_put(port as usize, e);
                     }
                 }
-                let mut sq = self.sq_lock();
-                sq.reset();
+                // The queue leaves the ASID (sleeps) after the lock.
+                let _wq_map = {
+                    let mut sq = self.sq_lock();
+                    let m = sq.wq_map.take();
+                    sq.reset();
+                    m
+                };
                 return Ok(());
             }
             QpState::Err => {
@@ -374,6 +426,7 @@ impl QpData {
                 // The QP's WQEs are counted against CQ 1 at set-up, so that CQ 1 never
                 // overflows: refused here rather than lost later.
                 let n = self.sq_entries();
+                let map = v.map_wq(dev, port as usize, self.qpn())?;
                 if !q.rc_reserve(n) {
                     kernel::ratelimited!(dev_info!(
                         shared.dev,
@@ -388,12 +441,13 @@ impl QpData {
                 sq.port = port;
                 sq.reserved = n;
                 sq.state = QpState::Init;
+                sq.wq_map = Some(map);
                 Ok(())
             }
             (QpState::Init, QpState::Rtr) => {
                 let src = a.path.src_ip;
                 let encap = shared.encap_get(port as usize, src)?;
-                let c = match res_context(v, a, encap) {
+                let c = match res_context(&v.owner(a, self.sq_entries()), a, encap) {
                     Ok(c) => c,
                     Err(e) => {
                         shared.encap_put(port as usize, encap);
@@ -424,7 +478,7 @@ impl QpData {
                     let sq = self.sq_lock();
                     (sq.encap.ok_or(EINVAL)?, a.path.remote_rkey)
                 };
-                let c = req_context(self, v, a, encap, rkey)?;
+                let c = req_context(&v.owner(a, self.sq_entries()), a, encap, rkey)?;
                 let bar = shared.bar.access(dev)?;
                 shared.gateway_write(
                     bar,

@@ -187,7 +187,7 @@ gaudidv_create_qp_set(struct ibv_context *context,
 		      const struct gaudidv_qp_set_init_attr *attr)
 {
 	DECLARE_COMMAND_BUFFER(cmd, GAUDI_IB_OBJECT_QP_SET,
-			       GAUDI_IB_METHOD_QP_SET_CREATE, 4);
+			       GAUDI_IB_METHOD_QP_SET_CREATE, 5);
 	struct gaudi_ib_qp_set_create req = {};
 	struct gaudi_ib_qp_set_create_resp resp = {};
 	struct gaudi_ib_qp_set_port *kports;
@@ -228,6 +228,9 @@ gaudidv_create_qp_set(struct ibv_context *context,
 	fill_attr_out_ptr(cmd, GAUDI_IB_ATTR_QP_SET_CREATE_RESP, &resp);
 	fill_attr_out(cmd, GAUDI_IB_ATTR_QP_SET_CREATE_PORTS, kports,
 		      n * sizeof(*kports));
+	if (attr->pd)
+		fill_attr_in_obj(cmd, GAUDI_IB_ATTR_QP_SET_CREATE_PD,
+				 attr->pd->handle);
 	err = execute_ioctl(context, cmd);
 	if (err) {
 		errno = err;

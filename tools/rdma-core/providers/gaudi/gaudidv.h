@@ -96,6 +96,11 @@ struct gaudidv_qp_set_init_attr {
 	/* enum gaudidv_qp_set_init_flags */
 	uint32_t flags;
 	uint32_t index;
+	/*
+	 * the protection domain whose address space the QPs work in (on
+	 * model 2.0, where it is required)
+	 */
+	struct ibv_pd *pd;
 };
 
 /* One port of a QP set: its queues and doorbell page, mapped. */

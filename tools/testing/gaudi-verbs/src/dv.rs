@@ -36,6 +36,50 @@ pub const WQE_RDMA_WRITE_IMM: u8 = 0x02;
 const DB_SQ: usize = 0x00;
 const DB_CQ: usize = 0x08;
 
+// Model 2.0 (Documentation/infiniband/gaudi/device-model.rst): the send
+// WQE's opcodes, the CQE and the UMR block's registers.
+const WQE2_OPCODE_SEND: u64 = 1;
+const WQE2_OPCODE_LINEAR: u64 = 2;
+const CQE2_SIZE: usize = 16;
+const CQE2_VALID: u32 = 1 << 31;
+const CQE2_IS_REQ: u32 = 1 << 24;
+/// The status [`DvQp::poll`] gives a model 2.0 CQE of a responder (the
+/// model writes none).
+pub const CQE2_NOT_REQUESTER: u8 = 0xff;
+const UMR_DB_FIRST32: usize = 0x000;
+const UMR_DB_SECOND32: usize = 0x004;
+const UMR_CQ_NUMBER: usize = 0x100;
+const UMR_CQ_CONSUMER_INDEX: usize = 0x104;
+
+/// A model 2.0 send WQE: `opcode`, WQE index `index` (its entry in the
+/// queue), `len` bytes from device VA `local` to `remote`, tag `tag`, a CQE
+/// if `signaled`.
+pub fn wqe2(
+    opcode: u64,
+    index: u32,
+    len: u32,
+    local: u64,
+    remote: u64,
+    tag: u32,
+    signaled: bool,
+) -> [u8; WQE_SIZE] {
+    let mut w = [0u64; 4];
+    w[0] = opcode & 0x1f | u64::from(index & 0xff) << 8 | u64::from(len) << 32;
+    if signaled {
+        // ACKREQ, and COMPLETION_TYPE 2: a CQE on the QP's CQ.
+        w[0] |= 1 << 31;
+        w[3] = 2 << 62;
+    }
+    w[1] = local;
+    w[2] = remote;
+    w[3] |= u64::from(tag);
+    let mut b = [0u8; WQE_SIZE];
+    for (i, v) in w.iter().enumerate() {
+        b[i * 8..i * 8 + 8].copy_from_slice(&v.to_le_bytes());
+    }
+    b
+}
+
 /// CQE status codes of the device.
 pub const CQE_SUCCESS: u8 = 0;
 pub const CQE_LOC_PROT_ERR: u8 = 3;
@@ -113,6 +157,8 @@ pub struct DvQp {
     /// Producer index of the send queue, consumer index of the CQ.
     pub pi: u32,
     pub ci: u32,
+    /// The formats of model 2.0 (the NIC's own), not 1.5's.
+    pub model2: bool,
 }
 
 // SAFETY: the mappings are plain memory and device registers, usable from
@@ -143,6 +189,9 @@ impl DvQp {
 
     /// Post several WRITEs, as [`DvQp::post_write`], with one doorbell.
     pub fn post_wqes(&mut self, wqes: &[(u64, u64, u32, bool, Option<u32>)]) -> bool {
+        if self.model2 {
+            return self.post_wqes2(wqes);
+        }
         let size = 1u32 << self.log_sq;
         for &(local_va, remote_va, len, signaled, imm) in wqes {
             let slot = (self.pi & (size - 1)) as usize;
@@ -171,6 +220,49 @@ impl DvQp {
         fence(Ordering::SeqCst);
         self.db_write(DB_SQ, self.index << 16 | (self.pi & 0xffff));
         true
+    }
+
+    /// [`DvQp::post_wqes`] on model 2.0: 32-byte LINEAR WQEs (uapi.rst,
+    /// "QP sets on model 2.0"), each tagged with its producer index, and
+    /// the doorbell {producer index, QPN} on the block's FIFO. A WRITE with
+    /// immediate is not on the NIC: such a WQE carries an opcode the NIC
+    /// refuses.
+    fn post_wqes2(&mut self, wqes: &[(u64, u64, u32, bool, Option<u32>)]) -> bool {
+        let size = 1u32 << self.log_sq;
+        for &(local_va, remote_va, len, signaled, imm) in wqes {
+            let slot = (self.pi & (size - 1)) as usize;
+            let w = wqe2(
+                if imm.is_some() {
+                    WQE2_OPCODE_SEND
+                } else {
+                    WQE2_OPCODE_LINEAR
+                },
+                self.pi & (size - 1),
+                len,
+                local_va,
+                remote_va,
+                self.pi,
+                signaled,
+            );
+            // SAFETY: `slot` is inside the ring of `size` WQEs.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    w.as_ptr(),
+                    self.sq.ptr.add(slot * WQE_SIZE),
+                    WQE_SIZE,
+                )
+            };
+            self.pi = self.pi.wrapping_add(1);
+        }
+        fence(Ordering::SeqCst);
+        self.ring2(self.pi & (size - 1));
+        true
+    }
+
+    /// Model 2.0: push the doorbell {`pi`, QPN} on the block's FIFO.
+    pub fn ring2(&self, pi: u32) {
+        self.db_write(UMR_DB_FIRST32, pi);
+        self.db_write(UMR_DB_SECOND32, self.index);
     }
 
     /// Write any SQ doorbell value (tests of the device's checks).
@@ -207,6 +299,9 @@ impl DvQp {
     /// The next CQE, if the device wrote one; moves the consumer index and
     /// writes the CQ doorbell.
     pub fn poll(&mut self) -> Option<Cqe> {
+        if self.model2 {
+            return self.poll2();
+        }
         let size = 1u32 << self.log_cq;
         let slot = (self.ci & (size - 1)) as usize;
         // SAFETY: `slot` is inside the ring of `size` CQEs.
@@ -231,6 +326,47 @@ impl DvQp {
             status: e[7],
             byte_len: u32::from_le_bytes(e[8..12].try_into().unwrap()),
             imm: u32::from_le_bytes(e[12..16].try_into().unwrap()),
+        })
+    }
+
+    /// [`DvQp::poll`] on model 2.0: 16-byte CQEs with a VALID bit the
+    /// consumer clears, and the consumer index given through the block's
+    /// CQ slot. The NIC writes CQEs of successful requests only (a failed
+    /// one puts the QP in ERR: [`Context::query_qp_set`]); the CQE's tag is
+    /// the WQE's producer index.
+    fn poll2(&mut self) -> Option<Cqe> {
+        let size = 1u32 << self.log_cq;
+        let slot = (self.ci & (size - 1)) as usize;
+        // SAFETY: `slot` is inside the ring of `size` CQEs.
+        let base = unsafe { self.cq.ptr.add(slot * CQE2_SIZE) }.cast::<u32>();
+        // SAFETY: word 0 of the CQE, written by the device.
+        let w0 = unsafe { std::ptr::read_volatile(base) };
+        if w0 & CQE2_VALID == 0 {
+            return None;
+        }
+        fence(Ordering::Acquire);
+        let mut w = [0u32; 4];
+        for (i, v) in w.iter_mut().enumerate() {
+            // SAFETY: a word of the CQE inside the ring.
+            *v = unsafe { std::ptr::read_volatile(base.add(i)) };
+        }
+        // SAFETY: as above; the entry is free for the device's next pass.
+        unsafe { std::ptr::write_volatile(base, 0) };
+        self.ci = self.ci.wrapping_add(1);
+        self.db_write(UMR_CQ_NUMBER, self.info.cqn);
+        self.db_write(UMR_CQ_CONSUMER_INDEX, self.ci);
+        Some(Cqe {
+            qpn: w[0] & 0xff_ffff,
+            // The tag: the WQE's producer index (word 1 is its entry).
+            wqe_index: w[2] as u16,
+            opcode: WQE_RDMA_WRITE,
+            status: if w[0] & CQE2_IS_REQ != 0 {
+                CQE_SUCCESS
+            } else {
+                CQE2_NOT_REQUESTER
+            },
+            byte_len: 0,
+            imm: 0,
         })
     }
 
@@ -299,21 +435,39 @@ impl Context {
         let mut resp = gaudi_ib_qp_set_create_resp::default();
         let n = req.ports.count_ones().max(1) as usize;
         let mut ports = vec![gaudi_ib_qp_set_port::default(); n];
-        let attrs = self.dv_raw(
-            GAUDI_IB_OBJECT_QP_SET,
-            GAUDI_IB_METHOD_QP_SET_CREATE,
-            [
-                Attr::handle(GAUDI_IB_ATTR_QP_SET_CREATE_HANDLE, 0),
-                Attr::input(GAUDI_IB_ATTR_QP_SET_CREATE_REQ, req),
-                Attr::output(GAUDI_IB_ATTR_QP_SET_CREATE_RESP, &mut resp),
-                Attr::buf(
-                    GAUDI_IB_ATTR_QP_SET_CREATE_PORTS,
-                    ports.as_mut_ptr().cast(),
-                    n * std::mem::size_of::<gaudi_ib_qp_set_port>(),
-                ),
-            ],
-        )?;
-        Ok((attrs[0].data() as u32, resp, ports))
+        let pd = self.pd.load(std::sync::atomic::Ordering::Relaxed);
+        let buf = Attr::buf(
+            GAUDI_IB_ATTR_QP_SET_CREATE_PORTS,
+            ports.as_mut_ptr().cast(),
+            n * std::mem::size_of::<gaudi_ib_qp_set_port>(),
+        );
+        let handle = if pd == crate::NO_PD {
+            let attrs = self.dv_raw(
+                GAUDI_IB_OBJECT_QP_SET,
+                GAUDI_IB_METHOD_QP_SET_CREATE,
+                [
+                    Attr::handle(GAUDI_IB_ATTR_QP_SET_CREATE_HANDLE, 0),
+                    Attr::input(GAUDI_IB_ATTR_QP_SET_CREATE_REQ, req),
+                    Attr::output(GAUDI_IB_ATTR_QP_SET_CREATE_RESP, &mut resp),
+                    buf,
+                ],
+            )?;
+            attrs[0].data()
+        } else {
+            let attrs = self.dv_raw(
+                GAUDI_IB_OBJECT_QP_SET,
+                GAUDI_IB_METHOD_QP_SET_CREATE,
+                [
+                    Attr::handle(GAUDI_IB_ATTR_QP_SET_CREATE_HANDLE, 0),
+                    Attr::input(GAUDI_IB_ATTR_QP_SET_CREATE_REQ, req),
+                    Attr::output(GAUDI_IB_ATTR_QP_SET_CREATE_RESP, &mut resp),
+                    buf,
+                    Attr::handle(GAUDI_IB_ATTR_QP_SET_CREATE_PD, pd as u32),
+                ],
+            )?;
+            attrs[0].data()
+        };
+        Ok((handle as u32, resp, ports))
     }
 
     /// `GAUDI_IB_METHOD_QP_SET_CREATE`: a QP on each port of `ports` (bit n:
@@ -338,6 +492,7 @@ impl Context {
             index: index.unwrap_or(0),
             ..Default::default()
         };
+        let model2 = self.query_device_info()?.model_version >> 16 >= 2;
         let (handle, resp, infos) = self.create_qp_set_raw(&req)?;
         let mut set = QpSet {
             handle,
@@ -357,6 +512,7 @@ impl Context {
                     log_cq,
                     pi: 0,
                     ci: 0,
+                    model2,
                 })
             })();
             match qp {

@@ -217,7 +217,13 @@ pub struct Context {
     fd: File,
     pub resp: gaudi_ib_alloc_ucontext_resp,
     pub num_comp_vectors: u32,
+    /// The handle of the PD allocated last ([`NO_PD`]: none), which
+    /// [`Context::create_qp_set`] names on model 2.0.
+    pub pd: std::sync::atomic::AtomicU64,
 }
+
+/// [`Context::pd`] before a PD is allocated.
+pub const NO_PD: u64 = u64::MAX;
 
 /// `IB_SEND_SIGNALED` of `enum ib_send_flags` (the kernel's, not in the uAPI).
 pub const SEND_SIGNALED: u32 = 1 << 1;
@@ -612,6 +618,7 @@ impl Context {
             fd,
             resp,
             num_comp_vectors: ncv,
+            pd: std::sync::atomic::AtomicU64::new(NO_PD),
         })
     }
 
@@ -808,6 +815,8 @@ impl Context {
         let mut out = ib_uverbs_alloc_pd_resp::default();
         let mut uhw = gaudi_ib_alloc_pd_resp::default();
         self.invoke_write(IB_USER_VERBS_CMD_ALLOC_PD, &cmd, &mut out, &mut uhw)?;
+        self.pd
+            .store(out.pd_handle.into(), std::sync::atomic::Ordering::Relaxed);
         Ok(Pd {
             handle: out.pd_handle,
             pdn: uhw.pdn,

@@ -145,12 +145,14 @@ mod tests {
                 GAUDI_IB_ATTR_QP_SET_CREATE_HANDLE,
                 GAUDI_IB_ATTR_QP_SET_CREATE_REQ,
                 GAUDI_IB_ATTR_QP_SET_CREATE_RESP,
-                GAUDI_IB_ATTR_QP_SET_CREATE_PORTS
+                GAUDI_IB_ATTR_QP_SET_CREATE_PORTS,
+                GAUDI_IB_ATTR_QP_SET_CREATE_PD
             ]
         );
         assert_eq!(m.attrs[0].role, Role::New);
         assert_eq!(m.attrs[1].role, Role::In);
         assert_eq!(m.attrs[2].role, Role::Out);
+        assert_eq!(m.attrs[4].role, Role::Handle(Some(UVERBS_OBJECT_PD)));
         let req = struct_at(m.attrs[1].strukt).expect("request structure");
         assert_eq!(req.name, "gaudi_ib_qp_set_create");
         assert_eq!(

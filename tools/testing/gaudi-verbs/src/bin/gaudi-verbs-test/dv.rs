@@ -253,14 +253,19 @@ pub(crate) fn dv_write(args: &[String]) {
                 o.mismatch = first_difference(&src_b[soff..soff + len], &dst_b[doff..doff + len]);
                 o.neighbours = dst_b[doff - 1] == 0xa5 && dst_b[doff + len] == 0xa5;
             }
-            // WRITE with immediate: a CQE on each side, the data landed.
-            poison(&mut dst_b[..512], &src_b[..512]);
-            qa.post_write(si.device_va(iova), dst_iova, 64, true, Some(0x1234_5678));
-            let imm = (
-                qa.poll_spin(SPINS),
-                qb.poll_spin(SPINS),
-                first_difference(&src_b[..64], &dst_b[..64]),
-            );
+            // WRITE with immediate: a CQE on each side, the data landed
+            // (model 1.5; the NIC has none: checked below).
+            let imm = if qa.model2 {
+                (None, None, None)
+            } else {
+                poison(&mut dst_b[..512], &src_b[..512]);
+                qa.post_write(si.device_va(iova), dst_iova, 64, true, Some(0x1234_5678));
+                (
+                    qa.poll_spin(SPINS),
+                    qb.poll_spin(SPINS),
+                    first_difference(&src_b[..64], &dst_b[..64]),
+                )
+            };
             // Seven unsignalled WRITEs and a signalled one: one CQE.
             poison(&mut dst_b[..512], &src_b[..512]);
             let w = (si.device_va(iova), dst_iova, 512u32);
@@ -297,15 +302,19 @@ pub(crate) fn dv_write(args: &[String]) {
         );
     }
     let (ia, ib, imm_diff) = imm_cqes;
-    check(
-        matches!(ia, Some(c) if c.status == CQE_SUCCESS && c.opcode == 1)
-            && matches!(ib, Some(c) if c.status == CQE_SUCCESS && c.opcode == 2 && c.qpn == index && c.imm == 0x1234_5678 && c.byte_len == 64)
-            && imm_diff.is_none(),
-        format!(
-            "WRITE with immediate: requester {ia:?}, responder {ib:?}, data landed: {}",
-            imm_diff.is_none()
-        ),
-    );
+    // Model 2.0 has no WRITE with immediate: `write_imm_refused` below.
+    let model2 = set.qps[0].model2;
+    if !model2 {
+        check(
+            matches!(ia, Some(c) if c.status == CQE_SUCCESS && c.opcode == 1)
+                && matches!(ib, Some(c) if c.status == CQE_SUCCESS && c.opcode == 2 && c.qpn == index && c.imm == 0x1234_5678 && c.byte_len == 64)
+                && imm_diff.is_none(),
+            format!(
+                "WRITE with immediate: requester {ia:?}, responder {ib:?}, data landed: {}",
+                imm_diff.is_none()
+            ),
+        );
+    }
     let (bc, last, extra, landed) = batch_cqe;
     check(
         matches!(bc, Some(c) if c.status == CQE_SUCCESS && c.wqe_index == last)
@@ -320,6 +329,9 @@ pub(crate) fn dv_write(args: &[String]) {
         stat(&mut emu, "mmu_faults") == faults,
         format!("no translation fault ({faults})"),
     );
+    if model2 {
+        write_imm_refused(&ctx, &mut set, pa, si.device_va(iova), &mut dst, dst_iova);
+    }
     check(
         port_stat(&mut emu, pa - 1, "tx") > tx,
         format!(
@@ -330,6 +342,40 @@ pub(crate) fn dv_write(args: &[String]) {
     ctx.destroy_qp_set(set)
         .unwrap_or_else(|e| fail(format!("destroy QP set: {e}")));
     teardown(&ctx, [], [smr, dmr]);
+}
+
+/// Model 2.0: a WQE of another opcode than LINEAR (what a WRITE with
+/// immediate would need: the NIC has no such operation) puts the QP of
+/// port `pa` in ERR, with no CQE and nothing landed at `dst_iova` (`dst`).
+fn write_imm_refused(
+    ctx: &Context,
+    set: &mut QpSet,
+    pa: u32,
+    src_va: u64,
+    dst: &mut Mapping,
+    dst_iova: u64,
+) {
+    let h = set.handle;
+    let dst_b = dst.bytes();
+    dst_b[..64].fill(0x5a);
+    let qa = set.qp(pa);
+    qa.post_write(src_va, dst_iova, 64, true, Some(0x1234_5678));
+    let mut state = 0;
+    for _ in 0..500 {
+        state = ctx
+            .query_qp_set(h, pa)
+            .unwrap_or_else(|e| fail(format!("query QP set: {e}")))
+            .state;
+        if state == u32::from(gaudi_verbs::QPS_ERR) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let cqe = set.qp(pa).poll_spin(1000);
+    check(
+        state == u32::from(gaudi_verbs::QPS_ERR) && cqe.is_none() && dst.bytes()[..64].iter().all(|&b| b == 0x5a),
+        format!("WRITE with immediate (not on the NIC): QP state {state} (ERR expected), CQE {cqe:?}, nothing landed"),
+    );
 }
 
 /// Post one WRITE on `qp` and wait for its CQE, without system calls.
