@@ -245,22 +245,33 @@ impl VectorHandler {
             let ours = self
                 .with_ib(|ib| rc::qp_error(ib, port, qpn, syndrome))
                 .unwrap_or(false);
-            kernel::ratelimited!(
-                FLOOD_INTERVAL,
-                FLOOD_BURST,
-                dev_info!(
-                    self.shared.dev,
-                    "QP {} (port {}){}: error, syndrome {:#x}\n",
-                    qpn,
-                    port + 1,
-                    if ours {
-                        ""
-                    } else {
-                        " (no QP of the standard verbs)"
-                    },
-                    syndrome
-                )
-            );
+            // Each kind with a budget of its own: a process flooding errors of its QP sets
+            // does not hide those of the standard verbs' QPs, nor the reverse.
+            if ours {
+                kernel::ratelimited!(
+                    FLOOD_INTERVAL,
+                    FLOOD_BURST,
+                    dev_info!(
+                        self.shared.dev,
+                        "QP {} (port {}): error, syndrome {:#x}\n",
+                        qpn,
+                        port + 1,
+                        syndrome
+                    )
+                );
+            } else {
+                kernel::ratelimited!(
+                    FLOOD_INTERVAL,
+                    FLOOD_BURST,
+                    dev_info!(
+                        self.shared.dev,
+                        "QP {} (port {}) of a QP set: error, syndrome {:#x}\n",
+                        qpn,
+                        port + 1,
+                        syndrome
+                    )
+                );
+            }
         }
         if work.lost_errors != 0 {
             kernel::ratelimited!(dev_warn!(

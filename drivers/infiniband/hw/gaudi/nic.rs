@@ -542,8 +542,9 @@ pub(crate) const CQ_ETH: usize = 0;
 pub(crate) const CQS: usize = 16;
 /// CQ 1 of each port: the requester completions of the kernel's RC QPs.
 pub(crate) const CQ_RC: usize = 1;
-/// log2 of the entries of each CQ's slot in a port's CQ region.
-pub(crate) const CQ_LOG_MAX: u32 = 11;
+/// log2 of the entries of each CQ's slot in a port's CQ region: 8192, the NIC's largest CQ;
+/// the region is then the 2 MiB hbl_cn allocates.
+pub(crate) const CQ_LOG_MAX: u32 = 13;
 /// The port-wide retry limits (timeouts, sequence errors) of RC QPs.
 const RC_RETRIES: u32 = 7;
 /// The kernel's doorbell FIFO, and the entries of each FIFO.
@@ -1132,6 +1133,16 @@ impl PortQueues {
                 .cqs
                 .part(cq * slot, ((ENTRY_WORDS * 4) << log).next_multiple_of(4096))?;
             let ovrd = QPC0_DB_FIFO_USER_OVRD_0::zeroed().try_with_asid(asid)?;
+            // The CQ starts over (its last owner left its indexes anywhere).
+            bar.try_write(
+                at(PortArrayLoc::<RXE0_CQ_PRODUCER_INDEX_0>::of(self.port, cq))?,
+                RXE0_CQ_PRODUCER_INDEX_0::zeroed(),
+            )?;
+            bar.try_write(
+                at(PortArrayLoc::<RXE0_CQ_WRITE_INDEX_0>::of(self.port, cq))?,
+                RXE0_CQ_WRITE_INDEX_0::zeroed(),
+            )?;
+            self.cq_consumed(bar, cq, 0)?;
             for fifo in [2 * block, 2 * block + 1] {
                 bar.try_write(
                     at(PortArrayLoc::<QPC0_DB_FIFO_USER_OVRD_0>::of(

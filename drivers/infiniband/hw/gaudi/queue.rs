@@ -1253,9 +1253,10 @@ fn post_one(
         return Err(EINVAL);
     }
     if let Some(v) = &qp.v2 {
-        // The NIC refuses a WRITE of no data (syndrome 0x84); one entry stays empty.
+        // The NIC cannot execute a WRITE of no data (it refuses size 0, syndrome 0x84); one
+        // entry stays empty.
         if total == 0 {
-            return Err(EINVAL);
+            return Err(EOPNOTSUPP);
         }
         if u32::from(sq.pi.wrapping_sub(sq.ci)) + n as u32 > qp.limit {
             return Err(ENOMEM);

@@ -54,13 +54,13 @@ use crate::{
     shared::Shared,
 };
 
-/// Where the ports' send WQ arrays 1 (the RC QPs') are in every ASID: the top GiB of the 48
-/// bits the device MMU translates, above the VAs of the regions; port index p's at
+/// Where the ports' send WQ arrays 1 (the RC QPs') are in every ASID: the top 2 GiB of the
+/// 48 bits the device MMU translates, above the VAs of the regions; port index p's at
 /// [`wq_array_va`]`(p)`, so that the QPs of one number on several ports (a QP set) have
 /// slots of their own in one ASID.
-pub(crate) const WQ_ARRAY_VA: u64 = (1 << mmu::ASID_VA_BITS) - (1 << 30);
+pub(crate) const WQ_ARRAY_VA: u64 = (1 << mmu::ASID_VA_BITS) - (2 << 30);
 /// A QP's slot in the array: `2^LOG_SLOT_LINES` lines of 128 bytes.
-pub(crate) const LOG_SLOT_LINES: u32 = 7;
+pub(crate) const LOG_SLOT_LINES: u32 = 9;
 /// Bytes of a slot.
 pub(crate) const SLOT_BYTES: u64 = 128 << LOG_SLOT_LINES;
 /// Bytes of a send WQE.

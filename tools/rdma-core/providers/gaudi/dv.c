@@ -47,6 +47,23 @@ static bool gaudi_check_ctx(struct ibv_context *context)
 	return true;
 }
 
+int gaudi_query_model(struct ibv_context *context, uint32_t *model)
+{
+	DECLARE_COMMAND_BUFFER(cmd, GAUDI_IB_OBJECT_DEVICE,
+			       GAUDI_IB_METHOD_QUERY_DEVICE, 1);
+	struct gaudi_ib_device_info info = {};
+	int err;
+
+	fill_attr_out_ptr(cmd, GAUDI_IB_ATTR_QUERY_DEVICE_RESP, &info);
+	err = execute_ioctl(context, cmd);
+	if (err) {
+		errno = err;
+		return err;
+	}
+	*model = info.model_version;
+	return 0;
+}
+
 int gaudidv_query_device(struct ibv_context *context,
 			 struct gaudidv_device_attr *attr, uint32_t inlen)
 {

@@ -68,6 +68,9 @@ static struct verbs_context *gaudi_alloc_context(struct ibv_device *vdev,
 		goto err_free;
 	}
 	ctx->num_ports = resp.num_ports;
+	/* Model 2.0, the NIC's own contexts, has no WRITE with immediate. */
+	if (gaudi_query_model(&ctx->ibvctx.context, &ctx->model_version))
+		goto err_free;
 
 	verbs_set_ops(&ctx->ibvctx, &gaudi_ctx_ops);
 	return &ctx->ibvctx;

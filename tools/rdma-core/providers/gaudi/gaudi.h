@@ -23,6 +23,8 @@ struct gaudi_device {
 struct gaudi_context {
 	struct verbs_context ibvctx;
 	uint32_t num_ports;
+	/* the device's programming model: major << 16 | minor */
+	uint32_t model_version;
 };
 
 struct gaudi_pd {
@@ -84,5 +86,7 @@ static inline struct gaudi_qp *qpx_to_gaudi_qp(struct ibv_qp_ex *qpx)
 }
 
 bool is_gaudi_dev(struct ibv_device *device);
+/* The device's programming model (GAUDI_IB_METHOD_QUERY_DEVICE). */
+int gaudi_query_model(struct ibv_context *context, uint32_t *model);
 
 #endif /* __GAUDI_H__ */

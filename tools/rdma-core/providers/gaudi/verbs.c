@@ -448,6 +448,11 @@ static int gaudi_check_qp_attr(struct ibv_context *context,
 	uint64_t supported = IBV_QP_INIT_ATTR_PD |
 			     IBV_QP_INIT_ATTR_CREATE_FLAGS |
 			     IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+	uint64_t ops = GAUDI_SEND_OPS;
+
+	/* Model 2.0: the NIC's WQEs carry no immediate. */
+	if (to_gaudi_context(context)->model_version >> 16 >= 2)
+		ops &= ~IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM;
 
 	if (!check_comp_mask(attr->comp_mask, supported)) {
 		verbs_debug(verbs_get_ctx(context),
@@ -470,11 +475,13 @@ static int gaudi_check_qp_attr(struct ibv_context *context,
 		return EOPNOTSUPP;
 	}
 	if ((attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) &&
-	    (attr->send_ops_flags & ~GAUDI_SEND_OPS)) {
+	    (attr->send_ops_flags & ~ops)) {
 		verbs_debug(verbs_get_ctx(context),
-			    "send_ops_flags 0x%" PRIx64
-			    ": RDMA WRITE (with immediate) only\n",
-			    attr->send_ops_flags);
+			    "send_ops_flags 0x%" PRIx64 ": RDMA WRITE%s only\n",
+			    attr->send_ops_flags,
+			    ops & IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM ?
+				    " (with immediate)" :
+				    "");
 		return EOPNOTSUPP;
 	}
 	return 0;

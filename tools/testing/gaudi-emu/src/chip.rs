@@ -188,11 +188,45 @@ impl ChipMmu {
             .get(&asid)
             .filter(|m| m.enabled)
             .ok_or(Fault::Unmapped(va))?;
-        for (i, b) in buf.iter_mut().enumerate() {
-            let at = va.checked_add(i as u64).ok_or(Fault::Unmapped(va))?;
+        // Page by page (4 KiB, the smallest): each is contiguous.
+        let mut off = 0usize;
+        while off < buf.len() {
+            let at = va.checked_add(off as u64).ok_or(Fault::Unmapped(va))?;
+            let n = ((4096 - (at & 4095)) as usize).min(buf.len() - off);
             let (t, _) = m.probe(mem, at)?;
-            if !mem.peek(t, std::slice::from_mut(b)) {
+            if !mem.peek(t, &mut buf[off..off + n]) {
                 return Err(Fault::Unreachable(at));
+            }
+            off += n;
+        }
+        Ok(())
+    }
+
+    /// Write `buf` at `va` of `asid` as its tables map it now, writable
+    /// pages only, without a fault counted (the control interface's tests:
+    /// what an incoming WRITE would do). Nothing is written when a page
+    /// faults.
+    pub fn poke(&self, mem: &Mem, asid: u32, va: u64, buf: &[u8]) -> Result<(), Fault> {
+        let m = self
+            .mmus
+            .get(&asid)
+            .filter(|m| m.enabled)
+            .ok_or(Fault::Unmapped(va))?;
+        let mut pieces = Vec::new();
+        let mut off = 0usize;
+        while off < buf.len() {
+            let at = va.checked_add(off as u64).ok_or(Fault::Unmapped(va))?;
+            let n = ((4096 - (at & 4095)) as usize).min(buf.len() - off);
+            let (t, writable) = m.probe(mem, at)?;
+            if !writable {
+                return Err(Fault::ReadOnly(at));
+            }
+            pieces.push((t, off, n));
+            off += n;
+        }
+        for (t, off, n) in pieces {
+            if !mem.poke(t, &buf[off..off + n]) {
+                return Err(Fault::Unreachable(va + off as u64));
             }
         }
         Ok(())

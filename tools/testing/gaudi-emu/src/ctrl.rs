@@ -65,6 +65,9 @@
 //!                          MMU: "bytes B B ...", B two hex digits or "--"
 //!                          for a fault
 //! poke VA HEX              write bytes at device VA VA through the MMU
+//!                          (peek, peek-bytes, hash and poke: with asid=N
+//!                          before the arguments, as ASID N's tables map
+//!                          them instead, writable pages only for poke)
 //! hash VA LEN             "hash H": the region hash (below) of LEN bytes at
 //!                          device VA VA read through the MMU, or err naming
 //!                          the fault
@@ -72,7 +75,8 @@
 //!                          OFFSET: "data HEX", or err if outside it
 //! qps PORT                 "qps I J ...": the QP indexes that exist on the port
 //! cqs PORT                 "cqs I J ...": the CQ indexes that exist on the port
-//! stat                     "dma_audit N", "mmu_faults N", "eq_dropped N",
+//! stat                     "dma_audit N", "mmu_faults N" (both MMUs'
+//!                          translation faults), "eq_dropped N",
 //!                          "stale_translation N" (strict mode's audit of
 //!                          cached translations), "unwaited_invalidation N"
 //!                          (those of them of a page whose entry was gone
@@ -288,6 +292,20 @@ fn unhex(s: &str) -> Result<Vec<u8>, String> {
         .collect()
 }
 
+/// The optional `asid=N` before the arguments of `peek`, `peek-bytes`,
+/// `hash` and `poke`: the ASID whose tables map the addresses (model 2.0),
+/// else the NIC's own MMU (model 1.5); and the first argument after it.
+fn view<'a>(
+    w: &mut impl Iterator<Item = &'a str>,
+) -> Result<(Option<u32>, Option<&'a str>), String> {
+    match w.next() {
+        Some(t) if t.starts_with("asid=") => {
+            Ok((Some(num(t.strip_prefix("asid="), "ASID")?), w.next()))
+        }
+        t => Ok((None, t)),
+    }
+}
+
 fn num<T: std::str::FromStr>(s: Option<&str>, what: &str) -> Result<T, String> {
     s.and_then(|s| s.parse().ok())
         .ok_or_else(|| format!("bad or missing {what}"))
@@ -454,13 +472,14 @@ fn command(
             captures.lock().unwrap()[p] = w;
         }
         "peek" => {
-            let va = addr(w.next())?;
+            let (asid, first) = view(&mut w)?;
+            let va = addr(first)?;
             let len: usize = num(w.next(), "length")?;
             if len == 0 || len > 4096 {
                 return Err("length 1 to 4096".into());
             }
             let mut buf = vec![0u8; len];
-            d.mmu_read(va, &mut buf)
+            d.view_read(asid, va, &mut buf)
                 .map_err(|f| format!("fault {f:?}"))?;
             return Ok(vec![format!("data {}", hex(&buf))]);
         }
@@ -488,10 +507,11 @@ fn command(
             return Ok(vec![format!("data {}", hex(&buf))]);
         }
         "peek-bytes" => {
+            let (asid, first) = view(&mut w)?;
             let mut out = Vec::new();
-            for a in w.by_ref().take(64) {
+            for a in first.into_iter().chain(w.by_ref()).take(64) {
                 let mut b = [0u8];
-                out.push(match d.mmu_read(addr(Some(a))?, &mut b) {
+                out.push(match d.view_read(asid, addr(Some(a))?, &mut b) {
                     Ok(()) => format!("{:02x}", b[0]),
                     Err(_) => "--".into(),
                 });
@@ -502,7 +522,8 @@ fn command(
             return Ok(vec![format!("bytes {}", out.join(" "))]);
         }
         "hash" => {
-            let va = addr(w.next())?;
+            let (asid, first) = view(&mut w)?;
+            let va = addr(first)?;
             let len = addr(w.next())?;
             if len == 0 || len > 1 << 40 {
                 return Err("length 1 to 2^40".into());
@@ -512,7 +533,7 @@ fn command(
             let mut off = 0u64;
             while off < len {
                 let n = (len - off).min(buf.len() as u64) as usize;
-                d.mmu_read(va + off, &mut buf[..n])
+                d.view_read(asid, va + off, &mut buf[..n])
                     .map_err(|f| format!("fault {f:?} at +{off:#x}"))?;
                 h.update(&buf[..n]);
                 off += n as u64;
@@ -532,12 +553,14 @@ fn command(
             return Ok(vec![format!("data {}", hex(&buf))]);
         }
         "poke" => {
-            let va = addr(w.next())?;
+            let (asid, first) = view(&mut w)?;
+            let va = addr(first)?;
             let data = unhex(w.next().unwrap_or(""))?;
             if data.is_empty() {
-                return Err("poke VA HEX".into());
+                return Err("poke [asid=N] VA HEX".into());
             }
-            d.mmu_write(va, &data).map_err(|f| format!("fault {f:?}"))?;
+            d.view_write(asid, va, &data)
+                .map_err(|f| format!("fault {f:?}"))?;
         }
         "qps" => {
             let p = port(&mut w)?;
@@ -589,7 +612,12 @@ fn command(
             let (left, served) = d.fuzz_regs_state();
             let mut out = vec![
                 format!("dma_audit {}", d.audit()),
-                format!("mmu_faults {}", d.mmu.faults),
+                // The NIC's own page table (model 1.5) and the chip's
+                // (model 2.0: by ASID).
+                format!(
+                    "mmu_faults {}",
+                    u64::from(d.mmu.faults) + u64::from(d.chip.faults)
+                ),
                 format!("eq_dropped {}", d.eq_dropped()),
                 format!("stale_translation {}", d.stale_translations()),
                 format!("unwaited_invalidation {}", d.unwaited_invalidations()),

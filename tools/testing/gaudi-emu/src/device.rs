@@ -906,6 +906,46 @@ impl Device {
         self.chip.peek(&self.mem, asid, va, buf)
     }
 
+    /// Read at `va` through the NIC's own MMU, or (`asid`) as that ASID's
+    /// tables map it now (the control interface); a fault is counted.
+    pub fn view_read(
+        &mut self,
+        asid: Option<u32>,
+        va: u64,
+        buf: &mut [u8],
+    ) -> Result<(), crate::mmu::Fault> {
+        match asid {
+            Some(a) => {
+                let r = self.chip.peek(&self.mem, a, va, buf);
+                // Counted as the NIC's own MMU counts a debug read's fault.
+                if r.is_err() {
+                    self.chip.faults = self.chip.faults.wrapping_add(1);
+                }
+                r
+            }
+            None => self.mmu_read(va, buf),
+        }
+    }
+
+    /// Write at `va` as [`Device::view_read`] reads (tests).
+    pub fn view_write(
+        &mut self,
+        asid: Option<u32>,
+        va: u64,
+        buf: &[u8],
+    ) -> Result<(), crate::mmu::Fault> {
+        match asid {
+            Some(a) => {
+                let r = self.chip.poke(&self.mem, a, va, buf);
+                if r.is_err() {
+                    self.chip.faults = self.chip.faults.wrapping_add(1);
+                }
+                r
+            }
+            None => self.mmu_write(va, buf),
+        }
+    }
+
     /// Write through the device MMU, as an incoming WRITE would (tests).
     pub fn mmu_write(&mut self, va: u64, buf: &[u8]) -> Result<(), crate::mmu::Fault> {
         self.mmu

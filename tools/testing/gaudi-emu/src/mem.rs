@@ -236,6 +236,16 @@ impl Mem {
             Target::Dev(o) => self.dev.read(o, buf),
         }
     }
+
+    /// Write at `t` for the control interface's tests (a debugger's
+    /// write): not a device access, so neither bus mastering nor the audit
+    /// applies.
+    pub fn poke(&self, t: Target, buf: &[u8]) -> bool {
+        match t {
+            Target::Host(a) => self.guest.write(a, buf),
+            Target::Dev(o) => self.dev.write(o, buf),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -1238,6 +1238,9 @@ pub struct EmuCtl {
     tty: File,
     /// Bytes read past the last reply's end (none in practice: one command at a time).
     pending: Vec<u8>,
+    /// Device VAs are read and written in this ASID (model 2.0), else
+    /// through the NIC's own MMU ([`EmuCtl::view_asid_of`]).
+    pub asid: Option<u32>,
 }
 
 impl EmuCtl {
@@ -1260,7 +1263,41 @@ impl EmuCtl {
         Ok(Self {
             tty,
             pending: Vec::new(),
+            asid: None,
         })
+    }
+
+    /// The `asid=N ` prefix of a command that reads or writes device VAs.
+    fn view(&self) -> String {
+        self.asid.map_or(String::new(), |a| format!("asid={a} "))
+    }
+
+    /// Model 2.0: look at device VAs in the ASID that maps `va` (a VA only
+    /// the caller's protection domain maps, e.g. a region open to remote
+    /// writes at its iova) from now on; model 1.5 (`model2` false): through
+    /// the NIC's own MMU. Returns the ASID.
+    pub fn view_asid_of(&mut self, va: u64, model2: bool) -> io::Result<Option<u32>> {
+        if !model2 {
+            self.asid = None;
+            return Ok(None);
+        }
+        let r = self.command(&format!("asid-find {va:#x}"))?;
+        let asids: Vec<u32> = r
+            .iter()
+            .find_map(|l| l.strip_prefix("asids"))
+            .unwrap_or("")
+            .split_whitespace()
+            .filter_map(|a| a.split(':').next()?.parse().ok())
+            .collect();
+        match asids[..] {
+            [a] => {
+                self.asid = Some(a);
+                Ok(Some(a))
+            }
+            _ => Err(io::Error::other(format!(
+                "device VA {va:#x} is mapped in ASIDs {asids:?}, not one"
+            ))),
+        }
     }
 
     /// Send one command; the reply lines before "ok", or the "err" line as
@@ -1300,7 +1337,7 @@ impl EmuCtl {
     /// The emulator's hash of `len` bytes at device VA `va`, read through
     /// the device MMU; compare with [`region_hash`] of what the process sees.
     pub fn hash(&mut self, va: u64, len: u64) -> io::Result<u64> {
-        let r = self.command(&format!("hash {va:#x} {len}"))?;
+        let r = self.command(&format!("hash {}{va:#x} {len}", self.view()))?;
         r.iter()
             .find_map(|l| l.strip_prefix("hash "))
             .and_then(|h| u64::from_str_radix(h, 16).ok())
@@ -1308,7 +1345,7 @@ impl EmuCtl {
     }
 
     pub fn peek(&mut self, va: u64, len: usize) -> io::Result<Vec<u8>> {
-        let r = self.command(&format!("peek {va:#x} {len}"))?;
+        let r = self.command(&format!("peek {}{va:#x} {len}", self.view()))?;
         let hex = r
             .first()
             .and_then(|l| l.strip_prefix("data "))
@@ -1323,7 +1360,7 @@ impl EmuCtl {
     /// command: `None` where the read faults.
     pub fn peek_bytes(&mut self, vas: &[u64]) -> io::Result<Vec<Option<u8>>> {
         let list: Vec<String> = vas.iter().map(|v| format!("{v:#x}")).collect();
-        let r = self.command(&format!("peek-bytes {}", list.join(" ")))?;
+        let r = self.command(&format!("peek-bytes {}{}", self.view(), list.join(" ")))?;
         let bytes = r
             .first()
             .and_then(|l| l.strip_prefix("bytes "))
@@ -1341,7 +1378,8 @@ impl EmuCtl {
     /// Write `data` at device VA `va` through the device MMU.
     pub fn poke(&mut self, va: u64, data: &[u8]) -> io::Result<()> {
         let hex: String = data.iter().map(|b| format!("{b:02x}")).collect();
-        self.command(&format!("poke {va:#x} {hex}")).map(|_| ())
+        self.command(&format!("poke {}{va:#x} {hex}", self.view()))
+            .map(|_| ())
     }
 
     /// A counter of the emulator's "stat" reply, e.g. "dma_audit".

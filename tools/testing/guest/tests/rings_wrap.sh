@@ -9,9 +9,6 @@
 # left out: QP sets stay on model 1.5 until they move.
 . /lib/gaudi/guest-lib.sh
 load_driver
-case " $(gaudi_modargs) " in
-*" rc_model=2 "*) model=2 ;;
-*) model=1 ;;
-esac
+model=$(gaudi_model)
 gaudi-verbs-test rings-wrap --writes "$(kparam wrap_writes 70000)" --model "$model" ||
 	fail "ring wraparound failed"

@@ -5,8 +5,10 @@
 . /lib/gaudi/guest-lib.sh
 load_driver
 exchange_up >/dev/null || exit 1
+v6=
+[ "$(gaudi_model)" = 2 ] && v6=--ipv6-refused
 for a in 10.20.0.2/24 fd00:20::2/64; do
 	echo "# target GID $a"
-	gaudi-verbs-test write-target --port 1 --max-mib 64 --addr "$a" ||
+	gaudi-verbs-test write-target --port 1 --max-mib 64 --addr "$a" $v6 ||
 		fail "WRITE target at $a failed"
 done

@@ -378,6 +378,188 @@ fn write_imm_refused(
     );
 }
 
+/// The device VA of a region of a context that registered memory and went
+/// away: the next owner must not reach it. The context's first region keeps
+/// the second above what the next context's small regions take.
+fn gone_context_va() -> u64 {
+    let ctx = open_ctx();
+    let pd = ctx
+        .alloc_pd()
+        .unwrap_or_else(|e| fail(format!("alloc_pd: {e}")));
+    let mut big = Mapping::new(64 * MIB);
+    let mut small = Mapping::new(4096);
+    big.bytes()[0] = 1;
+    small.bytes()[0] = 1;
+    let _b = ctx
+        .reg_mr(
+            &pd,
+            big.addr(),
+            64 * MIB as u64,
+            big.addr(),
+            IB_UVERBS_ACCESS_LOCAL_WRITE,
+        )
+        .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
+    let s = ctx
+        .reg_mr(
+            &pd,
+            small.addr(),
+            4096,
+            small.addr(),
+            IB_UVERBS_ACCESS_LOCAL_WRITE,
+        )
+        .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
+    mr_info(&ctx, &s, "of the first context").mmu_va
+}
+
+/// Post one WRITE of 64 bytes from `local` to `remote` on the QP of port 1
+/// of `set` and wait until the NIC moves it to ERR: its state then, and the
+/// CQE polled after (none expected).
+fn write_dv_failing(ctx: &Context, set: &mut QpSet, local: u64, remote: u64) -> (u32, Option<Cqe>) {
+    let h = set.handle;
+    set.qp(1).post_write(local, remote, 64, true, None);
+    let mut state = 0;
+    for _ in 0..500 {
+        state = ctx
+            .query_qp_set(h, 1)
+            .unwrap_or_else(|e| fail(format!("query QP set: {e}")))
+            .state;
+        if state == u32::from(QPS_ERR) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    (state, set.qp(1).poll_spin(1000))
+}
+
+/// `dv_foreign_address` on model 2.0, where a set's QPs work in their PD's
+/// ASID and an error is a QP_ERR syndrome, not a CQE: WQEs naming device VAs
+/// the ASID does not map (never mapped, beyond every region, a region
+/// deregistered, a region of a context that is gone, the send WQ slot of a
+/// QP number the PD does not have) move the QP to ERR with no CQE, each a
+/// fault of the device MMU; WRITEs aimed at what the peer's ASID maps
+/// read-only (its QP's send queue, a region not open to remote writes) or
+/// not at all (past its region) are refused by the peer's MMU (NAK: the
+/// requester goes to ERR). Nothing lands, no other ASID maps the gone
+/// context's VA, the QP works again after a reset. (The 1.5 cases of the
+/// QP's own queues as WQE sources go: a send queue is mapped read-only in
+/// its own ASID, and holds only what the process wrote; CQs are reached by
+/// bus address, in no ASID.)
+fn dv_foreign_address2(_args: &[String]) {
+    let mut emu = emu();
+    let gone_va = gone_context_va();
+    let ctx = open_ctx();
+    let pd = ctx
+        .alloc_pd()
+        .unwrap_or_else(|e| fail(format!("alloc_pd: {e}")));
+    let mut src = Mapping::new(16 * 4096);
+    let mut dst = Mapping::new(16 * 4096);
+    fill(src.bytes(), 3);
+    dst.bytes().fill(0);
+    let smr = ctx
+        .reg_mr(
+            &pd,
+            src.addr(),
+            16 * 4096,
+            src.addr(),
+            IB_UVERBS_ACCESS_LOCAL_WRITE,
+        )
+        .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
+    let dmr = ctx
+        .reg_mr(
+            &pd,
+            dst.addr(),
+            16 * 4096,
+            dst.addr(),
+            IB_UVERBS_ACCESS_LOCAL_WRITE | IB_UVERBS_ACCESS_REMOTE_WRITE,
+        )
+        .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
+    let si = mr_info(&ctx, &smr, "source");
+    let mut set = dv_loopback(&ctx, 1, 2, dmr.rkey);
+    let mut gone = Mapping::new(4096);
+    gone.bytes()[0] = 1;
+    let freed = ctx
+        .reg_mr(
+            &pd,
+            gone.addr(),
+            4096,
+            gone.addr(),
+            IB_UVERBS_ACCESS_LOCAL_WRITE,
+        )
+        .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
+    let freed_va = mr_info(&ctx, &freed, "to deregister").mmu_va;
+    ctx.dereg_mr(freed)
+        .unwrap_or_else(|e| fail(format!("dereg_mr: {e}")));
+    // No ASID maps the gone context's VA or the deregistered one.
+    for va in [gone_va, freed_va] {
+        let found = emu
+            .command(&format!("asid-find {va}"))
+            .unwrap_or_else(|e| fail(format!("emulator asid-find: {e}")));
+        check(
+            found.iter().any(|l| l.trim() == "asids"),
+            format!("device VA {va:#x}: mapped in {found:?} (none expected)"),
+        );
+    }
+    let sq_va = set.qp(1).info.sq_va;
+    let peer_sq_va = set.qp(2).info.sq_va;
+    let faults0 = stat(&mut emu, "mmu_faults");
+    let local = [
+        ("a device VA never mapped (4 KiB)", 0x1000u64),
+        ("a device VA beyond every region", (1u64 << 39) - 4096),
+        ("a deregistered region", freed_va),
+        ("a region of a context that is gone", gone_va),
+        (
+            "the send WQ slot of a QP number the PD lacks",
+            sq_va + 16 * 1024,
+        ),
+    ];
+    for (i, (what, va)) in local.iter().enumerate() {
+        if i > 0 {
+            connect_pair(&ctx, &mut set, 1, 2, dmr.rkey);
+        }
+        let (state, cqe) = write_dv_failing(&ctx, &mut set, *va, dst.addr());
+        check(
+            cqe.is_none() && state == u32::from(QPS_ERR),
+            format!("WQE source in {what} ({va:#x}): QP state {state} (ERR is 6), CQE {cqe:?}"),
+        );
+    }
+    let remote = [
+        ("the peer QP's send queue (read-only)", peer_sq_va),
+        (
+            "a region of the peer not open to remote writes (read-only in its ASID)",
+            si.device_va(src.addr()),
+        ),
+        ("past the peer's region", dst.addr() + 16 * 4096),
+    ];
+    for (what, to) in remote {
+        connect_pair(&ctx, &mut set, 1, 2, dmr.rkey);
+        let (state, cqe) = write_dv_failing(&ctx, &mut set, si.device_va(src.addr()), to);
+        check(
+            cqe.is_none() && state == u32::from(QPS_ERR),
+            format!("WRITE to {what} ({to:#x}): QP state {state} (ERR is 6), CQE {cqe:?}"),
+        );
+    }
+    let faults = stat(&mut emu, "mmu_faults") - faults0;
+    let want = (local.len() + remote.len()) as u64;
+    check(
+        faults == want,
+        format!("device MMU faults counted: {faults} (expected {want})"),
+    );
+    check(
+        dst.bytes().iter().all(|b| *b == 0),
+        "nothing landed in the destination".into(),
+    );
+    connect_pair(&ctx, &mut set, 1, 2, dmr.rkey);
+    let cqe = write_dv_once(set.qp(1), si.device_va(src.addr()), dst.addr(), 4096);
+    check(
+        matches!(cqe, Some(c) if c.status == CQE_SUCCESS)
+            && dst.bytes()[..4096] == src.bytes()[..4096],
+        format!("after a reset a WRITE lands again: {cqe:?}"),
+    );
+    ctx.destroy_qp_set(set)
+        .unwrap_or_else(|e| fail(format!("destroy QP set: {e}")));
+    teardown(&ctx, [], [smr, dmr]);
+}
+
 /// Post one WRITE on `qp` and wait for its CQE, without system calls.
 fn write_dv_once(qp: &mut DvQp, local: u64, remote: u64, len: u32) -> Option<Cqe> {
     let (cqe, calls) = without_syscalls(|| {
@@ -399,42 +581,21 @@ fn write_dv_once(qp: &mut DvQp, local: u64, remote: u64, len: u32) -> Option<Cqe
 /// through the peer's region) are refused by the peer (outside its region);
 /// nothing lands, the MMU counts each local fault, the DMA audit stays 0;
 /// the QP works again after a reset.
-pub(crate) fn dv_foreign_address(_args: &[String]) {
+pub(crate) fn dv_foreign_address(args: &[String]) {
+    let model2 = open_ctx()
+        .query_device_info()
+        .unwrap_or_else(|e| fail(format!("query device: {e}")))
+        .model_version
+        >> 16
+        >= 2;
+    if model2 {
+        return dv_foreign_address2(args);
+    }
     let mut emu = emu();
     // A context that registers memory and goes away: its device VAs must be
     // unreachable from the next owner. The first region keeps the second
     // above what the next context's small regions take.
-    let gone_va = {
-        let ctx = open_ctx();
-        let pd = ctx
-            .alloc_pd()
-            .unwrap_or_else(|e| fail(format!("alloc_pd: {e}")));
-        let mut big = Mapping::new(64 * MIB);
-        let mut small = Mapping::new(4096);
-        big.bytes()[0] = 1;
-        small.bytes()[0] = 1;
-        let _b = ctx
-            .reg_mr(
-                &pd,
-                big.addr(),
-                64 * MIB as u64,
-                big.addr(),
-                IB_UVERBS_ACCESS_LOCAL_WRITE,
-            )
-            .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
-        let s = ctx
-            .reg_mr(
-                &pd,
-                small.addr(),
-                4096,
-                small.addr(),
-                IB_UVERBS_ACCESS_LOCAL_WRITE,
-            )
-            .unwrap_or_else(|e| fail(format!("reg_mr: {e}")));
-        let va = mr_info(&ctx, &s, "of the first context").mmu_va;
-        drop(ctx);
-        va
-    };
+    let gone_va = gone_context_va();
     let ctx = open_ctx();
     let pd = ctx
         .alloc_pd()
@@ -580,6 +741,145 @@ pub(crate) fn dv_foreign_address(_args: &[String]) {
 }
 
 /// The QP indexes that exist on port index `p`, as the emulator has them.
+/// Bytes of a QP number's slot of a port's send WQ array, and of a port's
+/// array (design.rst, "Queue pairs on the NIC's contexts").
+const WQ_SLOT: u64 = 64 * 1024;
+const WQ_PORT_ARRAY: u64 = 1024 * WQ_SLOT;
+
+/// The ASIDs mapping device VA `va` (emulator `asid-find`).
+fn asids_mapping(emu: &mut EmuCtl, va: u64) -> Vec<String> {
+    let lines = emu
+        .command(&format!("asid-find {va}"))
+        .unwrap_or_else(|e| fail(format!("emulator asid-find: {e}")));
+    lines
+        .iter()
+        .find_map(|l| l.strip_prefix("asids"))
+        .unwrap_or_else(|| fail(format!("emulator asid-find: {lines:?}")))
+        .split_whitespace()
+        .map(str::to_string)
+        .collect()
+}
+
+/// `qp_set_same_index` on model 2.0, where a QP is on the NIC once it has
+/// contexts (from RTR) but holds its send WQ slot of its port, in its PD's
+/// ASID, from creation (a set's QPs) or INIT (a standard verbs QP): the
+/// slots are what the device shows of an index taken. A set over all ports
+/// has its index's slot mapped (read-only, in one ASID) on every port, at
+/// the ports' arrays 16 MiB apart; an index held on one port, by another
+/// set or by a standard verbs QP is refused (EBUSY) with no slot mapped; a
+/// second set gets another index; a port the device lacks is EINVAL; a
+/// destroyed set's slots are gone and its index can be taken again.
+fn qp_set_same_index2(_args: &[String]) {
+    let ctx = open_ctx();
+    let n = ctx.resp.num_ports;
+    let all = (1u64 << n) - 1;
+    let mut emu = emu();
+    let pd = ctx
+        .alloc_pd()
+        .unwrap_or_else(|e| fail(format!("alloc_pd: {e}")));
+    let set = ctx
+        .create_qp_set(all, None, 4, 4)
+        .unwrap_or_else(|e| fail(format!("QP set over {n} ports: {e}")));
+    let index = set.resp.index;
+    let base = set.qps[0].info.sq_va - u64::from(index) * WQ_SLOT;
+    let slot = |p: u32, i: u32| base + u64::from(p) * WQ_PORT_ARRAY + u64::from(i) * WQ_SLOT;
+    let held = |emu: &mut EmuCtl, i: u32| -> Vec<bool> {
+        (0..n)
+            .map(|p| !asids_mapping(emu, slot(p, i)).is_empty())
+            .collect()
+    };
+    let layout = set
+        .qps
+        .iter()
+        .enumerate()
+        .all(|(p, q)| q.info.port_num == p as u32 + 1 && q.info.sq_va == slot(p as u32, index));
+    let one_ro = (0..n).all(|p| {
+        let a = asids_mapping(&mut emu, slot(p, index));
+        a.len() == 1 && a[0].ends_with(":ro")
+    });
+    check(
+        set.qps.len() == n as usize && layout && one_ro,
+        format!(
+            "QP set over {n} ports: index {index}; its send WQ slot mapped read-only in one ASID on every port, the ports' arrays {} MiB apart",
+            WQ_PORT_ARRAY >> 20
+        ),
+    );
+    let lone_port = 7u32.min(n);
+    let lone = ctx
+        .create_qp_set(1 << (lone_port - 1), None, 4, 4)
+        .unwrap_or_else(|e| fail(format!("QP set on port {lone_port}: {e}")));
+    let taken = lone.resp.index;
+    let taken_before = held(&mut emu, taken);
+    expect_errno(
+        &format!("QP set over {n} ports at index {taken}, held on port {lone_port}"),
+        ctx.create_qp_set(all, Some(taken), 4, 4)
+            .map(|s| s.resp.index),
+        libc::EBUSY,
+    );
+    expect_errno(
+        &format!("QP set over {n} ports at index {index}, held by the first set"),
+        ctx.create_qp_set(all, Some(index), 4, 4)
+            .map(|s| s.resp.index),
+        libc::EBUSY,
+    );
+    check(
+        held(&mut emu, taken) == taken_before
+            && taken_before.iter().filter(|h| **h).count() == 1
+            && taken_before[lone_port as usize - 1],
+        format!("the refused sets mapped no slot: index {taken} only on port {lone_port}"),
+    );
+    // A QP of the standard verbs holds its number on every port.
+    let e = end(&ctx, &pd, 1, None);
+    expect_errno(
+        &format!(
+            "QP set on port {n} at index {}, a verbs QP's number",
+            e.qp.qpn
+        ),
+        ctx.create_qp_set(1 << (n - 1), Some(e.qp.qpn), 4, 4)
+            .map(|s| s.resp.index),
+        libc::EBUSY,
+    );
+    let other = ctx
+        .create_qp_set(all, None, 4, 4)
+        .unwrap_or_else(|e| fail(format!("second QP set: {e}")));
+    let o = other.resp.index;
+    check(
+        o != index && o != taken && o != e.qp.qpn,
+        format!("a second set over {n} ports: index {o}"),
+    );
+    expect_errno(
+        "QP set with a port the device lacks",
+        ctx.create_qp_set(1 << n, None, 4, 4).map(|s| s.resp.index),
+        libc::EINVAL,
+    );
+    ctx.destroy_qp_set(set)
+        .unwrap_or_else(|e| fail(format!("destroy QP set: {e}")));
+    check(
+        held(&mut emu, index).iter().all(|h| !h),
+        format!("destroyed: no port holds a slot of index {index} any more"),
+    );
+    let again = ctx
+        .create_qp_set(all, Some(index), 4, 4)
+        .unwrap_or_else(|e| fail(format!("QP set at the freed index {index}: {e}")));
+    check(
+        again.resp.index == index && held(&mut emu, index).iter().all(|h| *h),
+        format!("index {index} can be taken again, on every port"),
+    );
+    for s in [again, other, lone] {
+        ctx.destroy_qp_set(s)
+            .unwrap_or_else(|e| fail(format!("destroy QP set: {e}")));
+    }
+    teardown(&ctx, [e], []);
+    let left: Vec<u32> = [index, o, taken]
+        .into_iter()
+        .filter(|&i| held(&mut emu, i).iter().any(|h| *h))
+        .collect();
+    check(
+        left.is_empty(),
+        format!("no slot left on the device: indexes still held {left:?}"),
+    );
+}
+
 fn device_qps(emu: &mut EmuCtl, p: u32) -> Vec<u32> {
     let lines = emu
         .command(&format!("qps {p}"))
@@ -601,8 +901,17 @@ fn device_qps(emu: &mut EmuCtl, p: u32) -> Vec<u32> {
 /// taken on one port, a set asking for it fails with EBUSY and leaves no QP
 /// behind; a QP of the standard verbs holds its index on every port; the
 /// index is free again after the set is destroyed.
-pub(crate) fn qp_set_same_index(_args: &[String]) {
+pub(crate) fn qp_set_same_index(args: &[String]) {
     let ctx = open_ctx();
+    let model2 = ctx
+        .query_device_info()
+        .unwrap_or_else(|e| fail(format!("query device: {e}")))
+        .model_version
+        >> 16
+        >= 2;
+    if model2 {
+        return qp_set_same_index2(args);
+    }
     let n = ctx.resp.num_ports;
     let all = (1u64 << n) - 1;
     let mut emu = emu();

@@ -971,6 +971,20 @@ impl Drop for Mapping {
     }
 }
 
+/// Whether the driver runs the QPs on the NIC's own contexts (model 2.0),
+/// as the device reports it (asked once).
+pub(crate) fn model2() -> bool {
+    static MODEL2: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *MODEL2.get_or_init(|| {
+        open_ctx()
+            .query_device_info()
+            .unwrap_or_else(|e| fail(format!("query device: {e}")))
+            .model_version
+            >> 16
+            >= 2
+    })
+}
+
 fn emu() -> EmuCtl {
     EmuCtl::open().unwrap_or_else(|e| fail(format!("emulator control: {e}")))
 }
@@ -1005,10 +1019,20 @@ fn check_region(
     let took = t.elapsed();
     let shift = mr.resp.page_shift;
     let page = 1u64 << shift;
+    // Model 1.5: one key per region. Model 2.0: a region open to remote
+    // writes has its PD's key as rkey (the one key its QPs' responders take),
+    // and its own lkey.
+    let model2 = ctx
+        .query_device_info()
+        .is_ok_and(|i| i.model_version >> 16 >= 2);
     check(
-        mr.lkey != 0 && mr.lkey == mr.rkey,
-        format!("{size} B: lkey {:#x} = rkey", mr.lkey),
+        mr.lkey != 0 && (mr.lkey == mr.rkey) != model2 && mr.rkey != 0,
+        format!("{size} B: lkey {:#x}, rkey {:#x}", mr.lkey, mr.rkey),
     );
+    // Model 2.0: the device reaches the region in its PD's ASID, at its
+    // iova (it is open to remote writes).
+    emu.view_asid_of(mr.resp.mmu_va, model2)
+        .unwrap_or_else(|e| fail(format!("{size} B: {e}")));
     check(
         [12, 21, 30].contains(&shift) && mr.resp.mmu_va % page == addr % page,
         format!(
@@ -1783,6 +1807,57 @@ fn connect_av_keys(
         .unwrap_or_else(|err| fail(format!("QP {} to RTS: {err}", e.qp.qpn)));
 }
 
+/// With `--ipv6-refused` (model 2.0: the NIC sends RoCE over IPv4 only) and
+/// an IPv6 destination in `av`: the QP's move to RTR towards it fails with
+/// EOPNOTSUPP and the QP stays in INIT. Returns whether it was checked.
+fn ipv6_refused(
+    args: &[String],
+    ctx: &Context,
+    e: &End,
+    (dgid, sgid_index, dest_qpn): ([u8; 16], u8, u32),
+) -> bool {
+    if !args.iter().any(|a| a == "--ipv6-refused")
+        || std::net::Ipv6Addr::from(dgid).to_ipv4_mapped().is_some()
+    {
+        return false;
+    }
+    ctx.modify_qp(&e.qp, &init_attrs(e.port))
+        .unwrap_or_else(|err| fail(format!("QP {} to INIT: {err}", e.qp.qpn)));
+    let rtr = ModifyQp {
+        attr_mask: QP_STATE | QP_AV | QP_PATH_MTU | QP_DEST_QPN | QP_RQ_PSN | QP_MAX_DEST_RD_ATOMIC,
+        qp_state: QPS_RTR,
+        path_mtu: MTU_4096,
+        dest_qp_num: dest_qpn,
+        rq_psn: 0x100,
+        ah: Ah {
+            port_num: e.port,
+            dgid,
+            sgid_index,
+            hop_limit: 64,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    expect_errno(
+        &format!(
+            "QP {} to RTR towards {} (IPv6: not on the NIC)",
+            e.qp.qpn,
+            std::net::Ipv6Addr::from(dgid)
+        ),
+        ctx.modify_qp(&e.qp, &rtr),
+        libc::EOPNOTSUPP,
+    );
+    let state = ctx
+        .query_qp(&e.qp)
+        .map(|a| a.qp_state)
+        .unwrap_or_else(|err| fail(format!("query QP: {err}")));
+    check(
+        state == QPS_INIT,
+        format!("QP {} stays in INIT ({state})", e.qp.qpn),
+    );
+    true
+}
+
 /// Two QPs of one device, `a` on port `pa` writing to `b` on port `pb`,
 /// connected; writes to `b` must carry `rkey`.
 fn loopback_pair(ctx: &Context, pd: &Pd, pa: u8, pb: u8, rkey: u32) -> (End, End) {
@@ -2020,11 +2095,12 @@ fn write_loopback(args: &[String]) {
             libc::EOPNOTSUPP,
             "WRITE with immediate (model 2.0)",
         );
-        post_refused(
+        post_refused_with(
             &ctx,
             &a.qp,
             &[write_wr(76, iova, 0, smr.lkey, diova, dmr.rkey)],
             1,
+            libc::EOPNOTSUPP,
             "WRITE of no data (model 2.0)",
         );
     } else {
@@ -3117,6 +3193,9 @@ fn write_target(args: &[String]) {
         roce_address(e.port, e.info.ipv4, Some(ip.octets()))
             .unwrap_or_else(|err| fail(format!("route to {ip}: {err}")));
     }
+    if ipv6_refused(args, &ctx, &e, (dgid, sgid_index, kv_num(&l, "qpn") as u32)) {
+        return;
+    }
     connect_av(
         &ctx,
         &e,
@@ -3250,6 +3329,9 @@ fn write_source(args: &[String]) {
         "# to {} from GID index {sgid_index}",
         std::net::Ipv6Addr::from(dgid)
     );
+    if ipv6_refused(args, &ctx, &e, (dgid, sgid_index, kv_num(&t, "qpn") as u32)) {
+        return;
+    }
     connect_av(
         &ctx,
         &e,
@@ -3516,6 +3598,15 @@ fn main() {
         Some("events") => events(&args[1..]),
         Some("roce-gid-table") => roce_gid_table(&args[1..]),
         Some("av-refused") => av_refused(),
+        Some("model") => {
+            // The programming model of the formats user space drives:
+            // "MAJOR.MINOR" (GAUDI_IB_METHOD_QUERY_DEVICE).
+            let v = open_ctx()
+                .query_device_info()
+                .unwrap_or_else(|e| fail(format!("query device: {e}")))
+                .model_version;
+            println!("{}.{}", v >> 16, v & 0xffff);
+        }
         Some("fatal") => fatal(&args[1..]),
         Some("removal") => removal::removal(&args[1..]),
         Some("link-flap") => removal::link_flap(&args[1..]),

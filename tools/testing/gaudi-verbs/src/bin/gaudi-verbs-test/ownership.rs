@@ -143,7 +143,7 @@ fn queries(ctx: &Context, ports: u32, inst: u8) {
         .query_device_info()
         .unwrap_or_else(|e| fail(format!("GAUDI_IB_METHOD_QUERY_DEVICE: {e}")));
     check(
-        info.model_version == hbm::MODEL_VERSION
+        hbm::MODEL_VERSIONS.contains(&info.model_version)
             && info.devmem_size > 0
             && info.devmem_free <= info.devmem_size,
         format!(

@@ -42,6 +42,10 @@ fn contained(
             "device VA {va:#x} is not at the iova's offset {lead:#x} in its page"
         ));
     }
+    // Model 2.0: as the region's ASID maps it (at its iova: it is open to
+    // remote writes).
+    emu.view_asid_of(va, model2())
+        .map_err(|e| format!("emulator asid-find: {e}"))?;
     let first_page = va - lead;
     let end = first_page + (lead + len).next_multiple_of(PAGE);
     // Four bytes as the device sees them, read in one command.
@@ -290,6 +294,8 @@ pub(crate) fn mr_no_foreign_frames(args: &[String]) {
         .reg_mr(&pd, base, HUGE, base, RW)
         .unwrap_or_else(|e| fail(format!("reg_mr of a whole huge page: {e}")));
     let shift = mr.resp.page_shift;
+    emu.view_asid_of(mr.resp.mmu_va, model2())
+        .unwrap_or_else(|e| fail(format!("a whole huge page: {e}")));
     let after = emu.peek(mr.resp.mmu_va + HUGE, 1);
     let last = emu.peek(mr.resp.mmu_va + HUGE - 1, 1);
     ctx.dereg_mr(mr)
