@@ -582,13 +582,7 @@ fn write_dv_once(qp: &mut DvQp, local: u64, remote: u64, len: u32) -> Option<Cqe
 /// nothing lands, the MMU counts each local fault, the DMA audit stays 0;
 /// the QP works again after a reset.
 pub(crate) fn dv_foreign_address(args: &[String]) {
-    let model2 = open_ctx()
-        .query_device_info()
-        .unwrap_or_else(|e| fail(format!("query device: {e}")))
-        .model_version
-        >> 16
-        >= 2;
-    if model2 {
+    if model2() {
         return dv_foreign_address2(args);
     }
     let mut emu = emu();
@@ -902,16 +896,10 @@ fn device_qps(emu: &mut EmuCtl, p: u32) -> Vec<u32> {
 /// behind; a QP of the standard verbs holds its index on every port; the
 /// index is free again after the set is destroyed.
 pub(crate) fn qp_set_same_index(args: &[String]) {
-    let ctx = open_ctx();
-    let model2 = ctx
-        .query_device_info()
-        .unwrap_or_else(|e| fail(format!("query device: {e}")))
-        .model_version
-        >> 16
-        >= 2;
-    if model2 {
+    if model2() {
         return qp_set_same_index2(args);
     }
+    let ctx = open_ctx();
     let n = ctx.resp.num_ports;
     let all = (1u64 << n) - 1;
     let mut emu = emu();

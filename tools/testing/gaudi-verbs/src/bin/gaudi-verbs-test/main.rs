@@ -1022,9 +1022,7 @@ fn check_region(
     // Model 1.5: one key per region. Model 2.0: a region open to remote
     // writes has its PD's key as rkey (the one key its QPs' responders take),
     // and its own lkey.
-    let model2 = ctx
-        .query_device_info()
-        .is_ok_and(|i| i.model_version >> 16 >= 2);
+    let model2 = model2();
     check(
         mr.lkey != 0 && (mr.lkey == mr.rkey) != model2 && mr.rkey != 0,
         format!("{size} B: lkey {:#x}, rkey {:#x}", mr.lkey, mr.rkey),
