@@ -291,7 +291,8 @@ vm_report() { # NAME TESTS STATUS LIMIT
 		"ok - $t"*) tap ok "$t" ;;
 		"not ok - $t"*)
 			tap not-ok "$t"
-			awk -v t="$t" '$0 == "== test " t { p = 1; next } /^== test / { p = 0 } p' \
+			# The console's lines end in CR LF.
+			awk -v t="$t" '{ sub(/\r$/, "") } $0 == "== test " t { p = 1; next } /^== test / { p = 0 } p' \
 				"$out/console.log" | tail -n 40 | diag
 			;;
 		*)

@@ -263,7 +263,7 @@ probe_refused() {
 	# The refusal is an error of the driver, and of the driver core.
 	expect_warning "gaudi_ib $d: $1"
 	expect_warning "gaudi_ib $d: probe with driver gaudi_ib failed"
-	if insmod /lib/modules/gaudi_ib.ko; then :; fi
+	if insmod /lib/modules/gaudi_ib.ko $(gaudi_modargs); then :; fi
 	emu_ctl "$3" >/dev/null || fail "emulator: $3 failed"
 	grep -q '^gaudi_ib ' /proc/modules || fail "module did not load"
 	drv=$(bound_driver "$d")

@@ -28,5 +28,5 @@ if ! gaudi-verbs-test fuzz-uverbs --emu "$@"; then
 	fail "fuzz-uverbs failed (seed $seed)"
 fi
 rmmod gaudi_ib || fail "rmmod gaudi_ib after fuzzing: the module is still referenced"
-insmod /lib/modules/gaudi_ib.ko || fail "insmod gaudi_ib after fuzzing"
+insmod /lib/modules/gaudi_ib.ko $(gaudi_modargs) || fail "insmod gaudi_ib after fuzzing"
 load_driver

@@ -12,7 +12,7 @@
 . /lib/gaudi/guest-lib.sh
 load_driver
 rmmod gaudi_ib || fail "rmmod gaudi_ib"
-insmod /lib/modules/gaudi_ib.ko max_qp_sets=64 max_queue_mib=64 max_mrs=2048 ||
+insmod /lib/modules/gaudi_ib.ko $(gaudi_modargs) max_qp_sets=64 max_queue_mib=64 max_mrs=2048 ||
 	fail "insmod gaudi_ib with small limits"
 load_driver
 t0=$(uptime_cs)

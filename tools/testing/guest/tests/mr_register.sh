@@ -8,6 +8,7 @@
 # deregistration; unsupported access rights fail; 1000 register/deregister
 # cycles give 1000 distinct keys without a fixed stride and leak nothing.
 . /lib/gaudi/guest-lib.sh
+load_driver
 max=$(kparam mr_max_mib 1024)
 huge=
 if echo 32 >/proc/sys/vm/nr_hugepages 2>/dev/null &&

@@ -2,6 +2,7 @@
 # Every MSI-X vector of gaudi_ib took its test interrupt: the kernel's own
 # per-IRQ counters moved, and the driver saw the test cause on each.
 . /lib/gaudi/guest-lib.sh
+load_driver
 d=$(gaudi_devices | head -n 1)
 [ "$(bound_driver "$d")" = gaudi_ib ] || fail "device not bound"
 n=$(cat "/sys/bus/pci/devices/$d/msi_irqs/"* 2>/dev/null | grep -c msix || true)

@@ -8,7 +8,7 @@
 . /lib/gaudi/guest-lib.sh
 load_driver
 rmmod gaudi_ib || fail "rmmod gaudi_ib"
-insmod /lib/modules/gaudi_ib.ko first_pd_id=18446744073709551612 ||
+insmod /lib/modules/gaudi_ib.ko $(gaudi_modargs) first_pd_id=18446744073709551612 ||
 	fail "insmod gaudi_ib with first_pd_id near the end"
 load_driver
 gaudi-verbs-test pd-identity || fail "a PD reached another's region"

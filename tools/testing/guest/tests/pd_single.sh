@@ -3,4 +3,5 @@
 # (documented in Documentation/infiniband/gaudi/uapi.rst); freeing the first
 # makes room again.
 . /lib/gaudi/guest-lib.sh
+load_driver
 gaudi-verbs-test pd-single || fail "PD checks failed"

@@ -5,6 +5,7 @@
 # PORT_ACTIVE (with the port number), and by `rdma link show`. Another port
 # is left alone throughout.
 . /lib/gaudi/guest-lib.sh
+load_driver
 ports=$(kparam ports 24)
 port=$ports # the last port: its index is the largest the event carries
 idx=$((port - 1))

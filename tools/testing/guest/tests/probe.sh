@@ -3,7 +3,7 @@
 . /lib/gaudi/guest-lib.sh
 devs=$(gaudi_devices)
 [ -n "$devs" ] || fail "no 1da3:1020 device on the PCI bus"
-grep -q '^gaudi_ib ' /proc/modules || insmod /lib/modules/gaudi_ib.ko
+grep -q '^gaudi_ib ' /proc/modules || insmod /lib/modules/gaudi_ib.ko $(gaudi_modargs)
 for d in $devs; do
 	drv=$(bound_driver "$d")
 	[ "$drv" = gaudi_ib ] || fail "$d bound to '${drv:-nothing}', expected gaudi_ib"

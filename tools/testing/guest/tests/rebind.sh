@@ -34,7 +34,7 @@ while [ $i -lt "$n" ]; do
 	rmmod gaudi_ib || fail "cycle $i: rmmod failed"
 	[ ! -e /sys/class/infiniband/gaudi_0 ] || fail "cycle $i: gaudi_0 left after rmmod"
 	netdevs 0 || fail "cycle $i: network interfaces left after rmmod"
-	insmod /lib/modules/gaudi_ib.ko || fail "cycle $i: insmod failed"
+	insmod /lib/modules/gaudi_ib.ko $(gaudi_modargs) || fail "cycle $i: insmod failed"
 	[ -e /sys/class/infiniband/gaudi_0 ] || fail "cycle $i: no gaudi_0 after insmod"
 	netdevs "$ports" || fail "cycle $i: not $ports network interfaces after insmod"
 	i=$((i + 1))

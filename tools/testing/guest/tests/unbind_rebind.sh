@@ -15,7 +15,7 @@ echo "$d" >/sys/bus/pci/drivers/gaudi_ib/bind
 [ "$(cat "/sys/bus/pci/devices/$d/enable")" = 1 ] || fail "device not enabled after bind"
 rmmod gaudi_ib
 [ -z "$(bound_driver "$d")" ] || fail "still bound after rmmod"
-insmod /lib/modules/gaudi_ib.ko
+insmod /lib/modules/gaudi_ib.ko $(gaudi_modargs)
 [ "$(bound_driver "$d")" = gaudi_ib ] || fail "insmod did not probe"
 probes=$(test_log | grep -c "gaudi_ib $d: probe complete")
 [ "$probes" = 2 ] || fail "expected 2 completed probes (bind, insmod), saw $probes"
