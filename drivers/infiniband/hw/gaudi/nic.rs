@@ -656,6 +656,16 @@ pub(crate) fn gateway_read(
 pub(crate) const UMR_BLOCKS: usize = 15;
 /// The CQ of UMR block 0; block b's is `CQ_USER_FIRST + 2b` (`NIC_MIN_CQ_ID`).
 pub(crate) const CQ_USER_FIRST: usize = 2;
+/// The UMR blocks the driver hands out: those whose CQ is one of the port's [`CQS`] (blocks
+/// 0 to 6, CQs 2 to 14); the model has no CQ for the others.
+pub(crate) const USER_BLOCKS: usize = {
+    let n = (CQS - CQ_USER_FIRST).div_ceil(2);
+    if n < UMR_BLOCKS {
+        n
+    } else {
+        UMR_BLOCKS
+    }
+};
 /// log2 of the entries of the smallest CQ (4).
 pub(crate) const CQ_USER_LOG_MIN: u32 = 2;
 
@@ -1116,7 +1126,7 @@ impl PortQueues {
         }
         let mut cur = self.umr_used.load(Relaxed);
         let block = loop {
-            let free = !cur & ((1 << UMR_BLOCKS) - 1);
+            let free = !cur & ((1 << USER_BLOCKS) - 1);
             if free == 0 {
                 return Err(ENOSPC);
             }
@@ -1170,7 +1180,7 @@ impl PortQueues {
 
     /// UMR block `block` is free again: nothing maps its page or its CQ's memory any more.
     pub(crate) fn user_block_put(&self, block: usize) {
-        if block >= UMR_BLOCKS {
+        if block >= USER_BLOCKS {
             return;
         }
         let mut cur = self.umr_used.load(Relaxed);

@@ -247,6 +247,8 @@ struct SwCq {
     count: usize,
     /// A completion event is due with the next completion.
     armed: bool,
+    /// A completion found the CQ full: the CQ is in error, reported once, and takes no more.
+    overflowed: bool,
 }
 
 /// A completion queue: the driver's data of one (in an [`Arc`], which its queue pairs share).
@@ -298,13 +300,16 @@ impl Cq {
                 head: 0,
                 count: 0,
                 armed: false,
+                overflowed: false,
             }),
         }))
     }
 
     /// Queue `wc` of QP `qpn` for poll, which frees the QP's send queue entries up to index
-    /// `frees`, and raise the completion event if the CQ is armed; a full CQ loses it and
-    /// reports a CQ error. Sleeps.
+    /// `frees`, and raise the completion event if the CQ is armed. A completion that finds the
+    /// CQ full puts it in error, as a device CQ stops at an overflow: the owner gets one CQ
+    /// error and the log one line, and the CQ takes no completion after (its QPs are
+    /// destroyed with it, as the verbs' recovery goes). Sleeps.
     pub(crate) fn deliver(
         &self,
         ib: &kernel::rdma::Device<crate::ib::GaudiRdma>,
@@ -315,7 +320,10 @@ impl Cq {
         let (notify, overflow) = {
             let mut s = self.sw.lock();
             let n = s.entries.len();
-            if s.count == n {
+            if s.overflowed {
+                (false, false)
+            } else if s.count == n {
+                s.overflowed = true;
                 (false, true)
             } else {
                 let tail = (s.head + s.count) % n;
@@ -327,8 +335,9 @@ impl Cq {
         if overflow {
             kernel::ratelimited!(dev_warn!(
                 self.shared.dev,
-                "CQ {} overflowed: a completion of QP {} lost\n",
+                "CQ {} (port {}) overflowed: completions lost, from QP {} on\n",
                 self.id,
+                wc.port,
                 qpn
             ));
             ib.with_cq(self.id, |c| c.dispatch_error());

@@ -734,6 +734,20 @@ pub(crate) fn port_completions(ib: &rdma::Device<GaudiRdma>, shared: &Shared, po
 pub(crate) fn qp_error(ib: &rdma::Device<GaudiRdma>, port: usize, qpn: u32, syndrome: u32) -> bool {
     ib.with_qp(qpn, |qp| match qp.data().error_v2(port as u32, syndrome) {
         Ok((wcs, event)) => {
+            // The requests are flushed here: the NIC must execute none of them after. The
+            // requester of a QP whose responder failed is still running, and a device that
+            // reports an error need not have stopped the QP: stop it, as the owner's ERR does.
+            if event.is_some() {
+                let stopped = stop(qp.data().shared(), ib.parent(), port, qpn);
+                if let Err(e) = stopped.or_else(|e| if e == ENODEV { Ok(()) } else { Err(e) }) {
+                    kernel::ratelimited!(dev_warn!(
+                        qp.data().shared().dev,
+                        "QP {}: not stopped after its error: {:?}\n",
+                        qpn,
+                        e
+                    ));
+                }
+            }
             deliver_all(ib, qp, &wcs);
             if let Some(e) = event {
                 qp.dispatch_event(e);

@@ -99,6 +99,8 @@ pub(crate) const ENCAPS: usize = 8;
 impl Shared {
     /// Replace the bits of QP `qpn`'s context on `port` that `mask` selects with those of
     /// `data`, through the port's gateway. Sleeps: `bar` must not be an RCU-guarded access.
+    /// `ENODEV` once the device stopped (a fatal error): it holds no context any more, and
+    /// what tears a QP down is done.
     pub(crate) fn gateway_write(
         &self,
         bar: &Bar<'_>,
@@ -108,7 +110,7 @@ impl Shared {
         data: &[u64],
         mask: &[u64],
     ) -> Result {
-        if self.nic_tables == 0 {
+        if self.nic_tables == 0 || self.fatal.load(Relaxed) {
             return Err(ENODEV);
         }
         let _g = self.gateway.lock();
@@ -116,6 +118,7 @@ impl Shared {
     }
 
     /// Read QP `qpn`'s context on `port` through the port's gateway into `out`. Sleeps.
+    /// `ENODEV` once the device stopped.
     pub(crate) fn gateway_read(
         &self,
         dev: &device::Device<Bound>,
@@ -124,7 +127,7 @@ impl Shared {
         requester: bool,
         out: &mut [u64],
     ) -> Result {
-        if self.nic_tables == 0 {
+        if self.nic_tables == 0 || self.fatal.load(Relaxed) {
             return Err(ENODEV);
         }
         let bar = self.bar.access(dev)?;
