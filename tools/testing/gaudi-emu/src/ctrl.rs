@@ -50,7 +50,7 @@
 //!                          fuzz.rs: NIC_KINDS) on the port's event queue
 //!                          and CQ 0, written as the NIC writes entries:
 //!                          "fuzz-nic port P injected I not_injected S
-//!                          eqe_unknown N ... cqe_bad N"
+//!                          eqe_unknown N ... cqe_rc_bad N"
 //! nic-rd OFF [OFF...]      model 2.0: the NIC's registers at configuration-
 //!                          space offsets OFF (hex): "OFF=VALUE ..."
 //! peek VA LEN              read LEN (up to 4096) bytes at device VA VA through
@@ -651,7 +651,7 @@ fn command(
                     c.rx,
                     c.rx_drops,
                     c.retransmits + d.nic.retransmits.get(i).copied().unwrap_or(0),
-                    c.naks_sent,
+                    c.naks_sent + d.nic.naks.get(i).copied().unwrap_or(0),
                     c.icrc_errors,
                     c.injected,
                     c.rnr_naks_sent,

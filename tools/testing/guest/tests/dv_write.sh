@@ -7,7 +7,7 @@
 # each WRITE) and the bytes around stay; WRITE with immediate completes on
 # both sides with its immediate and length; one CQE covers unsignalled
 # WQEs; WQEs name the source by the device VA the QUERY_MR method gives and
-# the destination by its iova. On model 2.0 (rc_model=2, the model2
+# the destination by its iova. On model 2.0 (rc_model=2, every
 # session) the set's QPs are NIC contexts in the PD's ASID, WQEs, CQEs and
 # doorbells have the NIC's formats, and, the NIC having no WRITE with
 # immediate, a WQE of another opcode moves the QP to ERR with no CQE and

@@ -5,7 +5,9 @@
 # unknown types, transmit completions of WQEs that are not outstanding,
 # completion events of CQs not in use, QP errors of QPs and overruns of
 # FIFOs that do not exist, CQEs naming the wrong ring element, a length no
-# frame has or another QP. In four rounds of 16, each bad CQE moves
+# frame has or another QP; CQEs on CQ 1 (the RDMA requesters' CQ) of QPs
+# that do not exist, of a responder, or of no outstanding request. In four
+# rounds of 16, each bad CQE of CQ 0 moves
 # rx_bad_cqe by one and each bad completion tx_bad_completion by one,
 # exactly; the rest is logged, rate-limited, and ignored. Frames then go
 # from each port's interface to the other byte for byte, and the emulator
@@ -17,6 +19,7 @@ expect_warning 'transmit completion of WQE [0-9]+ that is not outstanding'
 expect_warning 'completion event of CQ [0-9]+, which is not in use'
 expect_warning 'port [0-9]+: event [25] '
 expect_warning 'CQE of element [0-9]+ and [0-9]+ bytes ignored'
+expect_warning 'CQE of QP [0-9]+ \(tag 0x[0-9a-f]+, requester [01]\) names no outstanding request'
 port_ifaces
 quiet_ifaces
 stat_of() { ethtool -S "$1" | awk -v k="$2:" '$1 == k { print $2 }'; }
@@ -49,7 +52,7 @@ done
 [ $total -ge 48 ] || fail "only $total of 64 entries injected"
 # Every kind at least once (64 draws of 6 kinds: a kind is missed about
 # once in 20,000 seeds).
-for k in eqe_unknown eqe_tx_comp eqe_comp eqe_qp_err eqe_fifo cqe_bad; do
+for k in eqe_unknown eqe_tx_comp eqe_comp eqe_qp_err eqe_fifo cqe_bad cqe_rc_bad; do
 	n=$(echo "$kinds" | grep -o "$k [0-9]*" | awk '{ s += $2 } END { print s + 0 }')
 	[ "$n" -gt 0 ] || fail "no $k among the entries injected"
 done

@@ -5,7 +5,8 @@
 # emulator) and gets a PD of its own; its QP set and device memory, which
 # would drive the NIC past the kernel's checks, are refused with EBUSY, each
 # refusal adding the driver's log line after the step began; 50 refused
-# allocations in a row add 10 (rate limit). Once A is gone, a new process
+# allocations in a row add 10 (rate limit); on model 2.0 the QP set is
+# made, in B's own PD and address space. Once A is gone, a new process
 # takes the NIC to itself (PD, QP set, device memory) and keeps it until its
 # context is closed: another context's PD is refused meanwhile.
 . /lib/gaudi/guest-lib.sh

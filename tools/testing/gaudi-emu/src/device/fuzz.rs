@@ -117,14 +117,18 @@ impl std::fmt::Display for Tally {
 /// a QPN beyond hbl_cn's (8192 and up); DB_FIFO_OVERRUN of a FIFO no port
 /// has (32 and up); a CQE on CQ 0 (the raw receive ring) naming an element
 /// other than its producer index's, a length outside 14 to 9018 bytes, or
-/// a QP other than 0.
-pub const NIC_KINDS: [&str; 6] = [
+/// a QP other than 0; a CQE on CQ 1 (the RDMA requesters' CQ, injected only
+/// where the driver set it up) of a QP beyond hbl_cn's, a responder's (the
+/// driver's QPs complete no receives), or of a QP below 8192 with a random
+/// tag (no request outstanding while the caller fuzzes).
+pub const NIC_KINDS: [&str; 7] = [
     "eqe_unknown",
     "eqe_tx_comp",
     "eqe_comp",
     "eqe_qp_err",
     "eqe_fifo",
     "cqe_bad",
+    "cqe_rc_bad",
 ];
 
 impl Device {
@@ -176,6 +180,20 @@ impl Device {
                     ev(EQE_DB_FIFO_OVERRUN, 32 + rng.below(0xffe0) as u32, 0),
                     &mut bus,
                 ),
+                6 => {
+                    let (qpn, requester) = match rng.below(3) {
+                        0 => (8192 + rng.below((1 << 24) - 8192) as u32, true),
+                        1 => (1 + rng.below(8191) as u32, false),
+                        _ => (1 + rng.below(8191) as u32, true),
+                    };
+                    let w = crate::nic::queues::cqe(
+                        qpn,
+                        requester,
+                        rng.next_u32() & 0xff,
+                        rng.next_u32(),
+                    );
+                    nic.inject_cqe(port, 1, w, &mut bus)
+                }
                 _ => {
                     let (pi, elems) = nic.raw_ring(port);
                     let mut elem = pi % elems;

@@ -200,6 +200,8 @@ pub struct Nic {
     pub gw_ops: u64,
     /// Packets the RDMA engine sent again, per port.
     pub retransmits: [u32; regs::PORTS],
+    /// NAKs the responders sent, per port.
+    pub naks: [u32; regs::PORTS],
 }
 
 impl Nic {
@@ -222,6 +224,7 @@ impl Nic {
             raw_rx_dropped: 0,
             gw_ops: 0,
             retransmits: [0; regs::PORTS],
+            naks: [0; regs::PORTS],
         }
     }
 
@@ -524,6 +527,9 @@ impl Nic {
     fn deliver(&mut self, port: usize, out: rdma::Out, mem: &mut dyn Memory) {
         if let Some(r) = self.retransmits.get_mut(port) {
             *r += out.resent;
+        }
+        if let Some(r) = self.naks.get_mut(port) {
+            *r += out.naks;
         }
         for (cq, w) in out.cqes {
             for ev in self.queues[port].post_cqe(port, cq, w, &mut self.regs, mem) {

@@ -84,6 +84,8 @@ pub struct Out {
     pub cqes: Vec<(usize, [u64; 2])>,
     /// Packets to be sent again (go-back-N).
     pub resent: u32,
+    /// NAKs sent (a responder's).
+    pub naks: u32,
 }
 
 /// A MAC address from its register pair (bits 47:32 and 31:0).
@@ -618,6 +620,7 @@ pub fn write(
         } else if !st.nak_sent {
             st.nak_sent = true;
             out.frames.push(reply(aeth::NAK_PSN_SEQ, expected));
+            out.naks += 1;
         }
         return true;
     }
@@ -628,6 +631,7 @@ pub fn write(
         // A context's LKEY of 0 matches no key (software never issues it).
         if reth.rkey != g("LKEY", &c) as u32 || reth.rkey == 0 {
             out.frames.push(reply(aeth::NAK_REMOTE_ACCESS, expected));
+            out.naks += 1;
             out.events.push(Event {
                 ty: EQE_QP_ERR,
                 data1: qpn,
@@ -646,6 +650,7 @@ pub fn write(
     let n = pkt.payload.len() as u64;
     if n > st.left {
         out.frames.push(reply(aeth::NAK_INVALID_REQ, expected));
+        out.naks += 1;
         return true;
     }
     if !super::write_data(mem, st.bypass, st.asid, st.va, pkt.payload) {
@@ -655,6 +660,7 @@ pub fn write(
             st.asid
         );
         out.frames.push(reply(aeth::NAK_REMOTE_ACCESS, expected));
+        out.naks += 1;
         out.events.push(Event {
             ty: EQE_QP_ERR,
             data1: qpn,

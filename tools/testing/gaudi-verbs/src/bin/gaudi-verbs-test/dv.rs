@@ -1252,7 +1252,9 @@ fn rate_limit_bound(took: Duration, interval: Duration, burst: u64) -> u64 {
 /// brought back through RESET, INIT and RTR to RTS after each; the driver
 /// logs 10 faults and 10 QP errors per minute) at most 40, and the
 /// emulator counts exactly N faults. A phase slower than its interval may
-/// add a burst per interval more. Then a WRITE lands again.
+/// add a burst per interval more. Then a WRITE lands again. Model 2.0: a
+/// fault is a QP_ERR syndrome (the QP reads ERR through QUERY, no CQE) and
+/// its line the QP set's error line.
 pub(crate) fn log_ratelimited(args: &[String]) {
     let verbs = arg(args, "--verbs", Some(10_000));
     let faults = arg(args, "--faults", Some(10_000));
@@ -1330,6 +1332,7 @@ pub(crate) fn log_ratelimited(args: &[String]) {
         ctx.connect_dv(h, qp, peer.mac, peer.ipv4, index, dmr.rkey, 0, MTU_4096, 14)
             .unwrap_or_else(|e| fail(format!("QP set {index}: port 1 back to RTS: {e}")))
     };
+    let v2 = model2();
     let mut emu = emu();
     let faults0 = stat(&mut emu, "mmu_faults");
     ownership::new_lines(&mut log, "");
@@ -1340,6 +1343,16 @@ pub(crate) fn log_ratelimited(args: &[String]) {
             reconnect(qp);
         }
         // Device VA 0x1000 is never mapped.
+        if v2 {
+            // Model 2.0: a QP_ERR syndrome, no CQE; the QP reads ERR.
+            match write_dv_failing(&ctx, &mut set, 0x1000, di.iova) {
+                (state, None) if state == u32::from(QPS_ERR) => {}
+                (state, cqe) => fail(format!(
+                    "fault {i} of {faults}: QP state {state}, CQE {cqe:?}, expected ERR and none"
+                )),
+            }
+            continue;
+        }
         qp.post_write(0x1000, di.iova, 64, true, None);
         match qp.poll_spin(SPINS) {
             Some(c) if c.status == CQE_LOC_PROT_ERR && c.qpn == index => {}
@@ -1352,10 +1365,13 @@ pub(crate) fn log_ratelimited(args: &[String]) {
     let (lines, texts) = log
         .read_new()
         .unwrap_or_else(|e| fail(format!("/dev/kmsg: {e}")));
-    let fault_lines = texts
-        .iter()
-        .filter(|t| t.contains("translation fault of QP"))
-        .count();
+    // Model 2.0 logs the syndrome of the QP set's QP (no fault address).
+    let fault_line = if v2 {
+        "of a QP set: error, syndrome"
+    } else {
+        "translation fault of QP"
+    };
+    let fault_lines = texts.iter().filter(|t| t.contains(fault_line)).count();
     let error_lines = texts
         .iter()
         .filter(|t| t.contains("): error, status"))
@@ -1375,7 +1391,7 @@ pub(crate) fn log_ratelimited(args: &[String]) {
     check(
         lines <= allowed && fault_lines >= 1,
         format!(
-            "{faults} MMU faults in {secs:.1} s: {lines} kernel log lines added ({fault_lines} \"translation fault of QP\", {error_lines} \"QP set ... error\"), at most {allowed}"
+            "{faults} MMU faults in {secs:.1} s: {lines} kernel log lines added ({fault_lines} \"{fault_line}\", {error_lines} \"QP set ... error\"), at most {allowed}"
         ),
     );
 

@@ -46,8 +46,14 @@ fn qp_fatal_events(events: &AsyncEvents, wait: Duration) -> Vec<u64> {
 /// fails with EINVAL, nothing landed; through RESET the pair works again.
 /// Then an injected QP error (QP_FATAL, the outstanding WRITE flushed), and
 /// a CQ ring write fault (logged by the driver; the QP and CQ can be
-/// destroyed, new ones work).
-pub(crate) fn device_errors(_args: &[String]) {
+/// destroyed, new ones work). Model 2.0: the NIC reports errors as QP_ERR
+/// syndromes, not CQE statuses, and writes its CQs physically: the test is
+/// `eq-syndromes`, each class of syndrome.
+pub(crate) fn device_errors(args: &[String]) {
+    if model2() {
+        // The NIC reports its errors as QP_ERR syndromes, no CQE status.
+        return crate::syndromes::eq_syndromes(args);
+    }
     let (ctx, events, pd) = open_with_events();
     let Regions {
         mut src,

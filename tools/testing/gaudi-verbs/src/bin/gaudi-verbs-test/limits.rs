@@ -104,6 +104,15 @@ pub(crate) fn limits_enforced(args: &[String]) {
     };
     let (max_sets, max_queue_bytes, max_mrs) = (caps.sets, caps.queue_bytes, caps.mrs);
     let ctx = open_ctx();
+    // Model 2.0: QP sets work in their PD's address space, with queues of
+    // 2^4 to 2^11 WQEs and 2^2 to 2^13 CQEs (uapi.rst). The context's one
+    // PD serves the regions too.
+    let v2 = model2();
+    let (s0, c0) = if v2 { (4, 2) } else { (1, 1) };
+    let mut early_pd = v2.then(|| {
+        ctx.alloc_pd()
+            .unwrap_or_else(|e| fail(format!("alloc_pd: {e}")))
+    });
     let mut emu = emu();
     let faults0 = stat(&mut emu, "mmu_faults");
     let audit0 = stat(&mut emu, "dma_audit");
@@ -115,28 +124,28 @@ pub(crate) fn limits_enforced(args: &[String]) {
     let mut sets: Vec<u32> = (0..max_sets)
         .map(|i| {
             let port = i as u32 % nports;
-            set(&ctx, 1 << port, 1, 1)
+            set(&ctx, 1 << port, s0, c0)
                 .unwrap_or_else(|e| fail(format!("QP set {} of the smallest queues: {e}", i + 1)))
         })
         .collect();
     check(
         true,
         format!(
-            "{max_sets} one-port QP sets of 2 WQEs and 2 CQEs ({} KiB each) in {:?}",
-            per_port(1, 1) / 1024,
+            "{max_sets} one-port QP sets of 2^{s0} WQEs and 2^{c0} CQEs ({} KiB each) in {:?}",
+            per_port(s0, c0) / 1024,
             t.elapsed()
         ),
     );
     expect_errno(
         &format!("QP set {}", max_sets + 1),
-        set(&ctx, 1, 1, 1),
+        set(&ctx, 1, s0, c0),
         libc::ENOSPC,
     );
     let h = sets.remove(0);
     ctx.destroy_qp_set_handle(h)
         .unwrap_or_else(|e| fail(format!("destroy QP set: {e}")));
     sets.push(
-        set(&ctx, 1, 1, 1)
+        set(&ctx, 1, s0, c0)
             .unwrap_or_else(|e| fail(format!("a QP set after one was destroyed: {e}"))),
     );
     check(
@@ -145,13 +154,16 @@ pub(crate) fn limits_enforced(args: &[String]) {
     );
     expect_errno(
         &format!("QP set {} again", max_sets + 1),
-        set(&ctx, 1, 1, 1),
+        set(&ctx, 1, s0, c0),
         libc::ENOSPC,
     );
     destroy_sets(&ctx, &mut sets);
 
     // QP sets: their queue memory.
-    let (ls, lc) = (ctx.resp.max_sqe.ilog2(), ctx.resp.max_cqe.ilog2());
+    let (mut ls, mut lc) = (ctx.resp.max_sqe.ilog2(), ctx.resp.max_cqe.ilog2());
+    if v2 {
+        (ls, lc) = (ls.min(11), lc.min(13));
+    }
     let port_bytes = per_port(ls, lc);
     let set_bytes = u64::from(nports) * port_bytes;
     let fit = max_queue_bytes / set_bytes;
@@ -203,8 +215,8 @@ pub(crate) fn limits_enforced(args: &[String]) {
         }));
     }
     let left = rest - k * port_bytes;
-    let smallest = per_port(1, 1);
-    let r = set(&ctx, 1, 1, 1);
+    let smallest = per_port(s0, c0);
+    let r = set(&ctx, 1, s0, c0);
     match (&r, left >= smallest) {
         (Ok(_), true) => check(true, format!("{left} bytes left: the smallest set fits")),
         (Err(e), false) if errno(e) == libc::ENOSPC => check(
@@ -236,9 +248,10 @@ pub(crate) fn limits_enforced(args: &[String]) {
     );
 
     // Memory regions: one page, registered over and over.
-    let pd = ctx
-        .alloc_pd()
-        .unwrap_or_else(|e| fail(format!("alloc_pd: {e}")));
+    let pd = early_pd.take().unwrap_or_else(|| {
+        ctx.alloc_pd()
+            .unwrap_or_else(|e| fail(format!("alloc_pd: {e}")))
+    });
     let mut page = Mapping::new(PAGE as usize);
     page.bytes().fill(0x3c);
     let reg = || {

@@ -1951,9 +1951,9 @@ fn write_wr(id: u64, addr: u64, len: u32, lkey: u32, raddr: u64, rkey: u32) -> S
 /// back.
 fn write_loopback(args: &[String]) {
     let max = arg(args, "--max-mib", Some(1024)) as usize * MIB;
-    // `--model 2`: the driver runs the QPs on the NIC's own contexts, which
+    // Model 2.0: the driver runs the QPs on the NIC's own contexts, which
     // take no WRITE with immediate (and so consume no receive).
-    let v2 = arg(args, "--model", Some(1)) == 2;
+    let v2 = model2();
     let (pa, pb) = (
         arg(args, "--from", Some(1)) as u8,
         arg(args, "--to", Some(2)) as u8,
@@ -2489,7 +2489,20 @@ fn write_loopback(args: &[String]) {
 /// fails with EINVAL (and posts nothing); once the send queue is idle (the
 /// completion polled) it rebinds, keeping the QP's PSNs: its WRITE lands
 /// byte-exact in the region of the new key, nothing lands elsewhere.
+///
+/// Model 2.0: the requester context holds one key and the driver never
+/// replaces it behind the QP's back; the QP's keys are its PDs' (one key
+/// per PD). The first WRITE after RTS binds the key it names and lands; a
+/// WRITE with another PD's key is refused with EINVAL (posts nothing,
+/// completes nothing, lands nothing) even with the queue idle; through
+/// RESET the QP connects to another PD's responder and its first WRITE
+/// binds that PD's key and lands there. A key given at RTR (the driver data
+/// of MODIFY_QP) is bound from the start: the other key is refused at the
+/// first WRITE.
 fn rkey_rebind(_args: &[String]) {
+    if model2() {
+        return rkey_rebind2();
+    }
     let ctx = open_ctx();
     let pd = ctx
         .alloc_pd()
@@ -2610,6 +2623,165 @@ fn rkey_rebind(_args: &[String]) {
         "nothing landed in d1 after the rebinding".into(),
     );
     teardown(&ctx, [a, b], [smr, m1, m2]);
+}
+
+/// `rkey-rebind` on model 2.0 (see [`rkey_rebind`]).
+fn rkey_rebind2() {
+    // Three contexts, each with its PD (one PD per context).
+    let ctxs: Vec<Context> = (0..3).map(|_| open_ctx()).collect();
+    let pds: Vec<Pd> = ctxs
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            c.alloc_pd()
+                .unwrap_or_else(|e| fail(format!("alloc_pd {i}: {e}")))
+        })
+        .collect();
+    let ctx = &ctxs[0];
+    let len = 16 * 1024usize;
+    let mut src = Mapping::new(len);
+    let mut d1 = Mapping::new(len);
+    let mut d2 = Mapping::new(len);
+    let remote = IB_UVERBS_ACCESS_LOCAL_WRITE | IB_UVERBS_ACCESS_REMOTE_WRITE;
+    let smr = reg_mapping(ctx, &pds[0], &src, IB_UVERBS_ACCESS_LOCAL_WRITE);
+    let m1 = reg_mapping(&ctxs[1], &pds[1], &d1, remote);
+    let m2 = reg_mapping(&ctxs[2], &pds[2], &d2, remote);
+    check(
+        m1.rkey != m2.rkey,
+        format!("two PDs, two keys: {:#x} and {:#x}", m1.rkey, m2.rkey),
+    );
+    let a = end(ctx, &pds[0], 1, None);
+    let b1 = end(&ctxs[1], &pds[1], 2, None);
+    let b2 = end(&ctxs[2], &pds[2], 2, None);
+    // a connects to `to` with the key `key` at RTR, or none; `to`, in
+    // context `tc` and bound to `tk`, connects again too (both start their
+    // PSNs over).
+    let connect_a = |(tc, to, tk): (&Context, &End, u32), key: Option<u32>| {
+        let reset = ModifyQp {
+            attr_mask: QP_STATE,
+            qp_state: QPS_RESET,
+            ..Default::default()
+        };
+        for (c, e) in [(ctx, &a), (tc, to)] {
+            c.modify_qp(&e.qp, &reset)
+                .unwrap_or_else(|err| fail(format!("QP {} to RESET: {err}", e.qp.qpn)));
+        }
+        connect(tc, to, a.info.mac, a.info.ipv4, a.qp.qpn, 0, tk);
+        let sgid = roce_address(a.port, a.info.ipv4, Some(to.info.ipv4))
+            .unwrap_or_else(|err| fail(format!("port {} address: {err}", a.port)));
+        let keys = key.map(|k| gaudi_ib_modify_qp {
+            flags: GAUDI_IB_MODIFY_QP_REMOTE_RKEY,
+            remote_rkey: k,
+            ..Default::default()
+        });
+        connect_av_keys(
+            ctx,
+            &a,
+            (gid_v4(to.info.ipv4), sgid, to.qp.qpn),
+            keys,
+            (MTU_4096, 14),
+            0x100,
+        );
+    };
+    let (lk, sa) = (smr.lkey, src.addr());
+    connect_a((&ctxs[1], &b1, m1.rkey), None);
+    let first = "the first WRITE (binds PD 1's key)";
+    rebind_lands(
+        ctx,
+        &a,
+        (&mut src, lk, 61),
+        (&mut d1, &mut d2),
+        m1.rkey,
+        first,
+    );
+    let what = "PD 2's key, the queue idle";
+    rebind_refused(ctx, &a, (sa, lk), &mut d2, m2.rkey, what);
+    let what = "PD 1's key again";
+    rebind_lands(
+        ctx,
+        &a,
+        (&mut src, lk, 62),
+        (&mut d1, &mut d2),
+        m1.rkey,
+        what,
+    );
+    connect_a((&ctxs[2], &b2, m2.rkey), None);
+    let what = "after RESET, the first WRITE to PD 2's responder";
+    rebind_lands(
+        ctx,
+        &a,
+        (&mut src, lk, 63),
+        (&mut d2, &mut d1),
+        m2.rkey,
+        what,
+    );
+    connect_a((&ctxs[1], &b1, m1.rkey), Some(m1.rkey));
+    let what = "PD 2's key, PD 1's given at RTR";
+    rebind_refused(ctx, &a, (sa, lk), &mut d2, m2.rkey, what);
+    let what = "PD 1's key, given at RTR";
+    rebind_lands(
+        ctx,
+        &a,
+        (&mut src, lk, 64),
+        (&mut d1, &mut d2),
+        m1.rkey,
+        what,
+    );
+    destroy_ends(&ctxs[1], [b1]);
+    destroy_ends(&ctxs[2], [b2]);
+    for (c, m) in [(&ctxs[1], m1), (&ctxs[2], m2)] {
+        c.dereg_mr(m)
+            .unwrap_or_else(|e| fail(format!("dereg_mr: {e}")));
+    }
+    teardown(ctx, [a], [smr]);
+}
+
+/// A WRITE of all of `src` (filled from `seed`) with `key` at `dst` lands
+/// byte-exact; `other` is unchanged.
+fn rebind_lands(
+    ctx: &Context,
+    a: &End,
+    (src, lkey, seed): (&mut Mapping, u32, u64),
+    (dst, other): (&mut Mapping, &mut Mapping),
+    key: u32,
+    what: &str,
+) {
+    fill(src.bytes(), seed);
+    poison(dst.bytes(), src.bytes());
+    let before = other.bytes().to_vec();
+    let len = src.bytes().len() as u32;
+    let wr = write_wr(seed, src.addr(), len, lkey, dst.addr(), key);
+    let wc = write_once(ctx, a, wr, what);
+    check(
+        wc.status == WC_SUCCESS
+            && dst.bytes()[..] == src.bytes()[..]
+            && other.bytes()[..] == before[..],
+        format!(
+            "{what}: rkey {key:#x}, status {}, landed byte-exact, nothing elsewhere",
+            wc.status
+        ),
+    );
+}
+
+/// A WRITE with `key` at `dst` is refused with EINVAL when posted: no
+/// completion, nothing lands.
+fn rebind_refused(
+    ctx: &Context,
+    a: &End,
+    (sa, lkey): (u64, u32),
+    dst: &mut Mapping,
+    key: u32,
+    what: &str,
+) {
+    let before = dst.bytes().to_vec();
+    let wr = write_wr(90, sa, 64, lkey, dst.addr(), key);
+    post_refused(ctx, &a.qp, &[wr], 1, what);
+    std::thread::sleep(Duration::from_millis(100));
+    let wcs = ctx.poll_cq(&a.cq, 4).unwrap_or_default();
+    check(
+        wcs.is_empty() && dst.bytes()[..] == before[..],
+        format!("{what}: {} completions, nothing landed", wcs.len()),
+    );
 }
 
 fn mr_out_of_bounds(_args: &[String]) {

@@ -402,6 +402,14 @@ fn refused(ctx: &Context, a: &End, b: &End, wr: SendWr, what: &str) {
 /// WRITEs of the whole region and of 1001 B at byte 777, named by its iova,
 /// land byte-exact with the bytes around unchanged. 1000 registrations give
 /// 1000 distinct keys, not sequential.
+///
+/// Model 2.0: the NIC's responder checks one key, its PD's (the rkey of
+/// every region of the PD open to remote writes), and the device MMU bounds
+/// the rest at page granularity. The other region is then another PD's (its
+/// key is that PD's), and the straddling WRITEs start one byte before the
+/// region's first page and end one byte after its last: the bytes of those
+/// pages outside the region are the owner's, reachable by the PD's key
+/// (uapi.rst). A region open to remote writes is entered at its iova.
 pub(crate) fn rkey_bounds(_args: &[String]) {
     let ctx = open_ctx();
     let pd = ctx
@@ -418,8 +426,9 @@ pub(crate) fn rkey_bounds(_args: &[String]) {
         .reg_mr(&pd, t_addr, t_len as u64, t_iova, RW)
         .unwrap_or_else(|e| fail(format!("reg_mr target: {e}")));
     let k = tmr.rkey;
+    let v2 = model2();
     check(
-        k != 0 && tmr.resp.mmu_va != t_iova,
+        k != 0 && (tmr.resp.mmu_va == t_iova) == v2,
         format!(
             "target: {t_len} B at iova {t_iova:#x}, device VA {:#x}, rkey {k:#x}",
             tmr.resp.mmu_va
@@ -427,9 +436,31 @@ pub(crate) fn rkey_bounds(_args: &[String]) {
     );
     let mut other = Mapping::new(PAGE as usize);
     nonzero_fill(other.bytes(), 0x78);
-    let omr = ctx
-        .reg_mr(&pd, other.addr(), PAGE, other.addr(), RW)
+    // Model 2.0: another PD's region (another context's: one PD per
+    // context), whose key is that PD's.
+    let octx = v2.then(open_ctx);
+    let opd = octx.as_ref().map(|c| {
+        c.alloc_pd()
+            .unwrap_or_else(|e| fail(format!("alloc_pd other: {e}")))
+    });
+    let omr = octx
+        .as_ref()
+        .unwrap_or(&ctx)
+        .reg_mr(
+            opd.as_ref().unwrap_or(&pd),
+            other.addr(),
+            PAGE,
+            other.addr(),
+            RW,
+        )
         .unwrap_or_else(|e| fail(format!("reg_mr other: {e}")));
+    check(
+        omr.rkey != k,
+        format!(
+            "the other region's rkey {:#x} is not the target's",
+            omr.rkey
+        ),
+    );
     let mut src = Mapping::new(2 * PAGE as usize);
     nonzero_fill(src.bytes(), 0x79);
     let smr = ctx
@@ -448,6 +479,16 @@ pub(crate) fn rkey_bounds(_args: &[String]) {
     let saddr = src.addr();
     let lkey = smr.lkey;
 
+    // The region's bounds as the device enforces them: its bytes (1.5), its
+    // pages (2.0).
+    let (lo, hi) = if v2 {
+        (
+            t_iova & !(PAGE - 1),
+            (t_iova + t_len as u64).next_multiple_of(PAGE),
+        )
+    } else {
+        (t_iova, t_iova + t_len as u64)
+    };
     let cases = [
         ("a WRITE with rkey 0", 0, t_iova + 16, 64),
         (
@@ -459,13 +500,13 @@ pub(crate) fn rkey_bounds(_args: &[String]) {
         (
             "a WRITE of 16 B starting one byte before the region",
             k,
-            t_iova - 1,
+            lo - 1,
             16,
         ),
         (
             "a WRITE of 16 B ending one byte after the region",
             k,
-            t_iova + t_len as u64 - 15,
+            hi - 15,
             16,
         ),
     ];
@@ -581,6 +622,25 @@ pub(crate) fn rkey_bounds(_args: &[String]) {
         })
         .collect();
     keys_unpredictable(&keys, "1000 registrations of 4 KiB");
+    if v2 {
+        // Regions open to remote writes share their PD's key as rkey; their
+        // lkeys are their own.
+        let m1 = Mapping::new(PAGE as usize);
+        let m2 = Mapping::new(PAGE as usize);
+        let r1 = reg_mapping(&ctx, &pd, &m1, RW);
+        let r2 = reg_mapping(&ctx, &pd, &m2, RW);
+        check(
+            r1.rkey == r2.rkey && r1.lkey != r2.lkey && r1.lkey != r1.rkey,
+            format!(
+                "two regions open to remote writes of one PD: rkeys {:#x} and {:#x} (the PD's), lkeys {:#x} and {:#x}",
+                r1.rkey, r2.rkey, r1.lkey, r2.lkey
+            ),
+        );
+        for r in [r1, r2] {
+            ctx.dereg_mr(r)
+                .unwrap_or_else(|e| fail(format!("dereg_mr: {e}")));
+        }
+    }
 
     // QP numbers: no stride between them either, so that an off-path sender
     // cannot guess them (numbers of destroyed QPs may come again).
@@ -606,5 +666,12 @@ pub(crate) fn rkey_bounds(_args: &[String]) {
     ctx.destroy_cq(cq)
         .unwrap_or_else(|e| fail(format!("destroy CQ: {e}")));
     no_stride(&qpns, "QP numbers of 64 QPs created one after the other");
-    teardown(&ctx, [a, b], [smr, omr]);
+    match octx {
+        Some(o) => {
+            o.dereg_mr(omr)
+                .unwrap_or_else(|e| fail(format!("dereg_mr other: {e}")));
+            teardown(&ctx, [a, b], [smr]);
+        }
+        None => teardown(&ctx, [a, b], [smr, omr]),
+    }
 }

@@ -39,8 +39,8 @@ fn qp_events(events: &AsyncEvents, wait: Duration) -> Vec<u32> {
 /// second with WR_FLUSH_ERR; the owner gets exactly one event, QP_FATAL, or
 /// QP_ACCESS_ERR for the responder's errors; the QP is in ERR and refuses
 /// posts. When the NIC takes the held doorbells, the WRITEs of the QP in ERR
-/// complete nothing more. RESET and reconnection bring it back, and a WRITE
-/// lands.
+/// complete nothing more, and no byte of the destination changed. RESET
+/// and reconnection bring it back, and a WRITE lands.
 pub(crate) fn eq_syndromes(_args: &[String]) {
     let (ctx, events, pd) = open_with_events();
     let (mut src, mut dst, smr, dmr) = src_dst(&ctx, &pd, 64 * 1024, 5);
@@ -160,6 +160,11 @@ pub(crate) fn eq_syndromes(_args: &[String]) {
                 "{what}: the held WRITEs of the QP in ERR complete nothing more ({} completions)",
                 late.len()
             ),
+        );
+        let landed = dst.bytes().iter().filter(|&&x| x != 0).count();
+        check(
+            landed == 0,
+            format!("{what}: nothing of the failed and flushed WRITEs landed ({landed} of {} bytes changed)", dst.bytes().len()),
         );
         reconnect(&ctx, &a, &b, dmr.rkey);
     }

@@ -5,6 +5,7 @@
 //! destroyed while a WRITE runs, and traffic for a device that goes away.
 
 use super::*;
+use crate::ownership::{kernel_log, new_lines};
 use gaudi_verbs::{IB_EVENT_CQ_ERR, WC_LOC_PROT_ERR, WC_REM_ACCESS_ERR};
 use std::time::Instant;
 
@@ -45,7 +46,20 @@ pub(crate) fn emu_cmd(emu: &mut EmuCtl, cmd: &str) {
 /// order, with its byte count; every slot holds its data; the requester's
 /// completions are all successes in order; no CQ_ERR or QP_FATAL event;
 /// both QPs are still in RTS.
+///
+/// Model 2.0 has no WRITE with immediate and no responder completions: the
+/// CQ that could overflow is the port's CQ 1, which every standard QP of
+/// the port completes on. A QP's send queue (1024 requests asked for, a
+/// ring of 2048 WQEs) is counted against CQ 1's 8192 entries when it enters
+/// INIT: four QPs of port 1 fill it and the fifth is refused there with
+/// ENOMEM and one log line. The four post 1024 signalled WRITEs each, their
+/// queues full, while nobody polls: every completion arrives, in order and
+/// successful, every WRITE lands, no CQ_ERR or QP_FATAL event comes. With
+/// one QP destroyed, the fifth enters INIT.
 pub(crate) fn cq_no_overflow(_args: &[String]) {
+    if model2() {
+        return cq_no_overflow2();
+    }
     const SLOT: usize = 64;
     const IMM: u32 = 0x5100_0000;
     let (ctx, events, pd) = open_with_events();
@@ -735,4 +749,131 @@ pub(crate) fn write_traffic(args: &[String]) {
             }
         }
     }
+}
+
+/// `cq-no-overflow` on model 2.0 (see [`cq_no_overflow`]).
+fn cq_no_overflow2() {
+    const SLOT: usize = 64;
+    const QPS: usize = 4;
+    const WRS: usize = 1024;
+    let (ctx, events, pd) = open_with_events();
+    let mut log = kernel_log();
+    let len = QPS * WRS * SLOT;
+    let mut src = Mapping::new(WRS * SLOT);
+    let mut dst = Mapping::new(len);
+    fill(src.bytes(), 0x0d);
+    let smr = reg_mapping(&ctx, &pd, &src, IB_UVERBS_ACCESS_LOCAL_WRITE);
+    let dmr = reg_mapping(
+        &ctx,
+        &pd,
+        &dst,
+        IB_UVERBS_ACCESS_LOCAL_WRITE | IB_UVERBS_ACCESS_REMOTE_WRITE,
+    );
+    let mut ends = Vec::new();
+    for i in 0..QPS {
+        let a = end_sized(&ctx, &pd, 1, (WRS as u32, WRS as u32), None);
+        let b = end(&ctx, &pd, 2, None);
+        connect(&ctx, &a, b.info.mac, b.info.ipv4, b.qp.qpn, dmr.rkey, 0);
+        connect(&ctx, &b, a.info.mac, a.info.ipv4, a.qp.qpn, 0, dmr.rkey);
+        check(
+            a.qp.max_send_wr as usize >= WRS && a.cq.cqe as usize >= WRS,
+            format!(
+                "QP {i} of port 1: {} send WRs, a CQ of {}",
+                a.qp.max_send_wr, a.cq.cqe
+            ),
+        );
+        ends.push((a, b));
+    }
+    // The fifth QP of port 1: refused at INIT, CQ 1 is fully counted.
+    let fifth = end_sized(&ctx, &pd, 1, (WRS as u32, WRS as u32), None);
+    new_lines(&mut log, "send queues are full");
+    expect_errno(
+        "a fifth QP of 1024 requests on port 1 to INIT",
+        ctx.modify_qp(&fifth.qp, &init_attrs(1)),
+        libc::ENOMEM,
+    );
+    let (_, n) = new_lines(&mut log, "send queues are full");
+    check(n == 1, format!("the refusal logged {n} line(s)"));
+
+    poison(dst.bytes(), &src.bytes().repeat(QPS));
+    for (i, (a, _)) in ends.iter().enumerate() {
+        let wrs: Vec<SendWr> = (0..WRS)
+            .map(|j| {
+                let off = (j * SLOT) as u64;
+                let to = dst.addr() + ((i * WRS + j) * SLOT) as u64;
+                write_wr(
+                    j as u64,
+                    src.addr() + off,
+                    SLOT as u32,
+                    smr.lkey,
+                    to,
+                    dmr.rkey,
+                )
+            })
+            .collect();
+        // In batches: a command's input is at most 64 KiB.
+        for (k, batch) in wrs.chunks(256).enumerate() {
+            if let Err((e, bad)) = ctx.post_send(&a.qp, batch) {
+                fail(format!(
+                    "QP {i}: posting WRITEs {} on: {e} (bad_wr {bad})",
+                    k * 256
+                ));
+            }
+        }
+    }
+    // Nobody polls until every QP's last WRITE has landed.
+    let src_bytes = src.bytes().to_vec();
+    let last = &src_bytes[(WRS - 1) * SLOT..];
+    let t = Instant::now();
+    let all_landed = |dst: &mut Mapping| {
+        (0..QPS).all(|i| {
+            let at = ((i + 1) * WRS - 1) * SLOT;
+            dst.bytes()[at..at + SLOT] == *last
+        })
+    };
+    while !all_landed(&mut dst) && t.elapsed() < Duration::from_secs(120) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for (i, (a, _)) in ends.iter().enumerate() {
+        let wcs = ctx
+            .wait_cq(&a.cq, WRS, 120_000)
+            .unwrap_or_else(|e| fail(format!("QP {i}: poll: {e}")));
+        let in_order = wcs
+            .iter()
+            .enumerate()
+            .all(|(j, w)| w.wr_id == j as u64 && w.status == WC_SUCCESS);
+        check(
+            wcs.len() == WRS && in_order,
+            format!(
+                "QP {i}: {} of {WRS} completions, in order and successful: {in_order}",
+                wcs.len()
+            ),
+        );
+    }
+    check(
+        dst.bytes()[..] == src_bytes.repeat(QPS)[..],
+        format!("all {} WRITEs landed byte-exact", QPS * WRS),
+    );
+    let ev = events
+        .next(Duration::ZERO)
+        .unwrap_or_else(|e| fail(format!("events: {e}")));
+    check(
+        ev.is_none(),
+        format!("no event: {:?}", ev.map(|e| event_name(e.event_type))),
+    );
+
+    // One QP gone, the fifth enters INIT.
+    let (a, b) = ends.pop().unwrap_or_else(|| fail("no QPs".into()));
+    destroy_ends(&ctx, [a, b]);
+    ctx.modify_qp(&fifth.qp, &init_attrs(1))
+        .unwrap_or_else(|e| fail(format!("the fifth QP to INIT after one was destroyed: {e}")));
+    check(
+        true,
+        "the fifth QP entered INIT once one was destroyed".into(),
+    );
+    destroy_ends(&ctx, [fifth]);
+    for (a, b) in ends {
+        destroy_ends(&ctx, [a, b]);
+    }
+    teardown(&ctx, [], [smr, dmr]);
 }

@@ -271,6 +271,8 @@ pub(crate) fn uapi_bad_attrs(_args: &[String]) {
                     sp.as_mut_ptr().cast(),
                     std::mem::size_of_val(&sp),
                 ),
+                // A good PD (mandatory on model 2.0): only `req` is wrong.
+                Attr::handle(GAUDI_IB_ATTR_QP_SET_CREATE_PD, pd.handle),
             ],
             errno,
         );
@@ -386,6 +388,7 @@ pub(crate) fn uapi_bad_attrs(_args: &[String]) {
                 sp.as_mut_ptr().cast(),
                 pl,
             ),
+            Attr::handle(GAUDI_IB_ATTR_QP_SET_CREATE_PD, pd.handle),
         ]
     };
     let req_len = std::mem::size_of::<gaudi_ib_qp_set_create>();
@@ -425,10 +428,22 @@ pub(crate) fn uapi_bad_attrs(_args: &[String]) {
         GAUDI_IB_METHOD_QP_SET_CREATE,
         {
             let a = attrs(&good, req_len, &mut cr, &mut sp, sp_len);
-            [a[0], a[1], a[2]]
+            [a[0], a[1], a[2], a[4]]
         },
         libc::EINVAL,
     );
+    if model2() {
+        c.expect(
+            "QP_SET_CREATE without a PD (model 2.0: a set works in its PD's address space)",
+            set_obj,
+            GAUDI_IB_METHOD_QP_SET_CREATE,
+            {
+                let a = attrs(&good, req_len, &mut cr, &mut sp, sp_len);
+                [a[0], a[1], a[2], a[3]]
+            },
+            libc::EINVAL,
+        );
+    }
     let no_qps = (0..ports).all(|p| {
         emu.command(&format!("qps {p}"))
             .is_ok_and(|l| l.iter().any(|l| l == "qps"))
