@@ -17,7 +17,10 @@ cat /tmp/pp.txt
 cat /tmp/verbs.log 2>/dev/null || true
 took=$(($(uptime_cs) - t0))
 [ "$st" != 0 ] || fail "ibv_rc_pingpong succeeded"
-[ "$st" != 124 ] || fail "ibv_rc_pingpong hung (killed after 30 s)"
+# Killed by the timeout: busybox's exits 143 (the program died of
+# SIGTERM), coreutils' 124; the time taken says it whatever the status.
+[ "$st" != 124 ] && [ "$st" != 143 ] && [ "$took" -lt 3000 ] ||
+	fail "ibv_rc_pingpong hung (killed after 30 s: exit $st after $((took / 100)) s)"
 grep -q "Couldn't post receive" /tmp/pp.txt || fail "ibv_rc_pingpong did not fail at its receive post"
 grep -q "post_recv: the device has no receive queues" /tmp/verbs.log ||
 	fail "the provider's log does not name the limit"
