@@ -48,35 +48,15 @@ pub(crate) fn fuzz_device(args: &[String]) {
     }
     let mut klog = KernelLog::open().unwrap_or_else(|e| fail(format!("kernel log: {e}")));
     let (ctx, events, pd) = open_with_events();
-    let Regions {
-        mut src,
-        mut dst,
-        smr,
-        dmr,
-        iova,
-        diova,
-    } = Regions::new(
+    let mut rg = Regions::new(
         &ctx,
         &pd,
         65536,
         seed,
         (0x6500_0000_0000u64, 0x6600_0000_0000u64),
     );
-    let (a, b) = loopback_pair(&ctx, &pd, 1, 2, dmr.rkey);
+    let (a, b) = loopback_pair(&ctx, &pd, 1, 2, rg.dmr.rkey);
     let mut emu = emu();
-    let mut real_write = |what: &str, id: u64| {
-        dst.bytes().fill(0);
-        let wc = write_once(
-            &ctx,
-            &a,
-            write_wr(id, iova, 65536, smr.lkey, diova, dmr.rkey),
-            what,
-        );
-        check(
-            wc.status == WC_SUCCESS && dst.bytes()[..] == src.bytes()[..],
-            format!("{what}: a real WRITE completes and lands"),
-        );
-    };
 
     // Malformed CQEs on the requester's CQ (the only CQ on port 1).
     let cqs = command(&mut emu, "cqs 0");
@@ -105,7 +85,13 @@ pub(crate) fn fuzz_device(args: &[String]) {
             wcs.is_empty(),
             format!("round {round}: {visible} malformed CQEs visible to the driver, {} completions reached the consumer", wcs.len()),
         );
-        real_write(&format!("after malformed CQEs, round {round}"), 10 + round);
+        real_write(
+            &ctx,
+            &a,
+            &mut rg,
+            10 + round,
+            &format!("after malformed CQEs, round {round}"),
+        );
     }
     let ignored = field(&command(&mut emu, "stat"), "cq_ci_ignored") - ignored0;
     check(
@@ -122,26 +108,9 @@ pub(crate) fn fuzz_device(args: &[String]) {
         field(&command(&mut emu, "stat"), "eq_dropped") == dropped,
         "malformed event queue entries: no event lost".into(),
     );
-    command(&mut emu, "link 0 down");
-    std::thread::sleep(Duration::from_millis(300));
-    command(&mut emu, "link 0 up");
-    let mut seen = Vec::new();
-    let t = std::time::Instant::now();
-    while t.elapsed() < Duration::from_secs(20)
-        && !seen.ends_with(&[IB_EVENT_PORT_ERR, IB_EVENT_PORT_ACTIVE])
-    {
-        if let Ok(Some(e)) = events.next(Duration::from_millis(500)) {
-            if e.element == 1 && [IB_EVENT_PORT_ERR, IB_EVENT_PORT_ACTIVE].contains(&e.event_type) {
-                seen.push(e.event_type);
-            }
-        }
-    }
-    check(
-        seen.ends_with(&[IB_EVENT_PORT_ERR, IB_EVENT_PORT_ACTIVE]),
-        format!("after them a link flap of port 1 arrives as PORT_ERR, PORT_ACTIVE ({seen:?})"),
-    );
-    reconnect(&ctx, &a, &b, dmr.rkey);
-    real_write("after malformed events", 20);
+    link_flap_arrives(&mut emu, &events);
+    reconnect(&ctx, &a, &b, rg.dmr.rkey);
+    real_write(&ctx, &a, &mut rg, 20, "after malformed events");
 
     // Garbage frames on the responder's link.
     let r = command(&mut emu, &format!("fuzz-wire 1 200 {seed}"));
@@ -184,8 +153,8 @@ pub(crate) fn fuzz_device(args: &[String]) {
     );
     std::thread::sleep(Duration::from_millis(500));
     while let Ok(Some(_)) = events.next(Duration::from_millis(300)) {}
-    reconnect(&ctx, &a, &b, dmr.rkey);
-    real_write("after garbage frames", 30);
+    reconnect(&ctx, &a, &b, rg.dmr.rkey);
+    real_write(&ctx, &a, &mut rg, 30, "after garbage frames");
 
     // Bogus command statuses: calls fail or succeed, none hangs or
     // crashes. The device and the driver may disagree afterwards: the
@@ -233,36 +202,16 @@ pub(crate) fn fuzz_device(args: &[String]) {
 fn fuzz_device2(seed: u64) {
     let mut klog = KernelLog::open().unwrap_or_else(|e| fail(format!("kernel log: {e}")));
     let (ctx, events, pd) = open_with_events();
-    let Regions {
-        mut src,
-        mut dst,
-        smr,
-        dmr,
-        iova,
-        diova,
-    } = Regions::new(
+    let mut rg = Regions::new(
         &ctx,
         &pd,
         65536,
         seed,
         (0x6500_0000_0000u64, 0x6600_0000_0000u64),
     );
-    let (a, b) = loopback_pair(&ctx, &pd, 1, 2, dmr.rkey);
+    let (a, b) = loopback_pair(&ctx, &pd, 1, 2, rg.dmr.rkey);
     let mut emu = emu();
-    let mut real_write = |what: &str, id: u64| {
-        dst.bytes().fill(0);
-        let wc = write_once(
-            &ctx,
-            &a,
-            write_wr(id, iova, 65536, smr.lkey, diova, dmr.rkey),
-            what,
-        );
-        check(
-            wc.status == WC_SUCCESS && dst.bytes()[..] == src.bytes()[..],
-            format!("{what}: a real WRITE completes and lands"),
-        );
-    };
-    real_write("before the garbage", 9);
+    real_write(&ctx, &a, &mut rg, 9, "before the garbage");
     let mut rc_bad = 0;
     for round in 0..4 {
         let dropped = nic_eq_dropped(&mut emu);
@@ -288,12 +237,59 @@ fn fuzz_device2(seed: u64) {
             nic_eq_dropped(&mut emu) == dropped,
             format!("round {round}: the event queue lost nothing"),
         );
-        real_write(&format!("after the garbage of round {round}"), 10 + round);
+        real_write(
+            &ctx,
+            &a,
+            &mut rg,
+            10 + round,
+            &format!("after the garbage of round {round}"),
+        );
     }
     check(rc_bad > 0, format!("{rc_bad} bad CQEs on CQ 1 among them"));
-    command(&mut emu, "link 0 down");
+    link_flap_arrives(&mut emu, &events);
+    reconnect(&ctx, &a, &b, rg.dmr.rkey);
+    real_write(&ctx, &a, &mut rg, 20, "after the link flap");
+    check(
+        stat(&mut emu, "dma_audit") == 0,
+        "the NIC's garbage: DMA audit 0".into(),
+    );
+    let (n, _) = klog
+        .read_new()
+        .unwrap_or_else(|e| fail(format!("kernel log: {e}")));
+    check(
+        n <= 200,
+        format!("the kernel log grew by {n} lines (rate-limited)"),
+    );
+    teardown(&ctx, [a, b], [rg.smr, rg.dmr]);
+}
+
+/// The EQ entries model 2.0's NIC found no room for (its line of `stat`).
+fn nic_eq_dropped(emu: &mut EmuCtl) -> u64 {
+    let nic: Vec<String> = command(emu, "stat")
+        .into_iter()
+        .filter(|l| l.starts_with("nic "))
+        .collect();
+    field(&nic, "eq_dropped")
+}
+
+/// A real WRITE of all of `r`'s source over its cleared destination
+/// completes and lands.
+fn real_write(ctx: &Context, a: &End, r: &mut Regions, id: u64, what: &str) {
+    r.dst.bytes().fill(0);
+    let wr = write_wr(id, r.iova, 65536, r.smr.lkey, r.diova, r.dmr.rkey);
+    let wc = write_once(ctx, a, wr, what);
+    check(
+        wc.status == WC_SUCCESS && r.dst.bytes()[..] == r.src.bytes()[..],
+        format!("{what}: a real WRITE completes and lands"),
+    );
+}
+
+/// Port 1's link goes down for 300 ms: PORT_ERR then PORT_ACTIVE of port 1
+/// arrive within 20 s (after the device's garbage).
+fn link_flap_arrives(emu: &mut EmuCtl, events: &AsyncEvents) {
+    command(emu, "link 0 down");
     std::thread::sleep(Duration::from_millis(300));
-    command(&mut emu, "link 0 up");
+    command(emu, "link 0 up");
     let mut seen = Vec::new();
     let t = std::time::Instant::now();
     while t.elapsed() < Duration::from_secs(20)
@@ -309,27 +305,4 @@ fn fuzz_device2(seed: u64) {
         seen.ends_with(&[IB_EVENT_PORT_ERR, IB_EVENT_PORT_ACTIVE]),
         format!("after them a link flap of port 1 arrives as PORT_ERR, PORT_ACTIVE ({seen:?})"),
     );
-    reconnect(&ctx, &a, &b, dmr.rkey);
-    real_write("after the link flap", 20);
-    check(
-        stat(&mut emu, "dma_audit") == 0,
-        "the NIC's garbage: DMA audit 0".into(),
-    );
-    let (n, _) = klog
-        .read_new()
-        .unwrap_or_else(|e| fail(format!("kernel log: {e}")));
-    check(
-        n <= 200,
-        format!("the kernel log grew by {n} lines (rate-limited)"),
-    );
-    teardown(&ctx, [a, b], [smr, dmr]);
-}
-
-/// The EQ entries model 2.0's NIC found no room for (its line of `stat`).
-fn nic_eq_dropped(emu: &mut EmuCtl) -> u64 {
-    let nic: Vec<String> = command(emu, "stat")
-        .into_iter()
-        .filter(|l| l.starts_with("nic "))
-        .collect();
-    field(&nic, "eq_dropped")
 }
