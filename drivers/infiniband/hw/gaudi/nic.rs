@@ -658,14 +658,8 @@ pub(crate) const UMR_BLOCKS: usize = 15;
 pub(crate) const CQ_USER_FIRST: usize = 2;
 /// The UMR blocks the driver hands out: those whose CQ is one of the port's [`CQS`] (blocks
 /// 0 to 6, CQs 2 to 14); the model has no CQ for the others.
-pub(crate) const USER_BLOCKS: usize = {
-    let n = (CQS - CQ_USER_FIRST).div_ceil(2);
-    if n < UMR_BLOCKS {
-        n
-    } else {
-        UMR_BLOCKS
-    }
-};
+pub(crate) const USER_BLOCKS: usize = (CQS - CQ_USER_FIRST).div_ceil(2);
+const _: () = assert!(USER_BLOCKS <= UMR_BLOCKS);
 /// log2 of the entries of the smallest CQ (4).
 pub(crate) const CQ_USER_LOG_MIN: u32 = 2;
 
