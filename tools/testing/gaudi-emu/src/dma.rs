@@ -99,6 +99,15 @@ impl GuestMemory {
             None => false,
         }
     }
+
+    /// Write a queue entry at `addr` as the device does: see [`crate::mem::write_entry`].
+    pub fn write_entry(&self, addr: u64, buf: &[u8]) -> bool {
+        match self.slice(addr, buf.len()) {
+            // SAFETY: `slice` checked that buf.len() bytes at p are mapped.
+            Some(p) => unsafe { crate::mem::write_entry(p, buf) },
+            None => false,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -42,6 +42,36 @@ pub fn map_shared(file: &File, len: usize, offset: u64) -> std::io::Result<*mut 
     Ok(p.cast())
 }
 
+/// Write a queue entry (a CQE, an EQE) of `buf.len()` bytes at `p` as the device does: its
+/// first 32-bit word, which holds the bit the consumer clears once it has read the entry
+/// (VALID), last, with a single aligned store after the rest. A plain copy may store a byte
+/// twice (glibc's `memcpy` of 16 bytes stores the same 16 bytes twice, overlapping): a
+/// consumer that read the entry and cleared the bit between the two would find it set again
+/// and take the entry a second time, 16 entries later. False, and nothing written, for an
+/// entry shorter than a word or a misaligned one.
+///
+/// # Safety
+///
+/// `buf.len()` bytes at `p` must be mapped writable memory.
+pub unsafe fn write_entry(p: *mut u8, buf: &[u8]) -> bool {
+    let Some((first, rest)) = buf.split_first_chunk::<4>() else {
+        return false;
+    };
+    if p as usize % 4 != 0 {
+        return false;
+    }
+    // SAFETY: the caller's mapping covers `buf.len()` bytes from `p`.
+    unsafe { std::ptr::copy_nonoverlapping(rest.as_ptr(), p.add(4), rest.len()) };
+    // SAFETY: `p` is 4-byte aligned and mapped (above); the memory is shared with the guest,
+    // which accesses it only by aligned words and bytes, so an atomic view of the word is
+    // sound, and the release store orders it after the rest of the entry.
+    unsafe { std::sync::atomic::AtomicU32::from_ptr(p.cast()) }.store(
+        u32::from_le_bytes(*first),
+        std::sync::atomic::Ordering::Release,
+    );
+    true
+}
+
 /// Device memory (HBM) behind BAR4: a shared memfd mapping. The memfd is
 /// as large as the BAR (a power of two), so that QEMU can map the whole BAR
 /// into the guest; only the first `size` bytes are device memory.
@@ -100,6 +130,15 @@ impl DevMem {
         // SAFETY: `range` checked that the bytes lie inside the mapping.
         unsafe { std::ptr::copy_nonoverlapping(buf.as_ptr(), self.base.add(o), buf.len()) };
         true
+    }
+
+    /// Write a queue entry at `off`: see [`write_entry`].
+    pub fn write_entry(&self, off: u64, buf: &[u8]) -> bool {
+        let Some(o) = self.range(off, buf.len()) else {
+            return false;
+        };
+        // SAFETY: `range` checked that the bytes lie inside the mapping.
+        unsafe { write_entry(self.base.add(o), buf) }
     }
 
     /// Fill `[off, off + len)` with `pattern` (little-endian, repeated
@@ -227,6 +266,19 @@ impl Mem {
         ok || self.refuse(t, buf.len(), "write")
     }
 
+    /// Write a queue entry at `t` (see [`write_entry`]); an unreachable address is refused
+    /// and audited.
+    pub fn write_entry(&mut self, t: Target, buf: &[u8]) -> bool {
+        if !self.mastering(t, buf.len(), "write") {
+            return false;
+        }
+        let ok = match t {
+            Target::Host(a) => self.guest.write_entry(a, buf),
+            Target::Dev(o) => self.dev.write_entry(o, buf),
+        };
+        ok || self.refuse(t, buf.len(), "write")
+    }
+
     /// Read at `t` for the emulator's own checks (the strict-mode audit of
     /// cached translations): not a device access, so neither bus
     /// mastering nor the audit applies.
@@ -271,6 +323,33 @@ mod tests {
         m.bus_master = false;
         assert!(m.peek(Target::Host(0x1000), &mut b));
         assert_eq!((b[0], m.no_master), (7, 2));
+    }
+
+    #[test]
+    fn entry_lands_whole_and_misaligned_or_short_is_refused() {
+        let mut m = Mem::new(0x1000).unwrap();
+        m.guest
+            .map(0x1000, 0x1000, Some(memfd(c"ram", 0x1000).unwrap()), 0)
+            .unwrap();
+        m.bus_master = true;
+        let e: Vec<u8> = (1..=16).collect();
+        for t in [Target::Host(0x1010), Target::Dev(0x10)] {
+            assert!(m.write(t, &[0xee; 32]));
+            assert!(m.write_entry(t, &e));
+            let mut b = [0u8; 32];
+            assert!(m.peek(t, &mut b));
+            assert_eq!(&b[..16], &e[..], "{t:x?}");
+            assert!(b[16..].iter().all(|&x| x == 0xee), "{t:x?}: past the entry");
+        }
+        assert!(!m.write_entry(Target::Host(0x1012), &e), "misaligned");
+        assert!(
+            !m.write_entry(Target::Dev(0x20), &e[..3]),
+            "shorter than a word"
+        );
+        let mut b = [0u8; 4];
+        assert!(m.peek(Target::Host(0x1010), &mut b) && b == [1, 2, 3, 4]);
+        assert_eq!(m.audit, 2);
+        assert!(!m.write_entry(Target::Host(0x1ff8), &e), "past the memory");
     }
 
     #[test]

@@ -52,6 +52,11 @@ pub const TABLE_QPS: u32 = 1024;
 pub trait Memory {
     fn read_phys(&mut self, addr: u64, buf: &mut [u8]) -> bool;
     fn write_phys(&mut self, addr: u64, buf: &[u8]) -> bool;
+    /// Write a queue entry whose first word holds the bit its consumer clears: that word
+    /// last, stored once (`crate::mem::write_entry`).
+    fn write_entry(&mut self, addr: u64, buf: &[u8]) -> bool {
+        self.write_phys(addr, buf)
+    }
     /// Read at device VA `va` of `asid`; false on a fault.
     fn read_va(&mut self, _asid: u32, _va: u64, _buf: &mut [u8]) -> bool {
         false
@@ -69,6 +74,9 @@ impl Memory for Mem {
     fn write_phys(&mut self, addr: u64, buf: &[u8]) -> bool {
         self.write(phys(addr), buf)
     }
+    fn write_entry(&mut self, addr: u64, buf: &[u8]) -> bool {
+        Mem::write_entry(self, phys(addr), buf)
+    }
 }
 
 /// The memories and the device MMU of the emulated function.
@@ -83,6 +91,9 @@ impl Memory for Bus<'_> {
     }
     fn write_phys(&mut self, addr: u64, buf: &[u8]) -> bool {
         self.mem.write_phys(addr, buf)
+    }
+    fn write_entry(&mut self, addr: u64, buf: &[u8]) -> bool {
+        Memory::write_entry(self.mem, addr, buf)
     }
     fn read_va(&mut self, asid: u32, va: u64, buf: &mut [u8]) -> bool {
         self.mmu.read(self.mem, asid, va, buf).is_ok()

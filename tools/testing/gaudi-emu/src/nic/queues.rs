@@ -161,7 +161,7 @@ impl PortQueues {
         Eqe::field("DATA1").set(&mut w, ev.data1.into());
         Eqe::field("DATA2").set(&mut w, ev.data2.into());
         let at = base + u64::from(pi % size) * Eqe::SIZE as u64;
-        if !mem.write_phys(at, &super::layout::bytes(&w)) {
+        if !mem.write_entry(at, &super::layout::bytes(&w)) {
             self.counts.eq_dropped += 1;
             log::warn!("port {port}: EQ entry at {at:#x} unreachable");
             return false;
@@ -228,7 +228,7 @@ impl PortQueues {
         let slot = 1u64 << (regs.get(RXE0_CQ_LOG_MAX_SIZE, port, 0) & 0x1f);
         let at =
             base + u64::from(n) * slot * Cqe::SIZE as u64 + u64::from(pi % size) * Cqe::SIZE as u64;
-        if !mem.write_phys(at, &super::layout::bytes(&w)) {
+        if !mem.write_entry(at, &super::layout::bytes(&w)) {
             self.counts.cqe_dropped += 1;
             log::warn!("port {port}: CQE of CQ {cq} at {at:#x} unreachable");
             return Vec::new();
