@@ -50,6 +50,7 @@ use kernel::{
             dma_mb,
             Read, //
         },
+        SpinLockIrq,
     },
     time::Delta,
 };
@@ -693,6 +694,11 @@ pub(crate) struct PortQueues {
     rc_wqes: Atomic<u32>,
     /// UMR blocks given to user space (bit b: block b).
     umr_used: Atomic<u32>,
+    /// Serialises the port's kernel CQ slot: giving a consumer index (`SECURED_CQ_NUMBER`,
+    /// then `SECURED_CQ_CONSUMER_INDEX`) and arming (`ARM_CQ_NUM`, then `ARM_CQ_INDEX`) are
+    /// two register writes each, and Ethernet's NAPI poll, the RC completions and the setup
+    /// of a QP set's CQ write them for different CQs.
+    cq_slot: Pin<KBox<SpinLockIrq<()>>>,
 }
 
 /// 32-bit words of a 128-byte line.
@@ -715,6 +721,7 @@ impl PortQueues {
             rc_ci: Atomic::new(0),
             rc_wqes: Atomic::new(0),
             umr_used: Atomic::new(0),
+            cq_slot: KBox::pin_init(kernel::new_spinlock_irq!(()), GFP_KERNEL)?,
         })
     }
 
@@ -1080,6 +1087,7 @@ impl PortQueues {
     /// Give the NIC CQ `cq`'s consumer index through the kernel's slot.
     pub(crate) fn cq_consumed(&self, bar: &Bar<'_>, cq: usize, ci: u32) -> Result {
         let p = self.port;
+        let _g = self.cq_slot.lock();
         bar.try_write(
             PortLoc::<QPC0_SECURED_CQ_NUMBER>::of(p).ok_or(EINVAL)?,
             QPC0_SECURED_CQ_NUMBER::zeroed().try_with_cq_num(cq as u32)?,
@@ -1093,6 +1101,7 @@ impl PortQueues {
     /// Arm CQ `cq`: a completion event once its producer index passes `index`.
     pub(crate) fn cq_arm(&self, bar: &Bar<'_>, cq: usize, index: u32) -> Result {
         let p = self.port;
+        let _g = self.cq_slot.lock();
         bar.try_write(
             PortLoc::<QPC0_ARM_CQ_NUM>::of(p).ok_or(EINVAL)?,
             QPC0_ARM_CQ_NUM::zeroed().try_with_cq_num(cq as u32)?,
