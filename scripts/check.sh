@@ -29,15 +29,15 @@ PEER_NIC=$(nic peer @P1@ @P0@ 02:00:00:00:00:02)
 KUNIT_SESSION=boot
 KUNIT_ARGS='kunit.filter_glob=rust_* loglevel=7'
 SESSIONS=(
-	"pyverbs|--strict --ports 2|pyverbs|-virtfs local,path=$ENVROOT,mount_tag=env,security_model=none,readonly=on|gaudi.ports=2 gaudi.modargs=rc_model=2|2048"
-	"main|--strict --max-qps 256 --max-cqs 512 --max-cqe 4096 --max-sqe 2048|boot,probe,msix,ibdev_single_device_all_ports,ibv_devinfo,uverbs_ioctl,ownership,pd_single,mr_register,mr_no_foreign_frames,port_events,device_fatal,unbind_rebind,kmemleak_clean||gaudi.ports=24 gaudi.emu_max_qps=256 gaudi.emu_max_cqs=512 gaudi.emu_max_cqe=4096 gaudi.emu_max_sqe=2048 gaudi.modargs=rc_model=2|2048"
-	"dv|--strict --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|dv_write,dv_foreign_address,qp_set_same_index,uapi_bad_attrs,hbm_scrubbed,dv_unbind,limits_enforced,log_ratelimited,kmemleak_clean||gaudi.ports=24 gaudi.modargs=rc_model=2|3072"
-	"write|--strict --ports 2 --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|write_errors,mr_out_of_bounds,rkey_bounds,unsupported_opcodes,write_loopback,cq_no_overflow,netdev_ports,netdev_loopback,roce_gid_table,modify_qp_av_refused,rkey_rebind,netdev_unbind,pd_identity,asid_mappings,kmemleak_clean||gaudi.ports=2 gaudi.modargs=rc_model=2|3072"
-	"rebind|--strict --ports 2|probe,rebind||gaudi.ports=2 gaudi.modargs=rc_model=2"
-	"queues|--strict --ports 2 --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|rings_wrap,sq_full,cq_overflow,eq_overflow,device_errors,wire_faults,link_flap_traffic,fatal_under_traffic,emulator_crash||gaudi.ports=2 gaudi.modargs=rc_model=2|1024"
-	"concurrency|--strict --msi --ports 2 --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|concurrency,hot_unplug||gaudi.ports=2 acpi=force gaudi.modargs=rc_model=2|1024|2"
-	"strict|--strict --reset-delay-ms 200 --ports 2 --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|dereg_during_transfer,teardown_quiesced,fuzz_uverbs,fuzz_device,fuzz_nic||gaudi.ports=2 gaudi.modargs=rc_model=2|2048"
-	"boot|--strict --ports 2 --addr 0=02:1d:a3:00:00:00,10.0.0.1 --link 0=@P0@:@P1@|link_arp,ibdev_single_device_all_ports,port_events,probe_bad_id,probe_not_ready|$PEER_NIC|gaudi.ports=2 $KUNIT_ARGS gaudi.modargs=rc_model=2"
+	"pyverbs|--strict --ports 2|pyverbs|-virtfs local,path=$ENVROOT,mount_tag=env,security_model=none,readonly=on|gaudi.ports=2|2048"
+	"main|--strict --max-qps 256 --max-cqs 512 --max-cqe 4096 --max-sqe 2048|boot,probe,msix,ibdev_single_device_all_ports,ibv_devinfo,uverbs_ioctl,ownership,pd_single,mr_register,mr_no_foreign_frames,port_events,device_fatal,unbind_rebind,kmemleak_clean||gaudi.ports=24 gaudi.emu_max_qps=256 gaudi.emu_max_cqs=512 gaudi.emu_max_cqe=4096 gaudi.emu_max_sqe=2048|2048"
+	"dv|--strict --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|dv_write,dv_foreign_address,qp_set_same_index,uapi_bad_attrs,hbm_scrubbed,dv_unbind,limits_enforced,log_ratelimited,kmemleak_clean||gaudi.ports=24|3072"
+	"write|--strict --ports 2 --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|write_errors,mr_out_of_bounds,rkey_bounds,unsupported_opcodes,write_loopback,cq_no_overflow,netdev_ports,netdev_loopback,roce_gid_table,modify_qp_av_refused,rkey_rebind,netdev_unbind,pd_identity,asid_mappings,kmemleak_clean||gaudi.ports=2|3072"
+	"rebind|--strict --ports 2|probe,rebind||gaudi.ports=2"
+	"queues|--strict --ports 2 --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|rings_wrap,sq_full,cq_overflow,eq_overflow,device_errors,wire_faults,link_flap_traffic,fatal_under_traffic,emulator_crash||gaudi.ports=2|1024"
+	"concurrency|--strict --msi --ports 2 --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|concurrency,hot_unplug||gaudi.ports=2 acpi=force|1024|2"
+	"strict|--strict --reset-delay-ms 200 --ports 2 --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|dereg_during_transfer,teardown_quiesced,fuzz_uverbs,fuzz_device,fuzz_nic||gaudi.ports=2|2048"
+	"boot|--strict --ports 2 --addr 0=02:1d:a3:00:00:00,10.0.0.1 --link 0=@P0@:@P1@|link_arp,ibdev_single_device_all_ports,port_events,probe_bad_id,probe_not_ready|$PEER_NIC|gaudi.ports=2 $KUNIT_ARGS"
 )
 # Sessions of two VMs, each with its own emulated Gaudi2, started together:
 # name | emulator arguments A | tests A | kernel parameters A | emulator
@@ -53,8 +53,8 @@ SESSIONS=(
 # on the link of A's port 1.
 RXE_NIC=$(nic data @P1@ @P0@ 02:00:00:00:00:02)
 PAIRS=(
-	"two_hosts|--strict --ports 2 --link 0=@P0@:@P1@|write_two_hosts,write_av,dv_write_two_hosts,hbm_dmabuf_p2p,netdev_traffic,perftest_write_bw,perftest_write_imm_bw,perftest_write_lat,rc_pingpong_refused|gaudi.ports=2 gaudi.mgmt=10.99.0.1 gaudi.peer=10.99.0.2 gaudi.modargs=rc_model=2 @TSC@|--strict --instance 1 --ports 2 --link 0=@P1@:@P0@|write_two_hosts_target,write_av_target,dv_write_two_hosts_target,hbm_dmabuf_p2p_target,netdev_traffic_target,perftest_write_bw_target,perftest_write_imm_bw_target,perftest_write_lat_target,rc_pingpong_refused_target|gaudi.ports=2 gaudi.mgmt=10.99.0.2 gaudi.peer=10.99.0.1 gaudi.modargs=rc_model=2 @TSC@|2048|"
-	"rxe|--strict --ports 2 --link 0=@P0@:@P1@|write_to_rxe,write_from_rxe,perftest_gaudi_to_rxe,perftest_rxe_to_gaudi|gaudi.ports=2 gaudi.mgmt=10.99.0.1 gaudi.peer=10.99.0.2 gaudi.modargs=rc_model=2 @TSC@|none|write_to_rxe_target,write_from_rxe_target,perftest_gaudi_to_rxe_target,perftest_rxe_to_gaudi_target|gaudi.mgmt=10.99.0.2 gaudi.peer=10.99.0.1 @TSC@|1024|$RXE_NIC"
+	"two_hosts|--strict --ports 2 --link 0=@P0@:@P1@|write_two_hosts,write_av,dv_write_two_hosts,hbm_dmabuf_p2p,netdev_traffic,perftest_write_bw,perftest_write_imm_bw,perftest_write_lat,rc_pingpong_refused|gaudi.ports=2 gaudi.mgmt=10.99.0.1 gaudi.peer=10.99.0.2 @TSC@|--strict --instance 1 --ports 2 --link 0=@P1@:@P0@|write_two_hosts_target,write_av_target,dv_write_two_hosts_target,hbm_dmabuf_p2p_target,netdev_traffic_target,perftest_write_bw_target,perftest_write_imm_bw_target,perftest_write_lat_target,rc_pingpong_refused_target|gaudi.ports=2 gaudi.mgmt=10.99.0.2 gaudi.peer=10.99.0.1 @TSC@|2048|"
+	"rxe|--strict --ports 2 --link 0=@P0@:@P1@|write_to_rxe,write_from_rxe,perftest_gaudi_to_rxe,perftest_rxe_to_gaudi|gaudi.ports=2 gaudi.mgmt=10.99.0.1 gaudi.peer=10.99.0.2 @TSC@|none|write_to_rxe_target,write_from_rxe_target,perftest_gaudi_to_rxe_target,perftest_rxe_to_gaudi_target|gaudi.mgmt=10.99.0.2 gaudi.peer=10.99.0.1 @TSC@|1024|$RXE_NIC"
 )
 # The benchmark (BENCH=1, "make bench"): these sessions instead; their
 # "bench:" lines are printed at the end. bench_two_hosts: both VMs have a

@@ -1104,7 +1104,7 @@ kernel::module_pci_driver! {
             description: "MiB of QP set queues a user context may hold",
         },
         rc_model: u32 {
-            default: 1,
+            default: 2,
             description: "Device model whose contexts run the standard verbs' QPs: 1 (model 1.5) or 2 (the NIC's own, 2.0); transitional, goes with model 1.5",
         },
         first_pd_id: u64 {
