@@ -285,13 +285,6 @@ gaudi_modargs() {
 	done
 }
 
-# The major version of the programming model the driver runs the QPs on
-# (1: model 1.5, the driver's own contexts; 2: the NIC's, model 2.0), as
-# the device reports it. The driver must be loaded.
-gaudi_model() {
-	gaudi-verbs-test model | cut -d. -f1
-}
-
 # Load the driver unless it is loaded, and wait until gaudi_0 exists.
 load_driver() {
 	# shellcheck disable=SC2046 # one word per parameter

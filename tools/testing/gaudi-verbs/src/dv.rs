@@ -4,14 +4,17 @@
 //! process drives itself (include/uapi/rdma/gaudi_user_ioctl_cmds.h).
 //!
 //! [`Context::create_qp_set`] creates one QP per port of a set of ports,
-//! all with the same index, and maps each QP's send queue, CQ and the port's
-//! doorbell page. [`DvQp::post_write`] then writes a WQE and rings the
+//! all with the same index, in the address space (ASID) of the context's
+//! PD, and maps each QP's send queue, CQ and doorbell page (a UMR block of
+//! the port). [`DvQp::post_write`] then writes a WQE and rings the
 //! doorbell, [`DvQp::poll`] reads the next CQE: plain loads and stores, no
-//! system call. A WQE's source is a device VA: an address `a` of a local
-//! region is `a - iova + mmu_va` ([`Context::query_mr`]). Its destination
-//! is an address of the peer's region as the peer registered it (its iova),
-//! as in the standard verbs: the responder checks it against the region its
-//! QP is bound to (its local rkey) and translates it itself.
+//! system call. The formats are the NIC's (Documentation/infiniband/gaudi/
+//! device-model.rst and uapi.rst). A WQE's source is
+//! a device VA: an address `a` of a local region is `a - iova + mmu_va`
+//! ([`Context::query_mr`]). Its destination is an address of the peer's
+//! region as the peer registered it (its iova), as in the standard verbs:
+//! the responder takes WRITEs carrying its PD's key (the QP's local rkey)
+//! and translates them in the PD's address space.
 
 use crate::uapi::*;
 use crate::{ioctl, Attr, Context, Mr};
@@ -26,32 +29,26 @@ impl gaudi_ib_mr_info {
     }
 }
 
-// Queue formats (Documentation/infiniband/gaudi/device-model-1.rst).
-const WQE_SIZE: usize = 32;
-const CQE_SIZE: usize = 32;
-/// WQE opcodes.
-pub const WQE_RDMA_WRITE: u8 = 0x01;
-pub const WQE_RDMA_WRITE_IMM: u8 = 0x02;
-/// Doorbell page offsets.
-const DB_SQ: usize = 0x00;
-const DB_CQ: usize = 0x08;
-
-// Model 2.0 (Documentation/infiniband/gaudi/device-model.rst): the send
-// WQE's opcodes, the CQE and the UMR block's registers.
-const WQE2_OPCODE_SEND: u64 = 1;
-const WQE2_OPCODE_LINEAR: u64 = 2;
+// The NIC's formats (Documentation/infiniband/gaudi/device-model.rst): the
+// send WQE and its opcodes, the CQE and the UMR block's registers.
+/// Bytes of a send WQE.
+pub const WQE_SIZE: usize = 32;
+/// Send WQE opcodes: SEND (no QP set may post it: the NIC puts the QP in
+/// ERR) and LINEAR, the RDMA WRITE.
+pub const WQE2_OPCODE_SEND: u64 = 1;
+pub const WQE2_OPCODE_LINEAR: u64 = 2;
 const CQE2_SIZE: usize = 16;
 const CQE2_VALID: u32 = 1 << 31;
 const CQE2_IS_REQ: u32 = 1 << 24;
-/// The status [`DvQp::poll`] gives a model 2.0 CQE of a responder (the
-/// model writes none).
+/// The status [`DvQp::poll`] gives a CQE of a responder (the NIC writes
+/// none).
 pub const CQE2_NOT_REQUESTER: u8 = 0xff;
 const UMR_DB_FIRST32: usize = 0x000;
 const UMR_DB_SECOND32: usize = 0x004;
 const UMR_CQ_NUMBER: usize = 0x100;
 const UMR_CQ_CONSUMER_INDEX: usize = 0x104;
 
-/// A model 2.0 send WQE: `opcode`, WQE index `index` (its entry in the
+/// A send WQE: `opcode`, WQE index `index` (its entry in the
 /// queue), `len` bytes from device VA `local` to `remote`, tag `tag`, a CQE
 /// if `signaled`.
 pub fn wqe2(
@@ -80,21 +77,18 @@ pub fn wqe2(
     b
 }
 
-/// CQE status codes of the device.
+/// The status [`DvQp::poll`] gives a requester's CQE: a request done (the
+/// NIC writes no CQE for a request that failed).
 pub const CQE_SUCCESS: u8 = 0;
-pub const CQE_LOC_PROT_ERR: u8 = 3;
-pub const CQE_WR_FLUSH_ERR: u8 = 4;
-pub const CQE_REM_ACCESS_ERR: u8 = 5;
 
 /// A CQE.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Cqe {
     pub qpn: u32,
+    /// The tag of the WQE: its producer index.
     pub wqe_index: u16,
-    pub opcode: u8,
+    /// [`CQE_SUCCESS`] for a requester's CQE, else [`CQE2_NOT_REQUESTER`].
     pub status: u8,
-    pub byte_len: u32,
-    pub imm: u32,
 }
 
 /// A shared, readable and writable mapping of `len` bytes of a file (the
@@ -157,8 +151,6 @@ pub struct DvQp {
     /// Producer index of the send queue, consumer index of the CQ.
     pub pi: u32,
     pub ci: u32,
-    /// The formats of model 2.0 (the NIC's own), not 1.5's.
-    pub model2: bool,
 }
 
 // SAFETY: the mappings are plain memory and device registers, usable from
@@ -187,50 +179,14 @@ impl DvQp {
         self.post_wqes(&[(local_va, remote_va, len, signaled, imm)])
     }
 
-    /// Post several WRITEs, as [`DvQp::post_write`], with one doorbell.
-    pub fn post_wqes(&mut self, wqes: &[(u64, u64, u32, bool, Option<u32>)]) -> bool {
-        if self.model2 {
-            return self.post_wqes2(wqes);
-        }
-        let size = 1u32 << self.log_sq;
-        for &(local_va, remote_va, len, signaled, imm) in wqes {
-            let slot = (self.pi & (size - 1)) as usize;
-            let mut w = [0u8; WQE_SIZE];
-            w[0] = if imm.is_some() {
-                WQE_RDMA_WRITE_IMM
-            } else {
-                WQE_RDMA_WRITE
-            };
-            w[1] = u8::from(signaled);
-            w[4..8].copy_from_slice(&len.to_le_bytes());
-            w[8..16].copy_from_slice(&local_va.to_le_bytes());
-            w[16..24].copy_from_slice(&remote_va.to_le_bytes());
-            w[24..28].copy_from_slice(&imm.unwrap_or(0).to_le_bytes());
-            // SAFETY: `slot` is inside the ring of `size` WQEs.
-            unsafe {
-                std::ptr::copy_nonoverlapping(
-                    w.as_ptr(),
-                    self.sq.ptr.add(slot * WQE_SIZE),
-                    WQE_SIZE,
-                )
-            };
-            self.pi = self.pi.wrapping_add(1);
-        }
-        // The WQEs are visible before the doorbell.
-        fence(Ordering::SeqCst);
-        self.db_write(DB_SQ, self.index << 16 | (self.pi & 0xffff));
-        true
-    }
-
-    /// [`DvQp::post_wqes`] on model 2.0: 32-byte LINEAR WQEs (uapi.rst,
-    /// "QP sets on model 2.0"), each tagged with its producer index, and
-    /// the doorbell {producer index, QPN} on the block's FIFO. A WRITE with
+    /// Post several WRITEs, as [`DvQp::post_write`], with one doorbell:
+    /// 32-byte LINEAR WQEs, each tagged with its producer index, and the
+    /// doorbell {producer index, QPN} on the block's FIFO. A WRITE with
     /// immediate is not on the NIC: such a WQE carries an opcode the NIC
-    /// refuses.
-    fn post_wqes2(&mut self, wqes: &[(u64, u64, u32, bool, Option<u32>)]) -> bool {
+    /// refuses (SEND).
+    pub fn post_wqes(&mut self, wqes: &[(u64, u64, u32, bool, Option<u32>)]) -> bool {
         let size = 1u32 << self.log_sq;
         for &(local_va, remote_va, len, signaled, imm) in wqes {
-            let slot = (self.pi & (size - 1)) as usize;
             let w = wqe2(
                 if imm.is_some() {
                     WQE2_OPCODE_SEND
@@ -244,30 +200,19 @@ impl DvQp {
                 self.pi,
                 signaled,
             );
-            // SAFETY: `slot` is inside the ring of `size` WQEs.
-            unsafe {
-                std::ptr::copy_nonoverlapping(
-                    w.as_ptr(),
-                    self.sq.ptr.add(slot * WQE_SIZE),
-                    WQE_SIZE,
-                )
-            };
+            self.write_wqe(self.pi, &w);
             self.pi = self.pi.wrapping_add(1);
         }
+        // The WQEs are visible before the doorbell.
         fence(Ordering::SeqCst);
         self.ring2(self.pi & (size - 1));
         true
     }
 
-    /// Model 2.0: push the doorbell {`pi`, QPN} on the block's FIFO.
+    /// Push the doorbell {`pi`, QPN} on the block's FIFO.
     pub fn ring2(&self, pi: u32) {
         self.db_write(UMR_DB_FIRST32, pi);
         self.db_write(UMR_DB_SECOND32, self.index);
-    }
-
-    /// Write any SQ doorbell value (tests of the device's checks).
-    pub fn ring_sq(&self, value: u32) {
-        self.db_write(DB_SQ, value);
     }
 
     /// Write `wqe`, any 32 bytes, into the send queue slot of producer index `pi`, without
@@ -280,61 +225,24 @@ impl DvQp {
         };
     }
 
-    /// The SQ doorbell value that announces producer index `pi`.
-    pub fn sq_doorbell(&self, pi: u32) -> u32 {
-        self.index << 16 | (pi & 0xffff)
-    }
-
     /// How many WQEs the send queue holds.
     pub fn sq_entries(&self) -> u32 {
         1 << self.log_sq
     }
 
-    /// Write `value` at byte `offset` of the doorbell page (made 4-byte aligned and wrapped
-    /// into the page): any register, any value.
+    /// Write `value` at byte `offset` of the doorbell page, the QP's UMR
+    /// block (made 4-byte aligned and wrapped into the page): any register,
+    /// any value.
     pub fn ring(&self, offset: usize, value: u32) {
         self.db_write(offset & 0xffc, value);
     }
 
-    /// The next CQE, if the device wrote one; moves the consumer index and
-    /// writes the CQ doorbell.
+    /// The next CQE, if the device wrote one: 16-byte CQEs with a VALID
+    /// bit the consumer clears; moves the consumer index and gives it
+    /// through the block's CQ slot. The NIC writes CQEs of successful
+    /// requests only (a failed one puts the QP in ERR:
+    /// [`Context::query_qp_set`]); the CQE's tag is the WQE's producer index.
     pub fn poll(&mut self) -> Option<Cqe> {
-        if self.model2 {
-            return self.poll2();
-        }
-        let size = 1u32 << self.log_cq;
-        let slot = (self.ci & (size - 1)) as usize;
-        // SAFETY: `slot` is inside the ring of `size` CQEs.
-        let base = unsafe { self.cq.ptr.add(slot * CQE_SIZE) };
-        let want = u8::from((self.ci >> self.log_cq) & 1 == 0);
-        // SAFETY: the owner byte of the CQE, written by the device.
-        let owner = unsafe { std::ptr::read_volatile(base.add(31)) } & 1;
-        if owner != want {
-            return None;
-        }
-        // The rest of the entry is read after its owner bit.
-        fence(Ordering::Acquire);
-        let mut e = [0u8; CQE_SIZE];
-        // SAFETY: a whole CQE inside the ring.
-        unsafe { std::ptr::copy_nonoverlapping(base, e.as_mut_ptr(), CQE_SIZE) };
-        self.ci = self.ci.wrapping_add(1);
-        self.db_write(DB_CQ, self.info.cqn << 16 | (self.ci & 0xffff));
-        Some(Cqe {
-            qpn: u32::from_le_bytes(e[0..4].try_into().unwrap()),
-            wqe_index: u16::from_le_bytes(e[4..6].try_into().unwrap()),
-            opcode: e[6],
-            status: e[7],
-            byte_len: u32::from_le_bytes(e[8..12].try_into().unwrap()),
-            imm: u32::from_le_bytes(e[12..16].try_into().unwrap()),
-        })
-    }
-
-    /// [`DvQp::poll`] on model 2.0: 16-byte CQEs with a VALID bit the
-    /// consumer clears, and the consumer index given through the block's
-    /// CQ slot. The NIC writes CQEs of successful requests only (a failed
-    /// one puts the QP in ERR: [`Context::query_qp_set`]); the CQE's tag is
-    /// the WQE's producer index.
-    fn poll2(&mut self) -> Option<Cqe> {
         let size = 1u32 << self.log_cq;
         let slot = (self.ci & (size - 1)) as usize;
         // SAFETY: `slot` is inside the ring of `size` CQEs.
@@ -359,14 +267,11 @@ impl DvQp {
             qpn: w[0] & 0xff_ffff,
             // The tag: the WQE's producer index (word 1 is its entry).
             wqe_index: w[2] as u16,
-            opcode: WQE_RDMA_WRITE,
             status: if w[0] & CQE2_IS_REQ != 0 {
                 CQE_SUCCESS
             } else {
                 CQE2_NOT_REQUESTER
             },
-            byte_len: 0,
-            imm: 0,
         })
     }
 
@@ -492,7 +397,6 @@ impl Context {
             index: index.unwrap_or(0),
             ..Default::default()
         };
-        let model2 = self.query_device_info()?.model_version >> 16 >= 2;
         let (handle, resp, infos) = self.create_qp_set_raw(&req)?;
         let mut set = QpSet {
             handle,
@@ -512,7 +416,6 @@ impl Context {
                     log_cq,
                     pi: 0,
                     ci: 0,
-                    model2,
                 })
             })();
             match qp {
@@ -578,8 +481,8 @@ impl Context {
 
     /// Bring the QP of `qp` to RTS towards the peer QP `dest_qpn` at
     /// `mac`/`ipv4`: its WRITEs carry `remote_rkey`; incoming WRITEs must
-    /// carry `local_rkey` and stay inside the region of that key, which the
-    /// QP is bound to (0: none accepted). `mtu` is `enum ib_mtu`,
+    /// carry `local_rkey`, the key of the PD's regions open to remote writes
+    /// (0: none accepted), and land in those regions. `mtu` is `enum ib_mtu`,
     /// `timeout` the local ACK timeout exponent.
     #[allow(clippy::too_many_arguments)]
     pub fn connect_dv(

@@ -218,7 +218,8 @@ pub struct Context {
     pub resp: gaudi_ib_alloc_ucontext_resp,
     pub num_comp_vectors: u32,
     /// The handle of the PD allocated last ([`NO_PD`]: none), which
-    /// [`Context::create_qp_set`] names on model 2.0.
+    /// [`Context::create_qp_set`] names (a set works in its PD's address
+    /// space).
     pub pd: std::sync::atomic::AtomicU64,
 }
 
@@ -1238,8 +1239,8 @@ pub struct EmuCtl {
     tty: File,
     /// Bytes read past the last reply's end (none in practice: one command at a time).
     pending: Vec<u8>,
-    /// Device VAs are read and written in this ASID (model 2.0), else
-    /// through the NIC's own MMU ([`EmuCtl::view_asid_of`]).
+    /// The ASID whose page tables the commands that read or write device
+    /// VAs go through ([`EmuCtl::view_asid_of`]; `None`: no `asid=` prefix).
     pub asid: Option<u32>,
 }
 
@@ -1272,15 +1273,10 @@ impl EmuCtl {
         self.asid.map_or(String::new(), |a| format!("asid={a} "))
     }
 
-    /// Model 2.0: look at device VAs in the ASID that maps `va` (a VA only
-    /// the caller's protection domain maps, e.g. a region open to remote
-    /// writes at its iova) from now on; model 1.5 (`model2` false): through
-    /// the NIC's own MMU. Returns the ASID.
-    pub fn view_asid_of(&mut self, va: u64, model2: bool) -> io::Result<Option<u32>> {
-        if !model2 {
-            self.asid = None;
-            return Ok(None);
-        }
+    /// Look at device VAs in the ASID that maps `va` (a VA only the
+    /// caller's protection domain maps, e.g. a region open to remote writes
+    /// at its iova) from now on. Returns the ASID.
+    pub fn view_asid_of(&mut self, va: u64) -> io::Result<u32> {
         let r = self.command(&format!("asid-find {va:#x}"))?;
         let asids: Vec<u32> = r
             .iter()
@@ -1292,7 +1288,7 @@ impl EmuCtl {
         match asids[..] {
             [a] => {
                 self.asid = Some(a);
-                Ok(Some(a))
+                Ok(a)
             }
             _ => Err(io::Error::other(format!(
                 "device VA {va:#x} is mapped in ASIDs {asids:?}, not one"
@@ -1380,6 +1376,79 @@ impl EmuCtl {
         let hex: String = data.iter().map(|b| format!("{b:02x}")).collect();
         self.command(&format!("poke {}{va:#x} {hex}", self.view()))
             .map(|_| ())
+    }
+
+    /// The NIC's registers at configuration-space offsets `offs` (`nic-rd`).
+    pub fn nic_rd(&mut self, offs: &[u64]) -> io::Result<Vec<u32>> {
+        let list: Vec<String> = offs.iter().map(|o| format!("{o:x}")).collect();
+        let r = self.command(&format!("nic-rd {}", list.join(" ")))?;
+        let line = r
+            .first()
+            .ok_or_else(|| io::Error::other("nic-rd: no reply"))?;
+        let vals: Vec<u32> = line
+            .split_whitespace()
+            .zip(&list)
+            .map(|(kv, o)| {
+                kv.strip_prefix(o.as_str())
+                    .and_then(|v| v.strip_prefix("=0x"))
+                    .and_then(|v| u32::from_str_radix(v, 16).ok())
+                    .ok_or_else(|| io::Error::other(format!("nic-rd: {line}")))
+            })
+            .collect::<io::Result<_>>()?;
+        if vals.len() != offs.len() {
+            return Err(io::Error::other(format!("nic-rd: {line}")));
+        }
+        Ok(vals)
+    }
+
+    /// `len` bytes of device memory at `offset` (`devmem-peek`).
+    pub fn devmem_peek(&mut self, offset: u64, len: usize) -> io::Result<Vec<u8>> {
+        let r = self.command(&format!("devmem-peek {offset:#x} {len}"))?;
+        let hex = r
+            .first()
+            .and_then(|l| l.strip_prefix("data "))
+            .ok_or_else(|| io::Error::other("devmem-peek: no data"))?;
+        (0..hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).map_err(io::Error::other))
+            .collect()
+    }
+
+    /// Whether QP `qpn` of port `port` (from 1) has a valid requester and a
+    /// valid responder context on the NIC: the VALID bits of its entries in
+    /// the port's context tables, found through the tables' base address
+    /// registers (`nic-rd`) and read in device memory (`devmem-peek`), where
+    /// the driver keeps them (device-model.rst).
+    pub fn nic_qp_valid(&mut self, port: u32, qpn: u32) -> io::Result<(bool, bool)> {
+        // QPC0_REQ_BASE_ADDRESS_63_32, _31_7, QPC0_RES_BASE_ADDRESS_63_32,
+        // _31_7 of port 0; port p is engine p & 1 of macro p >> 1.
+        const REGS: [u64; 4] = [0x541_f00c, 0x541_f010, 0x541_f040, 0x541_f044];
+        const MACRO_STRIDE: u64 = 0x8_0000;
+        const ODD_ENGINE: u64 = 0x2_0000;
+        /// Where device memory is in the NIC's physical address space.
+        const DRAM_PHYS_BASE: u64 = 0x1001_0000_0000_0000;
+        /// Bytes of a requester's and of a responder's context; VALID is
+        /// the top bit of each.
+        const REQ_QPC: u64 = 128;
+        const RES_QPC: u64 = 32;
+        let p = u64::from(
+            port.checked_sub(1)
+                .ok_or_else(|| io::Error::other("no port 0"))?,
+        );
+        let at = MACRO_STRIDE * (p >> 1) + ODD_ENGINE * (p & 1);
+        let r = self.nic_rd(&REGS.map(|o| o + at))?;
+        let base = |hi: u32, lo: u32| (u64::from(hi) << 32) | (u64::from(lo & 0x1ff_ffff) << 7);
+        let mut valid = |table: u64, size: u64| -> io::Result<bool> {
+            let off = table.checked_sub(DRAM_PHYS_BASE).ok_or_else(|| {
+                io::Error::other(format!("context table at {table:#x}: not in device memory"))
+            })? + u64::from(qpn) * size;
+            let c = self.devmem_peek(off, size as usize)?;
+            Ok(c[size as usize - 1] & 0x80 != 0)
+        };
+        Ok((
+            valid(base(r[0], r[1]), REQ_QPC)?,
+            valid(base(r[2], r[3]), RES_QPC)?,
+        ))
     }
 
     /// A counter of the emulator's "stat" reply, e.g. "dma_audit".

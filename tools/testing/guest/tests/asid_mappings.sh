@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: GPL-2.0
-# Address spaces (model 2.0): each protection domain has an ASID of its
+# Address spaces: each protection domain has an ASID of its
 # own and its regions are entered there, a region open to remote writes at
 # its iova; the same iova in two PDs reaches each PD's own memory; regions
 # open to remote writes of one PD do not overlap and stay below 2^47

@@ -1,11 +1,13 @@
 # SPDX-License-Identifier: GPL-2.0
-# A responder's CQ never overflows with incoming WRITEs with immediate
-# (port 1 writes to port 2): with a CQ of 16 entries, 64 WRITEs with
-# immediate while the responder does not poll for 1 s get RNR NAKs (the
-# emulator counts them) and only 16 complete; then every immediate arrives
-# once and in order with its byte count, every WRITE's data lands, the
-# requester's completions are all successes, no CQ_ERR or QP_FATAL event
-# comes, and both QPs stay in RTS.
+# The port's CQ 1, which every standard QP of the port completes on (the
+# NIC has no WRITE with immediate and no responder completions), never
+# overflows: a QP's send queue (1024 requests, a ring of 2048 WQEs) is
+# counted against CQ 1's 8192 entries when it enters INIT, so four QPs of
+# port 1 fill it and a fifth is refused there with ENOMEM and one log line.
+# The four post 1024 signalled WRITEs each (port 1 writes to port 2), their
+# queues full, while nobody polls: every completion arrives, in order and
+# successful, every WRITE lands, no event comes. With one QP destroyed, the
+# fifth enters INIT.
 . /lib/gaudi/guest-lib.sh
 load_driver
-gaudi-verbs-test cq-no-overflow || fail "a full responder CQ lost, reordered or failed WRITEs with immediate"
+gaudi-verbs-test cq-no-overflow || fail "a full CQ 1 lost, reordered or failed WRITEs"

@@ -4,9 +4,11 @@
 # way: (a) its source region is deregistered (port 1's link down meanwhile,
 # so that nothing reads the source while it leaves the MMU): the WRITE
 # completes with LOC_PROT_ERR or is flushed, never with success, and the QP
-# is in ERR; (b) its requester QP is destroyed: the device has no QP of its
-# number any more; (c) the destination region, bound to the responder, is
-# deregistered: REM_ACCESS_ERR at the requester, both QPs in ERR. A try
+# is in ERR; (b) its requester QP is destroyed: the NIC's requester and
+# responder contexts of its number on port 1, valid before, are not any
+# more; (c) the destination region, open to remote writes in the
+# responder's PD, is deregistered: REM_ACCESS_ERR at the requester, both
+# QPs in ERR. A try
 # whose WRITE ended first is repeated with the frames delayed. After each
 # case the emulator counts no stale translation, the DMA audit is 0, and
 # after reconnecting a WRITE lands. KASAN would report a use of freed pages.

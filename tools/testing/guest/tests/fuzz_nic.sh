@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: GPL-2.0
-# Model 2.0's NIC as an adversary (the emulator's fuzz-nic): entries no NIC
-# writes for a driver that set its port up as the model says, on the first
+# The NIC as an adversary (the emulator's fuzz-nic): entries no NIC writes
+# for a driver that set its port up as device-model.rst says, on the first
 # port's event queue and on CQ 0 (the Ethernet receive ring): EQEs of
 # unknown types, transmit completions of WQEs that are not outstanding,
 # completion events of CQs not in use, QP errors of QPs and overruns of

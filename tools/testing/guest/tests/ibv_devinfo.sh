@@ -2,20 +2,19 @@
 # Debian's ibv_devinfo, through libibverbs and the device's rdma-core
 # provider, lists gaudi_0 with every port ACTIVE on Ethernet, the limits the
 # emulator was started with (gaudi.emu_* kernel parameters of the session:
-# QPs, CQs per port, entries per CQ and send queue), the programming model as
+# QPs, CQs per port, entries per CQ), the device's VERSION register as
 # firmware version, and each port's GIDs: the default fe80:: GID of its MAC,
-# and the IPv4 GID of an address added to port 1's interface. On model 2.0
-# a send queue holds at most 1024 requests (its QP's 64 KiB slot of the
-# port's send WQ array, 2048 WQEs, half of them for the ring's headroom;
-# design.rst), whatever the emulator's own limit.
+# and the IPv4 GID of an address added to port 1's interface. A send queue
+# holds at most 1024 requests (its QP's 64 KiB slot of the port's send WQ
+# array, 2048 WQEs, half of them for the ring's headroom; design.rst),
+# whatever the emulator's own limit.
 . /lib/gaudi/guest-lib.sh
 ports=$(kparam ports 24)
 max_qps=$(kparam emu_max_qps 1024)
 max_cqs=$(kparam emu_max_cqs 1024)
 max_cqe=$(kparam emu_max_cqe 8192)
-max_sqe=$(kparam emu_max_sqe 8192)
+max_sqe=1024
 load_driver
-[ "$(gaudi_model)" = 2 ] && max_sqe=1024
 ibv_devinfo -l >/tmp/devs.txt 2>&1 || { cat /tmp/devs.txt; fail "ibv_devinfo -l failed"; }
 grep -q '^[[:space:]]*gaudi_0$' /tmp/devs.txt || { cat /tmp/devs.txt; fail "ibv_devinfo -l does not list gaudi_0"; }
 n=$(data_if_up 10.31.0.1 fd00:31::1)

@@ -2,8 +2,8 @@
 # What user space provokes by the thousand does not flood the kernel log:
 # 10,000 refused verbs (REG_MR with REMOTE_ATOMIC, each EOPNOTSUPP) add at
 # most 20 kernel log lines, and 2,500 MMU faults of a QP set's WQEs (each
-# a LOC_PROT_ERR CQE, the QP reset to RTS after each; the emulator counts
-# exactly 2,500) at most 40. It exhausts the driver's log rate limits, so
+# a QP_ERR syndrome, the QP in ERR with no CQE and reset to RTS after it;
+# the emulator counts exactly 2,500) at most 40. It exhausts the driver's log rate limits, so
 # it runs last in its session (before kmemleak_clean).
 . /lib/gaudi/guest-lib.sh
 load_driver

@@ -2,11 +2,10 @@
 # Who may use the data path. While process A holds a PD (the standard
 # verbs), process B opens a context, queries the device, every port and the
 # GID table (the core's and the driver's methods, checked against the
-# emulator) and gets a PD of its own; its QP set and device memory, which
-# would drive the NIC past the kernel's checks, are refused with EBUSY, each
-# refusal adding the driver's log line after the step began; 50 refused
-# allocations in a row add 10 (rate limit); on model 2.0 the QP set is
-# made, in B's own PD and address space. Once A is gone, a new process
+# emulator) and gets a PD of its own; its QP set is made, in B's own PD and
+# address space; its device memory is refused with EBUSY, each refusal
+# adding the driver's log line after the step began; 50 refused
+# allocations in a row add 10 (rate limit). Once A is gone, a new process
 # takes the NIC to itself (PD, QP set, device memory) and keeps it until its
 # context is closed: another context's PD is refused meanwhile.
 . /lib/gaudi/guest-lib.sh
@@ -30,4 +29,4 @@ kill "$holder"
 wait "$holder" 2>/dev/null || true
 gaudi-verbs-test ownership --step owner --ports "$ports" ||
 	fail "the NIC was not free for a single owner after the other process exited"
-echo "standard verbs shared, QP sets and device memory exclusive: EBUSY (logged, rate-limited) beside another PD; one owner after it exited"
+echo "standard verbs and QP sets shared, device memory exclusive: EBUSY (logged, rate-limited) beside another PD; one owner after it exited"

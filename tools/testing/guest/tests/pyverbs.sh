@@ -100,10 +100,9 @@ if [ -s /tmp/drift ]; then
 	bad=1
 fi
 # What must pass, not skip (the bar): device, PD, MR, CQ, QP and
-# the RDMA WRITE traffic. On the NIC's own contexts (model 2.0, this
-# session) there is no WRITE with immediate and no WRITE of no data:
-# test_qp_ex_rc_rdma_write_imm and _zero_length left this list for the
-# skip list, with those reasons.
+# the RDMA WRITE traffic. The NIC has no WRITE with immediate and no WRITE
+# of no data: test_qp_ex_rc_rdma_write_imm and _zero_length are on the skip
+# list, with those reasons.
 for must in tests.test_device.DeviceTest.test_query_device \
 	tests.test_device.DeviceTest.test_query_port \
 	tests.test_device.DeviceTest.test_query_gid \

@@ -3,18 +3,15 @@
 # QPs with a standard address vector only (the peer's GID, a source GID
 # index, a hop limit; no MAC, no driver data): once over IPv4 GIDs
 # (10.20.0.1/24 here, 10.20.0.2 there, resolved by ARP) and once over IPv6
-# GIDs (fd00:20::1/64 and ::2, resolved by neighbour discovery). Each time
-# this host writes 1 B to 64 MiB into the other's region
-# (write_av_target), which checks every byte. On model 2.0 (the NIC's own
-# contexts) RoCE goes over IPv4 only: with the IPv6 GIDs each side's move
-# to RTR fails with EOPNOTSUPP and the QP stays in INIT.
+# GIDs (fd00:20::1/64 and ::2). Over IPv4 this host writes 1 B to 64 MiB into the other's region
+# (write_av_target), which checks every byte. The NIC sends RoCE over IPv4
+# only: with the IPv6 GIDs each side's move to RTR fails with EOPNOTSUPP
+# and the QP stays in INIT.
 . /lib/gaudi/guest-lib.sh
 load_driver
 peer=$(exchange_up) || exit 1
-v6=
-[ "$(gaudi_model)" = 2 ] && v6=--ipv6-refused
 for a in 10.20.0.1/24 fd00:20::1/64; do
 	echo "# source GID $a"
-	gaudi-verbs-test write-source --peer "$peer" --port 1 --max-mib 64 --addr "$a" $v6 ||
+	gaudi-verbs-test write-source --peer "$peer" --port 1 --max-mib 64 --addr "$a" ||
 		fail "WRITEs from $a failed"
 done

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Address spaces (model 2.0): every protection domain has an ASID of its
+//! Address spaces: every protection domain has an ASID of its
 //! own, and its regions are entered there, a region peers may write at its
 //! iova. Checked through the emulator's view of the device MMU's tables.
 

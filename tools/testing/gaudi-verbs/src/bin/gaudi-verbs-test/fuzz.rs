@@ -14,9 +14,10 @@
 //! kernel and non-canonical pointers, sizes 0, tiny, exact or bigger, unknown methods and
 //! objects. A buffer the kernel may write is always the fuzzer's own and at least as long as
 //! declared; a value is inline only up to 8 bytes. Now and then a QP set is created (and
-//! connected to another port) through the library and random WQEs are written into its
-//! mapped send queue, a doorbell is rung (its own with random producer indexes, or any queue's
-//! of the port) and its mapped CQ polled.
+//! connected to another port) through the library, random WQEs in the NIC's format are
+//! written into its mapped send queue, its UMR page written (its own doorbell with random
+//! producer indexes, other QPs' doorbells, other CQs' consumer indexes, any register) and its
+//! mapped CQ polled.
 //!
 //! Call `i` of seed `s` is drawn from a generator seeded by `(s, i)` alone (only the handles
 //! it names depend on what earlier calls created), so any subset of calls can be replayed
@@ -34,7 +35,7 @@
 //! the kernel allocated for them.
 
 use super::limits::drop_ipc_lock;
-use gaudi_verbs::dv::QpSet;
+use gaudi_verbs::dv::{wqe2, QpSet, WQE2_OPCODE_LINEAR, WQE2_OPCODE_SEND};
 use gaudi_verbs::table::{self, AttrSpec, Method, Role, Rule, Struct, WriteCmd};
 use gaudi_verbs::uapi::{gaudi_ib_port_info, GAUDI_IB_OBJECT_QP_SET};
 use gaudi_verbs::{
@@ -1066,23 +1067,24 @@ impl State {
                 s += &format!(" ({})", errno_name(gaudi_verbs::errno(&e)));
             }
         }
+        // WQEs in the NIC's format (device-model.rst): mostly LINEAR (the
+        // RDMA WRITE) or SEND (which no QP set may post), else any opcode;
+        // the entry index mostly right; now and then the fields no QP set
+        // writes (trace, reduction, SE, INLINE; the remote SOB) set at random.
         let n = r.below(9);
+        let entries = qp.sq_entries();
         for _ in 0..n {
-            let mut w = [0u8; 32];
-            w[0] = if r.chance(70) {
-                1 + r.below(2) as u8
+            let opcode = if r.chance(70) {
+                *r.pick(&[WQE2_OPCODE_LINEAR, WQE2_OPCODE_SEND]).unwrap()
             } else {
-                r.next() as u8
+                r.next()
             };
-            w[1] = match r.below(10) {
-                0..=4 => 1,
-                5..=7 => 0,
-                _ => r.next() as u8,
+            let entry = if r.chance(90) {
+                qp.pi & (entries - 1)
+            } else {
+                r.next() as u32
             };
-            if r.chance(10) {
-                w[2..4].copy_from_slice(&(r.next() as u16).to_le_bytes());
-                w[28..32].copy_from_slice(&(r.next() as u32).to_le_bytes());
-            }
+            let signaled = r.chance(60);
             let len = self.value_of(r, Class::Len) as u32;
             let info = qp.info;
             let va = |r: &mut Rng| match r.below(10) {
@@ -1092,33 +1094,54 @@ impl State {
                 _ => self.value(r),
             };
             let (local, remote) = (va(r), va(r));
-            w[4..8].copy_from_slice(&len.to_le_bytes());
-            w[8..16].copy_from_slice(&local.to_le_bytes());
-            w[16..24].copy_from_slice(&remote.to_le_bytes());
-            w[24..28].copy_from_slice(&(r.next() as u32).to_le_bytes());
+            let mut w = wqe2(opcode, entry, len, local, remote, r.next() as u32, signaled);
+            if r.chance(10) {
+                let word = |w: &[u8; 32], i: usize| {
+                    u64::from_le_bytes(w[i * 8..i * 8 + 8].try_into().unwrap())
+                };
+                let (w0, w3) = (
+                    word(&w, 0) ^ (r.next() & 0x7fff_00e0),
+                    word(&w, 3) ^ (r.next() & !0xffff_ffff),
+                );
+                w[..8].copy_from_slice(&w0.to_le_bytes());
+                w[24..].copy_from_slice(&w3.to_le_bytes());
+            }
             let slot = if r.chance(90) { qp.pi } else { r.next() as u32 };
             qp.write_wqe(slot, &w);
             qp.pi = qp.pi.wrapping_add(1);
         }
         std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
-        let (off, v) = match r.below(20) {
-            0..=13 => (0, qp.sq_doorbell(qp.pi)),
-            14..=15 => (
-                0,
-                qp.sq_doorbell(qp.pi.wrapping_add(qp.sq_entries() + r.below(4) as u32)),
-            ),
-            16 => (0, qp.sq_doorbell(r.next() as u32)),
-            // Any queue of the port, the kernel's (standard verbs) too: the doorbell page
-            // carries them all.
-            17 => (
-                *r.pick(&[0, 8, 12]).unwrap(),
-                r.pick(&self.nums).copied().unwrap_or(0) << 16 | r.below(1 << 16) as u32,
-            ),
-            _ => (4 * r.below(1024) as usize, r.next() as u32),
+        // Writes to the QP's UMR page: the doorbell {producer index, QPN} on
+        // the block's first FIFO (at 0x000 and 0x004; its second at 0x080),
+        // the CQ slots {CQ number, consumer index} (0x100, 0x180).
+        let num = |r: &mut Rng| r.pick(&self.nums).copied().unwrap_or(0);
+        let writes: Vec<(usize, u32)> = match r.below(20) {
+            0..=13 => vec![(0x000, qp.pi & (entries - 1)), (0x004, index)],
+            // Past the queue's last entry, or any producer index.
+            14..=15 => vec![(0x000, entries + r.below(4) as u32), (0x004, index)],
+            16 => vec![(0x000, r.next() as u32), (0x004, index)],
+            // Another QP, the kernel's too (a user FIFO rings only QPs of
+            // its PD's address space), on either FIFO.
+            17 => {
+                let fifo = *r.pick(&[0x000, 0x080]).unwrap();
+                vec![(fifo, r.below(1 << 16) as u32), (fifo + 4, num(r))]
+            }
+            // A consumer index for any CQ (a slot updates its own CQ only).
+            18 => {
+                let slot = *r.pick(&[0x100, 0x180]).unwrap();
+                vec![(slot, num(r)), (slot + 4, r.next() as u32)]
+            }
+            _ => vec![(4 * r.below(1024) as usize, r.next() as u32)],
         };
-        s += &format!("; {n} WQEs, doorbell {off:#x} <- {v:#x}");
+        let list: Vec<String> = writes
+            .iter()
+            .map(|(off, v)| format!("{off:#x} <- {v:#x}"))
+            .collect();
+        s += &format!("; {n} WQEs, doorbell page {}", list.join(", "));
         log.record(&format!("  dv {s}"));
-        qp.ring(off, v);
+        for (off, v) in writes {
+            qp.ring(off, v);
+        }
         let polls = r.below(5);
         let got = (0..polls).filter_map(|_| qp.poll_spin(2000)).count();
         s + &format!("; {got} of {polls} polls found a CQE")

@@ -61,10 +61,9 @@ fn drm_import(fd: &OwnedFd) -> i32 {
     std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
 }
 
-/// The programming models of the WQE, CQE and doorbell formats user space
-/// drives: 1.5 (the driver's own QP contexts) and 2.0 (the NIC's, with
-/// `rc_model=2`; device-model.rst).
-pub(crate) const MODEL_VERSIONS: [u32; 2] = [0x0001_0005, 0x0002_0000];
+/// The programming model of the WQE, CQE and doorbell formats user space
+/// drives: 2.0, the NIC's own (device-model.rst).
+pub(crate) const MODEL_VERSION: u32 = 0x0002_0000;
 
 fn device_info(ctx: &Context) -> gaudi_ib_device_info {
     ctx.query_device_info()
@@ -131,7 +130,7 @@ impl HbmTarget {
         // (its default), as BAR 4 shows them too; the last 4 MiB hold the
         // NIC's context tables and are not the users'.
         check(
-            MODEL_VERSIONS.contains(&before.model_version),
+            before.model_version == MODEL_VERSION,
             format!("programming model {:#x}", before.model_version),
         );
         let bar = std::fs::metadata(pci_dir().join("resource4")).map_or(0, |m| m.len());
@@ -242,8 +241,8 @@ impl HbmTarget {
     pub(crate) fn check_through_device(&mut self, emu: &mut EmuCtl, off: usize, len: usize) {
         let va = self.va;
         let n = len.min(64);
-        // Model 2.0: in the region's ASID, where it sits at its iova.
-        emu.view_asid_of(va, model2())
+        // In the region's ASID, where it sits at its iova.
+        emu.view_asid_of(va)
             .unwrap_or_else(|e| fail(format!("HBM region: {e}")));
         for at in [off, off + len - n] {
             let got = emu
@@ -353,7 +352,7 @@ fn zeros(ctx: &Context, pd: &Pd, emu: &mut EmuCtl, hbm: &Hbm, what: &str) {
         ),
     );
     let (buf, mr) = hbm_mr(ctx, pd, hbm);
-    emu.view_asid_of(mr.resp.mmu_va, model2())
+    emu.view_asid_of(mr.resp.mmu_va)
         .unwrap_or_else(|e| fail(format!("{what}: {e}")));
     let bad = spots(len).into_iter().find(|&at| {
         emu.peek(mr.resp.mmu_va + at as u64, 64)
@@ -422,7 +421,7 @@ pub(crate) fn hbm_scrubbed(args: &[String]) {
             let mut w = BarWindow::new(hbm.offset, len as usize);
             fill(w.bytes(), SCRUB_SEED);
             let (buf, mr) = hbm_mr(&ctx, &pd, &hbm);
-            emu.view_asid_of(mr.resp.mmu_va, model2())
+            emu.view_asid_of(mr.resp.mmu_va)
                 .unwrap_or_else(|e| fail(format!("HBM region: {e}")));
             let bad = spots(len as usize).into_iter().find(|&at| {
                 emu.peek(mr.resp.mmu_va + at as u64, 64)

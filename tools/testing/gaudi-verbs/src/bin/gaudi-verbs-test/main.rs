@@ -14,16 +14,16 @@
 //!   gaudi-verbs-test ownership --step refused|owner --ports N [--instance I]
 //!       refused (another process holds a PD): a context opens and queries
 //!       the device, every port and the GID table (core and driver
-//!       methods) and gets a PD; QP set creation and HBM alloc fail with
-//!       EBUSY, each adding the driver's log line; 50 refused HBM allocs
-//!       add 10 (rate limit). owner (the holder is gone): PD, QP set and
+//!       methods) and gets a PD; a QP set is made in its own PD; HBM alloc
+//!       fails with EBUSY, each adding the driver's log line; 50 refused HBM
+//!       allocs add 10 (rate limit). owner (the holder is gone): PD, QP set and
 //!       HBM succeed, the context keeps the NIC to itself until it is
 //!       closed, and another context's PD is refused meanwhile.
 //!   gaudi-verbs-test log-ratelimited [--verbs N] [--faults N]
 //!       N (default 10000) REG_MR with REMOTE_ATOMIC, each EOPNOTSUPP, add at
 //!       most 20 kernel log lines; N MMU faults of a QP set's WQEs (each a
-//!       LOC_PROT_ERR CQE, the QP reset to RTS after each; the emulator
-//!       counts exactly N) at most 40.
+//!       QP_ERR syndrome, the QP in ERR and reset to RTS after it; the
+//!       emulator counts exactly N) at most 40.
 //!   gaudi-verbs-test pd-single
 //!       the second PD of a context fails with ENOSPC; after freeing the
 //!       first, a PD can be allocated again.
@@ -49,18 +49,19 @@
 //!       HBM block registered from its dma-buf: 4 KiB device pages only,
 //!       nothing mapped next to the pinned pages, the ends read as written.
 //!   gaudi-verbs-test rkey-bounds
-//!       remote WRITEs with rkey 0, a wrong rkey, one byte outside either
-//!       end of the responder's region, or to a deregistered region are
-//!       refused (REM_ACCESS_ERR, both QPs in ERR, nothing lands); one by
-//!       the region's iova lands; 1000 keys are distinct and not sequential.
+//!       remote WRITEs with rkey 0, another PD's rkey, one byte outside
+//!       either end of the pages of the responder's region, or to a
+//!       deregistered region are refused (REM_ACCESS_ERR, both QPs in ERR,
+//!       nothing lands); one by the region's iova lands; 1000 keys are
+//!       distinct and not sequential.
 //!   gaudi-verbs-test hbm-scrubbed --step fill|check|probe --mib N
 //!                                 [--offset O] [--then-fill]
 //!       device memory a process wrote and left reads 0 for the next owner
 //!       (BAR 4 and the device MMU), and all of it after a probe.
 //!   gaudi-verbs-test rkey-rebind
-//!       a QP given no remote rkey binds the one its first WRITE names,
-//!       refuses another with EINVAL while a WRITE is outstanding, and
-//!       rebinds when its queue is idle: the WRITE lands in the new region.
+//!       a QP given no remote rkey binds the one its first WRITE names (its
+//!       peer PD's key) and refuses another PD's with EINVAL, even with its
+//!       queue idle; through RESET it binds another PD's key and lands there.
 //!   gaudi-verbs-test unsupported-opcodes
 //!       on an RC QP: SEND, SEND_WITH_IMM, RDMA_READ and the atomics fail in
 //!       post_send with EOPNOTSUPP naming the request, post_recv with
@@ -82,9 +83,10 @@
 //!       outage past the retry budget (both paths fail, then recover
 //!       through RESET).
 //!   gaudi-verbs-test cq-no-overflow
-//!       WRITEs with immediate, 4 times as many as the responder's CQ of 16
-//!       holds, while it does not poll: RNR NAKs, then every immediate and
-//!       every WRITE's data arrives once and in order; no CQ_ERR, QP_FATAL.
+//!       port 1's CQ 1 takes the send queues of four QPs of 1024 requests
+//!       (a fifth is refused at INIT with ENOMEM); their 4096 signalled
+//!       WRITEs, posted while nobody polls, all complete in order and land;
+//!       no event. With one QP gone the fifth enters INIT.
 //!   gaudi-verbs-test dereg-during-transfer [--mib N]
 //!       a WRITE of N MiB (default 64) whose source region is deregistered,
 //!       whose requester QP is destroyed, whose destination region is
@@ -114,8 +116,7 @@ use gaudi_verbs::{
     IB_EVENT_PORT_ERR, IB_EVENT_QP_FATAL, MTU_1024, MTU_4096, QPS_ERR, QPS_INIT, QPS_RESET,
     QPS_RTR, QPS_RTS, QP_ACCESS_FLAGS, QP_AV, QP_DEST_QPN, QP_MAX_DEST_RD_ATOMIC, QP_PATH_MTU,
     QP_PKEY_INDEX, QP_PORT, QP_RETRY_CNT, QP_RNR_RETRY, QP_RQ_PSN, QP_SQ_PSN, QP_STATE, QP_TIMEOUT,
-    SEND_INLINE, SEND_SIGNALED, WC_RECV_RDMA_WITH_IMM, WC_REM_ACCESS_ERR, WC_RETRY_EXC_ERR,
-    WC_SUCCESS, WC_WITH_IMM, WC_WR_FLUSH_ERR,
+    SEND_INLINE, SEND_SIGNALED, WC_REM_ACCESS_ERR, WC_RETRY_EXC_ERR, WC_SUCCESS, WC_WR_FLUSH_ERR,
 };
 use std::io::Write;
 use std::process::exit;
@@ -123,7 +124,6 @@ use std::process::exit;
 mod asid;
 mod concurrency;
 mod dv;
-mod errors;
 mod fuzz;
 mod fuzzdev;
 mod hbm;
@@ -971,20 +971,6 @@ impl Drop for Mapping {
     }
 }
 
-/// Whether the driver runs the QPs on the NIC's own contexts (model 2.0),
-/// as the device reports it (asked once).
-pub(crate) fn model2() -> bool {
-    static MODEL2: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *MODEL2.get_or_init(|| {
-        open_ctx()
-            .query_device_info()
-            .unwrap_or_else(|e| fail(format!("query device: {e}")))
-            .model_version
-            >> 16
-            >= 2
-    })
-}
-
 fn emu() -> EmuCtl {
     EmuCtl::open().unwrap_or_else(|e| fail(format!("emulator control: {e}")))
 }
@@ -1019,17 +1005,15 @@ fn check_region(
     let took = t.elapsed();
     let shift = mr.resp.page_shift;
     let page = 1u64 << shift;
-    // Model 1.5: one key per region. Model 2.0: a region open to remote
-    // writes has its PD's key as rkey (the one key its QPs' responders take),
-    // and its own lkey.
-    let model2 = model2();
+    // A region open to remote writes has its PD's key as rkey (the one key
+    // its QPs' responders take), and its own lkey.
     check(
-        mr.lkey != 0 && (mr.lkey == mr.rkey) != model2 && mr.rkey != 0,
+        mr.lkey != 0 && mr.lkey != mr.rkey && mr.rkey != 0,
         format!("{size} B: lkey {:#x}, rkey {:#x}", mr.lkey, mr.rkey),
     );
-    // Model 2.0: the device reaches the region in its PD's ASID, at its
-    // iova (it is open to remote writes).
-    emu.view_asid_of(mr.resp.mmu_va, model2)
+    // The device reaches the region in its PD's ASID, at its iova (it is
+    // open to remote writes).
+    emu.view_asid_of(mr.resp.mmu_va)
         .unwrap_or_else(|e| fail(format!("{size} B: {e}")));
     check(
         [12, 21, 30].contains(&shift) && mr.resp.mmu_va % page == addr % page,
@@ -1805,18 +1789,11 @@ fn connect_av_keys(
         .unwrap_or_else(|err| fail(format!("QP {} to RTS: {err}", e.qp.qpn)));
 }
 
-/// With `--ipv6-refused` (model 2.0: the NIC sends RoCE over IPv4 only) and
-/// an IPv6 destination in `av`: the QP's move to RTR towards it fails with
-/// EOPNOTSUPP and the QP stays in INIT. Returns whether it was checked.
-fn ipv6_refused(
-    args: &[String],
-    ctx: &Context,
-    e: &End,
-    (dgid, sgid_index, dest_qpn): ([u8; 16], u8, u32),
-) -> bool {
-    if !args.iter().any(|a| a == "--ipv6-refused")
-        || std::net::Ipv6Addr::from(dgid).to_ipv4_mapped().is_some()
-    {
+/// With an IPv6 destination in `av` (the NIC sends RoCE over IPv4 only):
+/// the QP's move to RTR towards it fails with EOPNOTSUPP and the QP stays
+/// in INIT. Returns whether it was checked.
+fn ipv6_refused(ctx: &Context, e: &End, (dgid, sgid_index, dest_qpn): ([u8; 16], u8, u32)) -> bool {
+    if std::net::Ipv6Addr::from(dgid).to_ipv4_mapped().is_some() {
         return false;
     }
     ctx.modify_qp(&e.qp, &init_attrs(e.port))
@@ -1945,15 +1922,12 @@ fn write_wr(id: u64, addr: u64, len: u32, lkey: u32, raddr: u64, rkey: u32) -> S
 
 /// `write-loopback`: WRITEs from port A to port B of the device, sizes 1 B
 /// to `--max-mib` MiB, addressed by the destination region's iova, land byte
-/// for byte (the destination holds other bytes before each); WRITE with
-/// immediate completes on both sides with the immediate and the length; the
-/// completion channel reports an armed CQ; the QP's state and PSNs read
-/// back.
+/// for byte (the destination holds other bytes before each); a WRITE with
+/// immediate and a WRITE of no data are refused at post (the NIC's WQEs
+/// carry no immediate, and it refuses size 0); the completion channel
+/// reports an armed CQ; the QP's state and PSNs read back.
 fn write_loopback(args: &[String]) {
     let max = arg(args, "--max-mib", Some(1024)) as usize * MIB;
-    // Model 2.0: the driver runs the QPs on the NIC's own contexts, which
-    // take no WRITE with immediate (and so consume no receive).
-    let v2 = model2();
     let (pa, pb) = (
         arg(args, "--from", Some(1)) as u8,
         arg(args, "--to", Some(2)) as u8,
@@ -1990,11 +1964,10 @@ fn write_loopback(args: &[String]) {
             IB_UVERBS_ACCESS_LOCAL_WRITE | IB_UVERBS_ACCESS_REMOTE_WRITE,
         )
         .unwrap_or_else(|e| fail(format!("reg_mr destination: {e}")));
-    // Model 1.5 puts a region at a device VA of its own; model 2.0 puts a
-    // region open to remote writes at its iova in its PD's ASID (the address
-    // a peer's WRITE carries, which the NIC translates unchanged).
+    // A region open to remote writes sits at its iova in its PD's ASID (the
+    // address a peer's WRITE carries, which the NIC translates unchanged).
     check(
-        (dmr.resp.mmu_va == diova) == v2,
+        dmr.resp.mmu_va == diova,
         format!(
             "destination: iova {diova:#x}, device VA {:#x}",
             dmr.resp.mmu_va
@@ -2080,108 +2053,26 @@ fn write_loopback(args: &[String]) {
         }
     }
 
-    if v2 {
-        // The NIC's WQEs carry no immediate, and it refuses a WRITE of no
-        // data (syndrome 0x84): both are refused at post.
-        let mut wr = write_wr(77, iova, 4096, smr.lkey, diova, dmr.rkey);
-        wr.opcode = IB_UVERBS_WR_RDMA_WRITE_WITH_IMM;
-        post_refused_with(
-            &ctx,
-            &a.qp,
-            &[wr],
-            1,
-            libc::EOPNOTSUPP,
-            "WRITE with immediate (model 2.0)",
-        );
-        post_refused_with(
-            &ctx,
-            &a.qp,
-            &[write_wr(76, iova, 0, smr.lkey, diova, dmr.rkey)],
-            1,
-            libc::EOPNOTSUPP,
-            "WRITE of no data (model 2.0)",
-        );
-    } else {
-        // WRITE with immediate: the responder's CQ gets the immediate and the
-        // length.
-        poison(&mut dst.bytes()[..4096], &src.bytes()[..4096]);
-        let mut wr = write_wr(77, iova, 4096, smr.lkey, diova, dmr.rkey);
-        wr.opcode = IB_UVERBS_WR_RDMA_WRITE_WITH_IMM;
-        wr.imm_data = 0x1234_5678u32.to_be();
-        let wc = write_once(&ctx, &a, wr, "WRITE with immediate");
-        let r = ctx
-            .wait_cq(&b.cq, 1, 10_000)
-            .unwrap_or_else(|e| fail(format!("poll responder: {e}")));
-        check(
-            wc.status == WC_SUCCESS
-                && wc.byte_len == 4096
-                && r.len() == 1
-                && r[0].opcode == WC_RECV_RDMA_WITH_IMM
-                && r[0].status == WC_SUCCESS
-                && u32::from_be(r[0].imm_data()) == 0x1234_5678
-                && r[0].byte_len == 4096
-                && r[0].wc_flags & WC_WITH_IMM != 0
-                && r[0].qp_num == b.qp.qpn
-                && r[0].wr_id == 0
-                && dst.bytes()[..4096] == src.bytes()[..4096],
-            format!(
-                "WRITE with immediate, no receive posted: requester status {} byte_len {}; responder completion {:?} (wr_id 0); data landed",
-                wc.status,
-                wc.byte_len,
-                r.first()
-            ),
-        );
-
-        // Receives are the credits of WRITEs with immediate: each WRITE with
-        // immediate completes the oldest receive posted, with its wr_id; the
-        // queue holds the 4 granted, checks SGEs as a request's, and nothing is
-        // written to them.
-        let dlen = dst.bytes().len() as u64;
-        let rsge = |off: u64| Sge {
-            addr: diova + off,
-            length: 64,
-            lkey: dmr.lkey,
-        };
-        expect_errno(
-            "post_recv of an SGE past the region's end",
-            ctx.post_recv(&b.qp, 500, rsge(dlen - 32)),
-            libc::EINVAL,
-        );
-        for id in 501..505u64 {
-            ctx.post_recv(&b.qp, id, rsge(8192))
-                .unwrap_or_else(|e| fail(format!("post_recv {id}: {e}")));
-        }
-        expect_errno(
-            "post_recv of a fifth receive (4 granted)",
-            ctx.post_recv(&b.qp, 505, rsge(8192)),
-            libc::ENOMEM,
-        );
-        dst.bytes()[8192..8192 + 64].fill(0xee);
-        let mut ids = Vec::new();
-        for k in 0..5u32 {
-            let mut wr = write_wr(78 + u64::from(k), iova, 64, smr.lkey, diova, dmr.rkey);
-            wr.opcode = IB_UVERBS_WR_RDMA_WRITE_WITH_IMM;
-            wr.imm_data = k.to_be();
-            write_once(&ctx, &a, wr, "WRITE with immediate on a receive");
-            let r = ctx
-                .wait_cq(&b.cq, 1, 10_000)
-                .unwrap_or_else(|e| fail(format!("poll responder: {e}")));
-            match r.first() {
-                Some(w) if w.opcode == WC_RECV_RDMA_WITH_IMM && u32::from_be(w.imm_data()) == k => {
-                    ids.push(w.wr_id)
-                }
-                other => fail(format!(
-                    "WRITE with immediate {k}: responder completion {other:?}"
-                )),
-            }
-        }
-        check(
-            ids == [501, 502, 503, 504, 0] && dst.bytes()[8192..8192 + 64].iter().all(|&x| x == 0xee),
-            format!(
-                "5 WRITEs with immediate on 4 receives: responder wr_ids {ids:?} (501 to 504, then 0); receive buffers untouched"
-            ),
-        );
-    }
+    // The NIC's WQEs carry no immediate, and it refuses a WRITE of no data
+    // (syndrome 0x84): both are refused at post.
+    let mut wr = write_wr(77, iova, 4096, smr.lkey, diova, dmr.rkey);
+    wr.opcode = IB_UVERBS_WR_RDMA_WRITE_WITH_IMM;
+    post_refused_with(
+        &ctx,
+        &a.qp,
+        &[wr],
+        1,
+        libc::EOPNOTSUPP,
+        "WRITE with immediate",
+    );
+    post_refused_with(
+        &ctx,
+        &a.qp,
+        &[write_wr(76, iova, 0, smr.lkey, diova, dmr.rkey)],
+        1,
+        libc::EOPNOTSUPP,
+        "WRITE of no data",
+    );
 
     // Unsignalled WRITEs complete with the next signalled one.
     poison(&mut dst.bytes()[..8 * 4096], &src.bytes()[..8 * 4096]);
@@ -2327,23 +2218,19 @@ fn write_loopback(args: &[String]) {
     );
     // Inline: the data is taken when the request is posted (the buffers are
     // overwritten before the completion; their lkey is 0), from two buffers
-    // one after the other, with an immediate; 257 bytes are refused, and so
-    // is a buffer the poster cannot read (EFAULT).
+    // one after the other; 257 bytes are refused, and so is a buffer the
+    // poster cannot read (EFAULT).
     dst.bytes()[..64 * 1024].fill(0);
     let mut b1: Vec<u8> = (0..100u32).map(|i| (i * 7 + 1) as u8).collect();
     let mut b2: Vec<u8> = (0..120u32).map(|i| (i * 13 + 5) as u8).collect();
     let want: Vec<u8> = b1.iter().chain(b2.iter()).copied().collect();
     let inline_wr = |id: u64, bufs: &[(u64, u32)]| SendWr {
         wr_id: id,
-        opcode: if v2 {
-            IB_UVERBS_WR_RDMA_WRITE
-        } else {
-            IB_UVERBS_WR_RDMA_WRITE_WITH_IMM
-        },
+        opcode: IB_UVERBS_WR_RDMA_WRITE,
         send_flags: SEND_SIGNALED | SEND_INLINE,
         remote_addr: diova + 40_000,
         rkey: dmr.rkey,
-        imm_data: 0x5150_u32.to_be(),
+        imm_data: 0,
         sges: bufs
             .iter()
             .map(|&(addr, length)| Sge {
@@ -2360,28 +2247,18 @@ fn write_loopback(args: &[String]) {
     b1.fill(0xee);
     b2.fill(0xee);
     let wcs = ctx.wait_cq(&g.cq, 1, 10_000).unwrap_or_default();
-    let r = if v2 {
-        Vec::new()
-    } else {
-        ctx.wait_cq(&h.cq, 1, 10_000).unwrap_or_default()
-    };
     let dd = dst.bytes();
     check(
         wcs.len() == 1
             && wcs[0].wr_id == 510
             && wcs[0].status == WC_SUCCESS
             && wcs[0].byte_len == 220
-            && (v2
-                || (r.len() == 1
-                    && u32::from_be(r[0].imm_data()) == 0x5150
-                    && r[0].byte_len == 220))
             && dd[40_000..40_220] == want[..]
             && dd[39_999] == 0
             && dd[40_220] == 0,
         format!(
-            "inline WRITE with immediate of 100 + 120 bytes, sources overwritten after posting: completions {:?} / {:?}, data {}",
+            "inline WRITE of 100 + 120 bytes, sources overwritten after posting: completion {:?}, data {}",
             wcs.first().map(|w| (w.wr_id, w.status, w.byte_len)),
-            r.first().map(|w| (w.status, w.byte_len)),
             if dd[40_000..40_220] == want[..] { "as posted" } else { "DIFFERS" }
         ),
     );
@@ -2408,7 +2285,7 @@ fn write_loopback(args: &[String]) {
         &g.qp,
         &[imm],
         1,
-        if v2 { libc::EOPNOTSUPP } else { libc::EINVAL },
+        libc::EOPNOTSUPP,
         "WRITE with immediate of 3 SGEs with data",
     );
     wr.sges.push(Sge {
@@ -2484,13 +2361,7 @@ fn write_loopback(args: &[String]) {
 /// fault count and DMA audit do not move); requests before a refused one in
 /// a list are posted and land.
 /// The requester rule of QPs given no remote rkey (software written for
-/// other devices): the first WRITE after RTS binds the rkey it names; a
-/// WRITE with another rkey while one with the bound rkey is outstanding
-/// fails with EINVAL (and posts nothing); once the send queue is idle (the
-/// completion polled) it rebinds, keeping the QP's PSNs: its WRITE lands
-/// byte-exact in the region of the new key, nothing lands elsewhere.
-///
-/// Model 2.0: the requester context holds one key and the driver never
+/// other devices): the requester context holds one key and the driver never
 /// replaces it behind the QP's back; the QP's keys are its PDs' (one key
 /// per PD). The first WRITE after RTS binds the key it names and lands; a
 /// WRITE with another PD's key is refused with EINVAL (posts nothing,
@@ -2500,133 +2371,6 @@ fn write_loopback(args: &[String]) {
 /// of MODIFY_QP) is bound from the start: the other key is refused at the
 /// first WRITE.
 fn rkey_rebind(_args: &[String]) {
-    if model2() {
-        return rkey_rebind2();
-    }
-    let ctx = open_ctx();
-    let pd = ctx
-        .alloc_pd()
-        .unwrap_or_else(|e| fail(format!("alloc_pd: {e}")));
-    let len = 16 * 1024usize;
-    let mut src = Mapping::new(len);
-    let mut d1 = Mapping::new(len);
-    let mut d2 = Mapping::new(len);
-    let remote = IB_UVERBS_ACCESS_LOCAL_WRITE | IB_UVERBS_ACCESS_REMOTE_WRITE;
-    let smr = reg_mapping(&ctx, &pd, &src, IB_UVERBS_ACCESS_LOCAL_WRITE);
-    let m1 = reg_mapping(&ctx, &pd, &d1, remote);
-    let m2 = reg_mapping(&ctx, &pd, &d2, remote);
-    let a = end(&ctx, &pd, 1, None);
-    let b = end(&ctx, &pd, 2, None);
-    // b: bound explicitly to d1 (its PD has two writable regions). a: no keys.
-    let sgid_b = roce_address(b.port, b.info.ipv4, Some(a.info.ipv4))
-        .unwrap_or_else(|err| fail(format!("port {} address: {err}", b.port)));
-    connect_av(
-        &ctx,
-        &b,
-        (gid_v4(a.info.ipv4), sgid_b, a.qp.qpn),
-        (0, m1.rkey),
-        (MTU_4096, 14),
-        0x100,
-    );
-    let sgid_a = roce_address(a.port, a.info.ipv4, Some(b.info.ipv4))
-        .unwrap_or_else(|err| fail(format!("port {} address: {err}", a.port)));
-    connect_av_keys(
-        &ctx,
-        &a,
-        (gid_v4(b.info.ipv4), sgid_a, b.qp.qpn),
-        None,
-        (MTU_4096, 14),
-        0x100,
-    );
-
-    // The first WRITE binds d1's key.
-    fill(src.bytes(), 41);
-    poison(d1.bytes(), src.bytes());
-    d2.bytes().fill(0x5a);
-    let wc = write_once(
-        &ctx,
-        &a,
-        write_wr(1, src.addr(), len as u32, smr.lkey, d1.addr(), m1.rkey),
-        "first WRITE",
-    );
-    check(
-        wc.status == WC_SUCCESS && d1.bytes()[..] == src.bytes()[..],
-        format!(
-            "the first WRITE bound rkey {:#x} and landed: status {}",
-            m1.rkey, wc.status
-        ),
-    );
-    // Outstanding with d1's key: d2's is refused and posts nothing.
-    fill(src.bytes(), 42);
-    if let Err((e, bad)) = ctx.post_send(
-        &a.qp,
-        &[write_wr(2, src.addr(), 4096, smr.lkey, d1.addr(), m1.rkey)],
-    ) {
-        fail(format!("second WRITE: {e} (bad_wr {bad})"));
-    }
-    post_refused(
-        &ctx,
-        &a.qp,
-        &[write_wr(3, src.addr(), 4096, smr.lkey, d2.addr(), m2.rkey)],
-        1,
-        "another rkey while a WRITE is outstanding",
-    );
-    let wcs = ctx
-        .wait_cq(&a.cq, 1, 120_000)
-        .unwrap_or_else(|e| fail(format!("poll: {e}")));
-    check(
-        wcs.len() == 1 && wcs[0].wr_id == 2 && wcs[0].status == WC_SUCCESS,
-        format!(
-            "the outstanding WRITE completed: {:?}",
-            wcs.first().map(|w| (w.wr_id, w.status))
-        ),
-    );
-    check(
-        ctx.poll_cq(&a.cq, 4).unwrap_or_default().is_empty(),
-        "no completion for the refused WRITE".into(),
-    );
-    check(
-        d2.bytes().iter().all(|&x| x == 0x5a),
-        "nothing landed in d2 while its key was refused".into(),
-    );
-    // b now takes d2 (RTS to RTS); a's queue is idle: d2's key rebinds.
-    let keys = ModifyQp {
-        attr_mask: QP_STATE,
-        qp_state: QPS_RTS,
-        driver: Some(gaudi_ib_modify_qp {
-            flags: GAUDI_IB_MODIFY_QP_LOCAL_RKEY,
-            local_rkey: m2.rkey,
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    ctx.modify_qp(&b.qp, &keys)
-        .unwrap_or_else(|err| fail(format!("QP {} bound to d2: {err}", b.qp.qpn)));
-    fill(src.bytes(), 43);
-    poison(d2.bytes(), src.bytes());
-    let before = d1.bytes().to_vec();
-    let wc = write_once(
-        &ctx,
-        &a,
-        write_wr(4, src.addr(), len as u32, smr.lkey, d2.addr(), m2.rkey),
-        "WRITE with the new rkey",
-    );
-    check(
-        wc.status == WC_SUCCESS && d2.bytes()[..] == src.bytes()[..],
-        format!(
-            "once idle, the QP rebound to rkey {:#x}: the WRITE landed (status {}), PSNs kept",
-            m2.rkey, wc.status
-        ),
-    );
-    check(
-        d1.bytes()[..] == before[..],
-        "nothing landed in d1 after the rebinding".into(),
-    );
-    teardown(&ctx, [a, b], [smr, m1, m2]);
-}
-
-/// `rkey-rebind` on model 2.0 (see [`rkey_rebind`]).
-fn rkey_rebind2() {
     // Three contexts, each with its PD (one PD per context).
     let ctxs: Vec<Context> = (0..3).map(|_| open_ctx()).collect();
     let pds: Vec<Pd> = ctxs
@@ -2945,8 +2689,8 @@ fn reconnect(ctx: &Context, a: &End, b: &End, rkey: u32) {
     reconnect_keys(ctx, a, b, rkey, rkey);
 }
 
-/// As [`reconnect`], `a`'s WRITEs carrying `remote`, `b` bound to the
-/// region of `local`.
+/// As [`reconnect`], `a`'s WRITEs carrying `remote`, `b` taking WRITEs
+/// that carry `local`.
 fn reconnect_keys(ctx: &Context, a: &End, b: &End, remote: u32, local: u32) {
     for e in [a, b] {
         let reset = ModifyQp {
@@ -3363,7 +3107,7 @@ fn write_target(args: &[String]) {
         roce_address(e.port, e.info.ipv4, Some(ip.octets()))
             .unwrap_or_else(|err| fail(format!("route to {ip}: {err}")));
     }
-    if ipv6_refused(args, &ctx, &e, (dgid, sgid_index, kv_num(&l, "qpn") as u32)) {
+    if ipv6_refused(&ctx, &e, (dgid, sgid_index, kv_num(&l, "qpn") as u32)) {
         return;
     }
     connect_av(
@@ -3499,7 +3243,7 @@ fn write_source(args: &[String]) {
         "# to {} from GID index {sgid_index}",
         std::net::Ipv6Addr::from(dgid)
     );
-    if ipv6_refused(args, &ctx, &e, (dgid, sgid_index, kv_num(&t, "qpn") as u32)) {
+    if ipv6_refused(&ctx, &e, (dgid, sgid_index, kv_num(&t, "qpn") as u32)) {
         return;
     }
     connect_av(
@@ -3768,15 +3512,6 @@ fn main() {
         Some("events") => events(&args[1..]),
         Some("roce-gid-table") => roce_gid_table(&args[1..]),
         Some("av-refused") => av_refused(),
-        Some("model") => {
-            // The programming model of the formats user space drives:
-            // "MAJOR.MINOR" (GAUDI_IB_METHOD_QUERY_DEVICE).
-            let v = open_ctx()
-                .query_device_info()
-                .unwrap_or_else(|e| fail(format!("query device: {e}")))
-                .model_version;
-            println!("{}.{}", v >> 16, v & 0xffff);
-        }
         Some("fatal") => fatal(&args[1..]),
         Some("removal") => removal::removal(&args[1..]),
         Some("link-flap") => removal::link_flap(&args[1..]),
@@ -3806,7 +3541,8 @@ fn main() {
         Some("race-owner") => concurrency::race_owner(&args[1..]),
         Some("wire-faults") => wire::wire_faults(&args[1..]),
         Some("fuzz-device") => fuzzdev::fuzz_device(&args[1..]),
-        Some("device-errors") => errors::device_errors(&args[1..]),
+        // The NIC reports its errors as QP_ERR syndromes.
+        Some("device-errors") => syndromes::eq_syndromes(&args[1..]),
         Some("eq-syndromes") => syndromes::eq_syndromes(&args[1..]),
         Some("rings-wrap") => rings::rings_wrap(&args[1..]),
         Some("sq-full") => rings::sq_full(&args[1..]),

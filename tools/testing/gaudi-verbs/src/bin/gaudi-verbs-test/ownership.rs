@@ -143,7 +143,7 @@ fn queries(ctx: &Context, ports: u32, inst: u8) {
         .query_device_info()
         .unwrap_or_else(|e| fail(format!("GAUDI_IB_METHOD_QUERY_DEVICE: {e}")));
     check(
-        hbm::MODEL_VERSIONS.contains(&info.model_version)
+        info.model_version == hbm::MODEL_VERSION
             && info.devmem_size > 0
             && info.devmem_free <= info.devmem_size,
         format!(
@@ -189,10 +189,10 @@ fn refused<T: std::fmt::Debug>(
 }
 
 /// While another process holds a PD (the standard verbs): a context opens,
-/// may query everything and gets a PD of its own; QP set and device memory
-/// are refused, each with a log line; 50 refused allocations of device
-/// memory in a row add 10 (the rate limit). Model 2.0: the QP set is made,
-/// in the context's own PD (its own address space), with no refusal logged.
+/// may query everything and gets a PD of its own; a QP set is made, in the
+/// context's own PD (its own address space), with no refusal logged; device
+/// memory is refused, with a log line; 50 refused allocations of device
+/// memory in a row add 10 (the rate limit).
 fn while_shared(ports: u32, inst: u8) {
     let mut log = kernel_log();
     let ctx = open_ctx();
@@ -207,28 +207,20 @@ fn while_shared(ports: u32, inst: u8) {
         pd.pdn == 1,
         "a PD beside the other process's (the standard verbs share the NIC)".into(),
     );
-    if model2() {
-        // Model 2.0: a set works in its PD's address space, beside the
-        // other process's.
-        let set = ctx
-            .create_qp_set(SET_PORTS, None, 4, 4)
-            .unwrap_or_else(|e| fail(format!("QP set beside the other process's PD: {e}")));
-        let (_, n) = new_lines(&mut log, REFUSED);
-        check(
-            set.qps.len() == 2 && n == 0,
-            format!(
-                "a QP set over ports 1 and 2 in its own PD, beside the other process's: {} QPs, {n} refusals logged",
-                set.qps.len()
-            ),
-        );
-        ctx.destroy_qp_set(set)
-            .unwrap_or_else(|e| fail(format!("destroy QP set: {e}")));
-    } else {
-        refused(&mut log, REFUSED, "QP set over ports 1 and 2", || {
-            ctx.create_qp_set(SET_PORTS, None, 4, 4)
-                .map(|s| s.resp.index)
-        });
-    }
+    // A set works in its PD's address space, beside the other process's.
+    let set = ctx
+        .create_qp_set(SET_PORTS, None, 4, 4)
+        .unwrap_or_else(|e| fail(format!("QP set beside the other process's PD: {e}")));
+    let (_, n) = new_lines(&mut log, REFUSED);
+    check(
+        set.qps.len() == 2 && n == 0,
+        format!(
+            "a QP set over ports 1 and 2 in its own PD, beside the other process's: {} QPs, {n} refusals logged",
+            set.qps.len()
+        ),
+    );
+    ctx.destroy_qp_set(set)
+        .unwrap_or_else(|e| fail(format!("destroy QP set: {e}")));
     refused(&mut log, REFUSED, "HBM alloc", || {
         ctx.hbm_alloc(HBM_BYTES).map(|h| h.offset)
     });

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! What a memory region opens: device pages that end where the pinned
-//! memory ends, and remote WRITEs that stay inside the region their QP is
-//! bound to, named by its iova and its key.
+//! memory ends, and remote WRITEs that stay inside the pages of the
+//! regions their QP's PD opens to remote writes, named by their iova and
+//! the PD's key.
 
 use super::*;
 use gaudi_verbs::WC_REM_ACCESS_ERR;
@@ -42,9 +43,9 @@ fn contained(
             "device VA {va:#x} is not at the iova's offset {lead:#x} in its page"
         ));
     }
-    // Model 2.0: as the region's ASID maps it (at its iova: it is open to
-    // remote writes).
-    emu.view_asid_of(va, model2())
+    // As the region's ASID maps it (at its iova: it is open to remote
+    // writes).
+    emu.view_asid_of(va)
         .map_err(|e| format!("emulator asid-find: {e}"))?;
     let first_page = va - lead;
     let end = first_page + (lead + len).next_multiple_of(PAGE);
@@ -294,7 +295,7 @@ pub(crate) fn mr_no_foreign_frames(args: &[String]) {
         .reg_mr(&pd, base, HUGE, base, RW)
         .unwrap_or_else(|e| fail(format!("reg_mr of a whole huge page: {e}")));
     let shift = mr.resp.page_shift;
-    emu.view_asid_of(mr.resp.mmu_va, model2())
+    emu.view_asid_of(mr.resp.mmu_va)
         .unwrap_or_else(|e| fail(format!("a whole huge page: {e}")));
     let after = emu.peek(mr.resp.mmu_va + HUGE, 1);
     let last = emu.peek(mr.resp.mmu_va + HUGE - 1, 1);
@@ -390,26 +391,24 @@ fn refused(ctx: &Context, a: &End, b: &End, wr: SendWr, what: &str) {
     );
 }
 
-/// `rkey-bounds`: a QP pair, port 1 writing to port 2, whose responder is
-/// bound to a REMOTE_WRITE region of 5000 B (at byte 100 of a page, at an
-/// iova that is neither its address nor its device VA). A WRITE with rkey
-/// 0, with another region's rkey (at an address of that region), starting
-/// one byte before the region or ending one byte after it, and, with the
-/// QPs still connected, after the region was deregistered, each completes
-/// with REM_ACCESS_ERR, both QPs go to ERR, and nothing lands in the region,
-/// around it or in the other region (after deregistration, read through the
-/// process's mapping); the QPs are reset and connected again between cases.
-/// WRITEs of the whole region and of 1001 B at byte 777, named by its iova,
-/// land byte-exact with the bytes around unchanged. 1000 registrations give
-/// 1000 distinct keys, not sequential.
-///
-/// Model 2.0: the NIC's responder checks one key, its PD's (the rkey of
+/// `rkey-bounds`: a QP pair, port 1 writing to port 2, and a REMOTE_WRITE
+/// region of 5000 B of the responder's PD (at byte 100 of a page, at an
+/// iova that is not its address; a region open to remote writes is entered
+/// at its iova). The NIC's responder checks one key, its PD's (the rkey of
 /// every region of the PD open to remote writes), and the device MMU bounds
-/// the rest at page granularity. The other region is then another PD's (its
-/// key is that PD's), and the straddling WRITEs start one byte before the
-/// region's first page and end one byte after its last: the bytes of those
-/// pages outside the region are the owner's, reachable by the PD's key
-/// (uapi.rst). A region open to remote writes is entered at its iova.
+/// the rest at page granularity. A WRITE with rkey 0, with another PD's
+/// region's rkey (at an address of that region), starting one byte before
+/// the region's first page or ending one byte after its last (the bytes of
+/// those pages outside the region are the owner's, reachable by the PD's
+/// key: uapi.rst), and, with the QPs still connected, after the region was
+/// deregistered, each completes with REM_ACCESS_ERR, both QPs go to ERR,
+/// and nothing lands in the region, around it or in the other region (after
+/// deregistration, read through the process's mapping); the QPs are reset
+/// and connected again between cases. WRITEs of the whole region and of
+/// 1001 B at byte 777, named by its iova, land byte-exact with the bytes
+/// around unchanged. 1000 registrations give 1000 distinct keys, not
+/// sequential; two regions of one PD open to remote writes share the PD's
+/// key as rkey, their lkeys their own.
 pub(crate) fn rkey_bounds(_args: &[String]) {
     let ctx = open_ctx();
     let pd = ctx
@@ -426,9 +425,8 @@ pub(crate) fn rkey_bounds(_args: &[String]) {
         .reg_mr(&pd, t_addr, t_len as u64, t_iova, RW)
         .unwrap_or_else(|e| fail(format!("reg_mr target: {e}")));
     let k = tmr.rkey;
-    let v2 = model2();
     check(
-        k != 0 && (tmr.resp.mmu_va == t_iova) == v2,
+        k != 0 && tmr.resp.mmu_va == t_iova,
         format!(
             "target: {t_len} B at iova {t_iova:#x}, device VA {:#x}, rkey {k:#x}",
             tmr.resp.mmu_va
@@ -436,23 +434,14 @@ pub(crate) fn rkey_bounds(_args: &[String]) {
     );
     let mut other = Mapping::new(PAGE as usize);
     nonzero_fill(other.bytes(), 0x78);
-    // Model 2.0: another PD's region (another context's: one PD per
-    // context), whose key is that PD's.
-    let octx = v2.then(open_ctx);
-    let opd = octx.as_ref().map(|c| {
-        c.alloc_pd()
-            .unwrap_or_else(|e| fail(format!("alloc_pd other: {e}")))
-    });
+    // Another PD's region (another context's: one PD per context), whose
+    // key is that PD's.
+    let octx = open_ctx();
+    let opd = octx
+        .alloc_pd()
+        .unwrap_or_else(|e| fail(format!("alloc_pd other: {e}")));
     let omr = octx
-        .as_ref()
-        .unwrap_or(&ctx)
-        .reg_mr(
-            opd.as_ref().unwrap_or(&pd),
-            other.addr(),
-            PAGE,
-            other.addr(),
-            RW,
-        )
+        .reg_mr(&opd, other.addr(), PAGE, other.addr(), RW)
         .unwrap_or_else(|e| fail(format!("reg_mr other: {e}")));
     check(
         omr.rkey != k,
@@ -479,16 +468,11 @@ pub(crate) fn rkey_bounds(_args: &[String]) {
     let saddr = src.addr();
     let lkey = smr.lkey;
 
-    // The region's bounds as the device enforces them: its bytes (1.5), its
-    // pages (2.0).
-    let (lo, hi) = if v2 {
-        (
-            t_iova & !(PAGE - 1),
-            (t_iova + t_len as u64).next_multiple_of(PAGE),
-        )
-    } else {
-        (t_iova, t_iova + t_len as u64)
-    };
+    // The region's bounds as the device enforces them: its pages.
+    let (lo, hi) = (
+        t_iova & !(PAGE - 1),
+        (t_iova + t_len as u64).next_multiple_of(PAGE),
+    );
     let cases = [
         ("a WRITE with rkey 0", 0, t_iova + 16, 64),
         (
@@ -512,7 +496,8 @@ pub(crate) fn rkey_bounds(_args: &[String]) {
     ];
     for (i, &(what, rkey, raddr, len)) in cases.iter().enumerate() {
         // The requester's WRITEs carry `rkey` (post_send checks a request
-        // names its QP's key); the responder stays bound to the target.
+        // names its QP's key); the responder keeps the target's key, its
+        // PD's.
         reconnect_keys(&ctx, &a, &b, rkey, k);
         refused(
             &ctx,
@@ -569,8 +554,8 @@ pub(crate) fn rkey_bounds(_args: &[String]) {
         ),
     );
 
-    // Deregistration revokes the region from the QP bound to it, which
-    // stays connected.
+    // Deregistration takes the region out of the PD's address space; the
+    // responder stays connected.
     ctx.dereg_mr(tmr)
         .unwrap_or_else(|e| fail(format!("dereg_mr target: {e}")));
     let q = ctx
@@ -622,24 +607,22 @@ pub(crate) fn rkey_bounds(_args: &[String]) {
         })
         .collect();
     keys_unpredictable(&keys, "1000 registrations of 4 KiB");
-    if v2 {
-        // Regions open to remote writes share their PD's key as rkey; their
-        // lkeys are their own.
-        let m1 = Mapping::new(PAGE as usize);
-        let m2 = Mapping::new(PAGE as usize);
-        let r1 = reg_mapping(&ctx, &pd, &m1, RW);
-        let r2 = reg_mapping(&ctx, &pd, &m2, RW);
-        check(
-            r1.rkey == r2.rkey && r1.lkey != r2.lkey && r1.lkey != r1.rkey,
-            format!(
-                "two regions open to remote writes of one PD: rkeys {:#x} and {:#x} (the PD's), lkeys {:#x} and {:#x}",
-                r1.rkey, r2.rkey, r1.lkey, r2.lkey
-            ),
-        );
-        for r in [r1, r2] {
-            ctx.dereg_mr(r)
-                .unwrap_or_else(|e| fail(format!("dereg_mr: {e}")));
-        }
+    // Regions open to remote writes share their PD's key as rkey; their
+    // lkeys are their own.
+    let m1 = Mapping::new(PAGE as usize);
+    let m2 = Mapping::new(PAGE as usize);
+    let r1 = reg_mapping(&ctx, &pd, &m1, RW);
+    let r2 = reg_mapping(&ctx, &pd, &m2, RW);
+    check(
+        r1.rkey == r2.rkey && r1.lkey != r2.lkey && r1.lkey != r1.rkey,
+        format!(
+            "two regions open to remote writes of one PD: rkeys {:#x} and {:#x} (the PD's), lkeys {:#x} and {:#x}",
+            r1.rkey, r2.rkey, r1.lkey, r2.lkey
+        ),
+    );
+    for r in [r1, r2] {
+        ctx.dereg_mr(r)
+            .unwrap_or_else(|e| fail(format!("dereg_mr: {e}")));
     }
 
     // QP numbers: no stride between them either, so that an off-path sender
@@ -666,12 +649,7 @@ pub(crate) fn rkey_bounds(_args: &[String]) {
     ctx.destroy_cq(cq)
         .unwrap_or_else(|e| fail(format!("destroy CQ: {e}")));
     no_stride(&qpns, "QP numbers of 64 QPs created one after the other");
-    match octx {
-        Some(o) => {
-            o.dereg_mr(omr)
-                .unwrap_or_else(|e| fail(format!("dereg_mr other: {e}")));
-            teardown(&ctx, [a, b], [smr]);
-        }
-        None => teardown(&ctx, [a, b], [smr, omr]),
-    }
+    octx.dereg_mr(omr)
+        .unwrap_or_else(|e| fail(format!("dereg_mr other: {e}")));
+    teardown(&ctx, [a, b], [smr]);
 }

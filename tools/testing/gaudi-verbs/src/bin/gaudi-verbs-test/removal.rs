@@ -256,9 +256,8 @@ pub(crate) fn removal(args: &[String]) {
 /// then PORT_ACTIVE for port 1, the emulator retransmitted frames, and
 /// every WRITE completes and lands. Then the link stays down while a WRITE
 /// is under way on each path until it fails (retry budget: 7 retries of
-/// about 67 ms): the standard one with RETRY_EXC_ERR, the QP set's with an
-/// error CQE (model 2.0: a QP_ERR syndrome, the QP reads ERR, no CQE);
-/// with the link up again both QPs come back through RESET and WRITEs land
+/// about 67 ms): the standard one with RETRY_EXC_ERR, the QP set's with a
+/// QP_ERR syndrome (the QP reads ERR, no CQE); with the link up again both QPs come back through RESET and WRITEs land
 /// again.
 pub(crate) fn link_flap(_args: &[String]) {
     let (ctx, events, pd) = open_with_events();
@@ -316,47 +315,35 @@ pub(crate) fn link_flap(_args: &[String]) {
             other.map_or_else(|s| s.to_string(), |()| "success".into())
         )),
     }
-    if model2() {
-        // Model 2.0: the QP set's QP fails with a QP_ERR syndrome (retries
-        // exceeded), no CQE; it reads ERR.
-        match t.write(true, 500) {
-            Err(Stop::NoCompletion(_)) => {}
-            other => fail(format!(
-                "link down: the QP set's WRITE ended with {}, expected no CQE",
-                other.map_or_else(|s| s.to_string(), |()| "success".into())
-            )),
-        }
-        let h = t.set.handle;
-        let began = std::time::Instant::now();
-        let mut state = 0;
-        while began.elapsed() < Duration::from_secs(30) {
-            state = ctx
-                .query_qp_set(h, 1)
-                .unwrap_or_else(|e| fail(format!("query QP set: {e}")))
-                .state;
-            if state == u32::from(QPS_ERR) {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        check(
-            state == u32::from(QPS_ERR),
-            format!(
-                "link down: the QP set's QP in ERR (state {state}) {:.1} s after its WRITE",
-                began.elapsed().as_secs_f64()
-            ),
-        );
-    } else {
-        match t.write(true, 30_000) {
-            Err(Stop::Status(s)) => {
-                println!("ok: link down: the QP set's WRITE completed with status {s}")
-            }
-            other => fail(format!(
-                "link down: the QP set's WRITE ended with {}, expected an error CQE",
-                other.map_or_else(|s| s.to_string(), |()| "success".into())
-            )),
-        }
+    // The QP set's QP fails with a QP_ERR syndrome (retries exceeded), no
+    // CQE; it reads ERR.
+    match t.write(true, 500) {
+        Err(Stop::NoCompletion(_)) => {}
+        other => fail(format!(
+            "link down: the QP set's WRITE ended with {}, expected no CQE",
+            other.map_or_else(|s| s.to_string(), |()| "success".into())
+        )),
     }
+    let h = t.set.handle;
+    let began = std::time::Instant::now();
+    let mut state = 0;
+    while began.elapsed() < Duration::from_secs(30) {
+        state = ctx
+            .query_qp_set(h, 1)
+            .unwrap_or_else(|e| fail(format!("query QP set: {e}")))
+            .state;
+        if state == u32::from(QPS_ERR) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    check(
+        state == u32::from(QPS_ERR),
+        format!(
+            "link down: the QP set's QP in ERR (state {state}) {:.1} s after its WRITE",
+            began.elapsed().as_secs_f64()
+        ),
+    );
     transfer::emu_cmd(&mut emu, "link 0 up");
     // PORT_ERR and PORT_ACTIVE of port 1, with the standard QP's QP_FATAL
     // among them.

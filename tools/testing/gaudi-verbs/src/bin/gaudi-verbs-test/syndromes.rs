@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The NIC's QP_ERR syndromes (device model 2.0) as the owner of the QP sees
-//! them: the status of its work completions and its asynchronous event.
+//! The NIC's QP_ERR syndromes as the owner of the QP sees them: the status
+//! of its work completions and its asynchronous event.
 
 use super::*;
 use gaudi_verbs::{IB_EVENT_QP_FATAL, WC_LOC_PROT_ERR};
@@ -30,8 +30,10 @@ fn qp_events(events: &AsyncEvents, wait: Duration) -> Vec<u32> {
     got
 }
 
-/// `eq-syndromes`: for each class of QP_ERR syndrome (device-model.rst, "QP
-/// error syndromes"), with port 1's NIC holding its doorbells (nic-hold) so
+/// `eq-syndromes` (and `device-errors`: the NIC reports its errors as
+/// QP_ERR syndromes, not CQE statuses): for each class of QP_ERR syndrome
+/// (device-model.rst, "QP error syndromes"), with port 1's NIC holding its
+/// doorbells (nic-hold) so
 /// that two signalled WRITEs stay outstanding, the emulator writes a QP_ERR
 /// of the QP with the syndrome on port 1's event queue. The first WRITE
 /// completes with the status the syndrome names (its vendor_err the

@@ -6,7 +6,7 @@
 
 use super::*;
 use crate::ownership::{kernel_log, new_lines};
-use gaudi_verbs::{IB_EVENT_CQ_ERR, WC_LOC_PROT_ERR, WC_REM_ACCESS_ERR};
+use gaudi_verbs::{WC_LOC_PROT_ERR, WC_REM_ACCESS_ERR};
 use std::time::Instant;
 
 /// The path MTU of these tests (`MTU_4096`): a WRITE of `n` bytes is
@@ -36,255 +36,11 @@ pub(crate) fn emu_cmd(emu: &mut EmuCtl, cmd: &str) {
         .unwrap_or_else(|e| fail(format!("emulator {cmd}: {e}")));
 }
 
-/// `cq-no-overflow`: a QP pair port 1 -> port 2 whose responder has a CQ
-/// of 16 entries (the driver makes a ring of as many CQEs as it grants).
-/// The requester posts 4 times as many WRITEs with immediate, each to a
-/// 64-byte slot of its own with an immediate of its own, while the
-/// responder does not poll for 1 s: meanwhile exactly as many WRITEs as
-/// the ring holds complete at the requester and the responder's port sends
-/// RNR NAKs. Then the responder polls: every immediate arrives once, in
-/// order, with its byte count; every slot holds its data; the requester's
-/// completions are all successes in order; no CQ_ERR or QP_FATAL event;
-/// both QPs are still in RTS.
-///
-/// Model 2.0 has no WRITE with immediate and no responder completions: the
-/// CQ that could overflow is the port's CQ 1, which every standard QP of
-/// the port completes on. A QP's send queue (1024 requests asked for, a
-/// ring of 2048 WQEs) is counted against CQ 1's 8192 entries when it enters
-/// INIT: four QPs of port 1 fill it and the fifth is refused there with
-/// ENOMEM and one log line. The four post 1024 signalled WRITEs each, their
-/// queues full, while nobody polls: every completion arrives, in order and
-/// successful, every WRITE lands, no CQ_ERR or QP_FATAL event comes. With
-/// one QP destroyed, the fifth enters INIT.
-pub(crate) fn cq_no_overflow(_args: &[String]) {
-    if model2() {
-        return cq_no_overflow2();
-    }
-    const SLOT: usize = 64;
-    const IMM: u32 = 0x5100_0000;
-    let (ctx, events, pd) = open_with_events();
-    let mut emu = emu();
-
-    // The responder's CQ: 16 entries asked for.
-    let cq = ctx
-        .create_cq(16)
-        .unwrap_or_else(|e| fail(format!("create CQ of 16: {e}")));
-    let ring = cq.cqe as usize;
-    check(
-        ring == 16,
-        format!("a CQ of 16 entries asked for: {ring} granted (the device ring's size)"),
-    );
-    let n = 4 * ring;
-    let qp = ctx
-        .create_qp(
-            &pd,
-            &cq,
-            IB_UVERBS_QPT_RC,
-            QpCaps {
-                max_send_wr: 16,
-                max_send_sge: 1,
-                ..Default::default()
-            },
-        )
-        .unwrap_or_else(|e| fail(format!("create responder QP: {e}")));
-    let info = ctx
-        .query_port(2)
-        .unwrap_or_else(|e| fail(format!("query port 2: {e}")));
-    let b = End {
-        cq,
-        qp,
-        port: 2,
-        info,
-    };
-    // The requester's CQ (256 entries) holds a completion of every WRITE.
-    let a = end(&ctx, &pd, 1, None);
-    check(
-        a.qp.max_send_wr as usize >= n,
-        format!(
-            "requester: {} send WRs for {n} WRITEs, a CQ of {}",
-            a.qp.max_send_wr, a.cq.cqe
-        ),
-    );
-
-    let len = n * SLOT;
-    let mut src = Mapping::new(len);
-    let mut dst = Mapping::new(len);
-    fill(src.bytes(), 0x0c);
-    poison(dst.bytes(), src.bytes());
-    let smr = ctx
-        .reg_mr(
-            &pd,
-            src.addr(),
-            len as u64,
-            src.addr(),
-            IB_UVERBS_ACCESS_LOCAL_WRITE,
-        )
-        .unwrap_or_else(|e| fail(format!("reg_mr source: {e}")));
-    let dmr = ctx
-        .reg_mr(
-            &pd,
-            dst.addr(),
-            len as u64,
-            dst.addr(),
-            IB_UVERBS_ACCESS_LOCAL_WRITE | IB_UVERBS_ACCESS_REMOTE_WRITE,
-        )
-        .unwrap_or_else(|e| fail(format!("reg_mr destination: {e}")));
-    connect(&ctx, &a, b.info.mac, b.info.ipv4, b.qp.qpn, dmr.rkey, 0);
-    connect(&ctx, &b, a.info.mac, a.info.ipv4, a.qp.qpn, 0, dmr.rkey);
-
-    let rnr0 = port_stat(&mut emu, 1, "rnr_naks");
-    let wrs: Vec<SendWr> = (0..n)
-        .map(|i| {
-            let o = (i * SLOT) as u64;
-            let mut w = write_wr(
-                i as u64,
-                src.addr() + o,
-                SLOT as u32,
-                smr.lkey,
-                dst.addr() + o,
-                dmr.rkey,
-            );
-            w.opcode = IB_UVERBS_WR_RDMA_WRITE_WITH_IMM;
-            w.imm_data = (IMM + i as u32).to_be();
-            w
-        })
-        .collect();
-    if let Err((e, bad)) = ctx.post_send(&a.qp, &wrs) {
-        fail(format!(
-            "post {n} WRITEs with immediate: {e} (bad_wr {bad})"
-        ));
-    }
-
-    // The responder does not poll for 1 s; the requester's completions
-    // are taken meanwhile.
-    let t = Instant::now();
-    let mut req: Vec<Wc> = Vec::new();
-    while t.elapsed() < Duration::from_secs(1) {
-        req.extend(
-            ctx.poll_cq(&a.cq, n)
-                .unwrap_or_else(|e| fail(format!("poll requester: {e}"))),
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let rnr = port_stat(&mut emu, 1, "rnr_naks") - rnr0;
-    let failed: Vec<(u64, u32)> = req
-        .iter()
-        .filter(|w| w.status != WC_SUCCESS)
-        .map(|w| (w.wr_id, w.status))
-        .collect();
-    check(
-        failed.is_empty(),
-        format!(
-            "no error at the requester while the responder's CQ is full (an RNR NAK is an answer: it must not use up the ACK timeout's retries): {failed:?}"
-        ),
-    );
-    check(
-        req.len() == ring,
-        format!(
-            "the responder not polling for 1 s: {} of {n} WRITEs completed at the requester, the {ring} its CQ holds",
-            req.len()
-        ),
-    );
-    check(rnr > 0, format!("port 2 sent {rnr} RNR NAKs meanwhile"));
-    // With the default minimum RNR timer (12: 0.64 ms) the requester tries
-    // again every few milliseconds; with 0 (655 ms) it would have tried
-    // twice at most.
-    check(
-        rnr >= 10,
-        format!("{rnr} RNR NAKs in 1 s: the requester waits the responder's short default timer"),
-    );
-
-    // Now the responder polls until every WRITE has arrived.
-    let t = Instant::now();
-    let mut got: Vec<Wc> = Vec::new();
-    while got.len() < n && t.elapsed() < Duration::from_secs(60) {
-        let w = ctx
-            .poll_cq(&b.cq, n)
-            .unwrap_or_else(|e| fail(format!("poll responder: {e}")));
-        if w.is_empty() {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        got.extend(w);
-    }
-    let took = t.elapsed();
-    let imms: Vec<u32> = got
-        .iter()
-        .map(|w| u32::from_be(w.imm_data()).wrapping_sub(IMM))
-        .collect();
-    let want: Vec<u32> = (0..n as u32).collect();
-    check(
-        imms == want,
-        format!(
-            "the responder took {} completions in {took:?}: every immediate once, in order ({:?}...)",
-            got.len(),
-            &imms[..imms.len().min(8)]
-        ),
-    );
-    let bad = got.iter().find(|w| {
-        w.status != WC_SUCCESS
-            || w.opcode != WC_RECV_RDMA_WITH_IMM
-            || w.byte_len != SLOT as u32
-            || w.qp_num != b.qp.qpn
-            || w.wc_flags & WC_WITH_IMM == 0
-    });
-    check(
-        bad.is_none(),
-        format!("every responder completion: success, RECV_RDMA_WITH_IMM, {SLOT} bytes, QP {} ({bad:?})", b.qp.qpn),
-    );
-    check(
-        ctx.poll_cq(&b.cq, 4).unwrap_or_default().is_empty(),
-        "no further responder completion".into(),
-    );
-    let mismatched: Vec<usize> = (0..n)
-        .filter(|i| {
-            let r = i * SLOT..(i + 1) * SLOT;
-            dst.bytes()[r.clone()] != src.bytes()[r]
-        })
-        .collect();
-    check(
-        mismatched.is_empty(),
-        format!("all {n} slots hold their WRITE's data (slots that differ: {mismatched:?})"),
-    );
-    req.extend(
-        ctx.wait_cq(&a.cq, n - req.len(), 30_000)
-            .unwrap_or_else(|e| fail(format!("poll requester: {e}"))),
-    );
-    let ids: Vec<u64> = req.iter().map(|w| w.wr_id).collect();
-    check(
-        ids == (0..n as u64).collect::<Vec<_>>()
-            && req
-                .iter()
-                .all(|w| w.status == WC_SUCCESS && w.opcode == IB_UVERBS_WC_RDMA_WRITE),
-        format!(
-            "the requester's {} completions: all successes, in order",
-            req.len()
-        ),
-    );
-    let mut seen = Vec::new();
-    while let Ok(Some(ev)) = events.next(Duration::from_millis(500)) {
-        seen.push((event_name(ev.event_type), ev.event_type, ev.element));
-    }
-    check(
-        !seen
-            .iter()
-            .any(|&(_, t, _)| t == IB_EVENT_CQ_ERR || t == IB_EVENT_QP_FATAL),
-        format!("no CQ_ERR or QP_FATAL on the async event file (events: {seen:?})"),
-    );
-    let (sa, sb) = (qp_state(&ctx, &a), qp_state(&ctx, &b));
-    check(
-        sa == QPS_RTS && sb == QPS_RTS,
-        format!("requester QP state {sa}, responder {sb} (RTS is {QPS_RTS})"),
-    );
-    teardown(&ctx, [a, b], [smr, dmr]);
-}
-
-/// Whether the emulator lists QP `qpn` on its port 0 (port 1).
-fn device_has_qp(emu: &mut EmuCtl, qpn: u32) -> bool {
-    let qps = emu
-        .command("qps 0")
-        .unwrap_or_else(|e| fail(format!("emulator qps 0: {e}")));
-    qps.first()
-        .is_some_and(|l| l.split_whitespace().skip(1).any(|q| q.parse() == Ok(qpn)))
+/// Whether QP `qpn` has a valid requester and a valid responder context
+/// on port 1's NIC (the emulator reads the context tables).
+fn device_has_qp(emu: &mut EmuCtl, qpn: u32) -> (bool, bool) {
+    emu.nic_qp_valid(1, qpn)
+        .unwrap_or_else(|e| fail(format!("QP {qpn}'s contexts on port 1: {e}")))
 }
 
 /// Frame delays (ms, the requester's port) of the tries to catch a WRITE
@@ -326,8 +82,8 @@ impl Rig {
             .unwrap_or_else(|e| fail(format!("reg_mr {what}: {e}")))
     }
 
-    /// Both ends through RESET to RTS, `a` writing with `rkey`, `b` bound to
-    /// its region.
+    /// Both ends through RESET to RTS, `a` writing with `rkey`, `b` taking
+    /// WRITEs that carry it.
     fn connect(&self, a: &End, b: &End, rkey: u32) {
         for e in [a, b] {
             let reset = ModifyQp {
@@ -493,10 +249,11 @@ impl Rig {
 ///     with LOC_PROT_ERR (or is flushed), never with success; the QP is in
 ///     ERR;
 /// (b) the requester QP is destroyed while its WRITE is under way: the
-///     device has no QP of its number any more;
-/// (c) the destination region (bound to the responder QP) is deregistered
-///     while the WRITE is arriving: REM_ACCESS_ERR at the requester, both
-///     QPs in ERR.
+///     NIC has no valid context of its number on the port any more (its
+///     requester's and responder's contexts were valid before);
+/// (c) the destination region (open to remote writes in the responder's
+///     PD) is deregistered while the WRITE is arriving: REM_ACCESS_ERR at
+///     the requester, both QPs in ERR.
 ///
 /// A try whose WRITE ended before the step is repeated with the
 /// requester's frames delayed (50, then 200 ms). After each case the
@@ -608,9 +365,9 @@ pub(crate) fn dereg_during_transfer(args: &[String]) {
             .unwrap_or_else(|e| fail(format!("{what}: destroy_cq: {e}")));
         let after = device_has_qp(&mut r.emu, qpn);
         check(
-            before && !after,
+            before == (true, true) && after == (false, false),
             format!(
-                "{what}: {arrived} of {packets} packets had arrived; destroyed in {took:?} (completions left on its CQ: {left:?}); the device had QP {qpn} on port 1 before ({before}), not after ({after})"
+                "{what}: {arrived} of {packets} packets had arrived; destroyed in {took:?} (completions left on its CQ: {left:?}); the NIC had QP {qpn}'s requester and responder contexts on port 1 before ({before:?}), not after ({after:?})"
             ),
         );
         r.delay(0);
@@ -624,7 +381,7 @@ pub(crate) fn dereg_during_transfer(args: &[String]) {
         break;
     }
 
-    // (c) The destination, bound to the responder QP.
+    // (c) The destination, open to remote writes at the responder.
     for (i, &delay) in DELAYS.iter().enumerate() {
         id += 1;
         let what = format!("(c) destination deregistered, frames delayed {delay} ms");
@@ -751,8 +508,16 @@ pub(crate) fn write_traffic(args: &[String]) {
     }
 }
 
-/// `cq-no-overflow` on model 2.0 (see [`cq_no_overflow`]).
-fn cq_no_overflow2() {
+/// `cq-no-overflow`: no WRITE with immediate and no responder completion
+/// on the NIC: the CQ that could overflow is the port's CQ 1, which every
+/// standard QP of the port completes on. A QP's send queue (1024 requests
+/// asked for, a ring of 2048 WQEs) is counted against CQ 1's 8192 entries
+/// when it enters INIT: four QPs of port 1 fill it and the fifth is refused
+/// there with ENOMEM and one log line. The four post 1024 signalled WRITEs
+/// each, their queues full, while nobody polls: every completion arrives,
+/// in order and successful, every WRITE lands, no CQ_ERR or QP_FATAL event
+/// comes. With one QP destroyed, the fifth enters INIT.
+pub(crate) fn cq_no_overflow(_args: &[String]) {
     const SLOT: usize = 64;
     const QPS: usize = 4;
     const WRS: usize = 1024;

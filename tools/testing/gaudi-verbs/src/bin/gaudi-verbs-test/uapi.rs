@@ -271,7 +271,7 @@ pub(crate) fn uapi_bad_attrs(_args: &[String]) {
                     sp.as_mut_ptr().cast(),
                     std::mem::size_of_val(&sp),
                 ),
-                // A good PD (mandatory on model 2.0): only `req` is wrong.
+                // A good PD (mandatory): only `req` is wrong.
                 Attr::handle(GAUDI_IB_ATTR_QP_SET_CREATE_PD, pd.handle),
             ],
             errno,
@@ -432,25 +432,15 @@ pub(crate) fn uapi_bad_attrs(_args: &[String]) {
         },
         libc::EINVAL,
     );
-    if model2() {
-        c.expect(
-            "QP_SET_CREATE without a PD (model 2.0: a set works in its PD's address space)",
-            set_obj,
-            GAUDI_IB_METHOD_QP_SET_CREATE,
-            {
-                let a = attrs(&good, req_len, &mut cr, &mut sp, sp_len);
-                [a[0], a[1], a[2], a[3]]
-            },
-            libc::EINVAL,
-        );
-    }
-    let no_qps = (0..ports).all(|p| {
-        emu.command(&format!("qps {p}"))
-            .is_ok_and(|l| l.iter().any(|l| l == "qps"))
-    });
-    check(
-        no_qps,
-        "the refused creations left no QP on the device".into(),
+    c.expect(
+        "QP_SET_CREATE without a PD (a set works in its PD's address space)",
+        set_obj,
+        GAUDI_IB_METHOD_QP_SET_CREATE,
+        {
+            let a = attrs(&good, req_len, &mut cr, &mut sp, sp_len);
+            [a[0], a[1], a[2], a[3]]
+        },
+        libc::EINVAL,
     );
     // A request at an odd address works.
     let mut odd = [0u8; 40];
@@ -470,6 +460,26 @@ pub(crate) fn uapi_bad_attrs(_args: &[String]) {
         format!(
             "the set from the odd request: index {} on ports 1 and 2",
             cr.index
+        ),
+    );
+    // The refused creations left no QP on the device. A set's QP holds the
+    // send WQ slot of its index on its port, mapped in its PD's ASID, from
+    // creation on (`qp-set-same-index`); a creation takes the first index
+    // free on its ports, so one refused but left behind would hold an index
+    // below this set's: no slot below it is mapped on ports 1 and 2, and
+    // this set's own are.
+    let k = cr.index;
+    let slot = |p: usize, i: u32| sp[p].sq_va - u64::from(k - i) * dv::WQ_SLOT;
+    let mut mapped = |p: usize, i: u32| !dv::asids_mapping(&mut emu, slot(p, i)).is_empty();
+    let own = mapped(0, k) && mapped(1, k);
+    let left: Vec<(u32, u32)> = (2..k)
+        .flat_map(|i| [(1, i), (2, i)])
+        .filter(|&(port, i)| mapped(port as usize - 1, i))
+        .collect();
+    check(
+        own && left.is_empty(),
+        format!(
+            "the refused creations left no QP on the device: no send WQ slot of an index below {k} mapped on ports 1 and 2 (mapped, as (port, index): {left:?}), index {k}'s mapped: {own}"
         ),
     );
     let set = ctx
