@@ -47,10 +47,11 @@ struct gaudi_ib_alloc_pd_resp {
 };
 
 /*
- * Response of a memory registration: where the region sits in the device's
- * translation domain. A work address A of the region is the device VA
- * (A - iova) + mmu_va; a peer writing to the region remotely names device
- * VAs (see Documentation/infiniband/gaudi/uapi.rst).
+ * Response of a memory registration: where the region sits in its
+ * protection domain's address space (ASID). A work address A of the
+ * region is the device VA (A - iova) + mmu_va; a region registered with
+ * IB_ACCESS_REMOTE_WRITE is at its iova (mmu_va == iova), the address a
+ * peer's WRITE names (see Documentation/infiniband/gaudi/uapi.rst).
  */
 struct gaudi_ib_reg_mr_resp {
 	__u32 comp_mask;
@@ -80,8 +81,9 @@ struct gaudi_ib_modify_qp {
 	/* the rkey every RDMA WRITE of the QP carries to the peer */
 	__u32 remote_rkey;
 	/*
-	 * the rkey incoming RDMA WRITEs must carry: a region of the QP's PD
-	 * registered with IB_ACCESS_REMOTE_WRITE; 0 accepts none
+	 * the rkey incoming RDMA WRITEs must carry: the key of the QP's PD
+	 * (the rkey of its regions registered with IB_ACCESS_REMOTE_WRITE),
+	 * or 0
 	 */
 	__u32 local_rkey;
 };

@@ -71,7 +71,7 @@ enum gaudi_ib_qp_set_create_attrs {
 	GAUDI_IB_ATTR_QP_SET_CREATE_PORTS,
 	/*
 	 * handle of the protection domain (UVERBS_OBJECT_PD) whose address
-	 * space the set's QPs work in; mandatory on model 2.0
+	 * space the set's QPs work in; mandatory
 	 */
 	GAUDI_IB_ATTR_QP_SET_CREATE_PD,
 };

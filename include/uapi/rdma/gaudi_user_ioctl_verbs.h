@@ -31,9 +31,10 @@ struct gaudi_ib_port_info {
 };
 
 /*
- * Reply of GAUDI_IB_METHOD_QUERY_MR: where a memory region sits in the
- * device's translation domain. A work address A of the region is the
- * device VA (A - iova) + mmu_va; WQEs of QP sets carry device VAs.
+ * Reply of GAUDI_IB_METHOD_QUERY_MR: where a memory region sits in its
+ * protection domain's address space (ASID). A work address A of the
+ * region is the device VA (A - iova) + mmu_va; WQEs of QP sets carry
+ * device VAs.
  */
 struct gaudi_ib_mr_info {
 	__u32 comp_mask;
@@ -43,7 +44,10 @@ struct gaudi_ib_mr_info {
 	__aligned_u64 mmu_va;
 	__aligned_u64 iova;
 	__aligned_u64 length;
-	/* the region's key (lkey and rkey are one) */
+	/*
+	 * the region's own key: its lkey, and its rkey unless it was
+	 * registered with IB_ACCESS_REMOTE_WRITE (then the PD's key)
+	 */
 	__u32 key;
 	/* enum ib_access_flags the region was registered with */
 	__u32 access;
@@ -74,9 +78,9 @@ struct gaudi_ib_qp_set_create {
 	__u32 flags;
 	/* ports of the set: bit n is port n + 1 */
 	__aligned_u64 ports;
-	/* log2 of the WQEs of each send queue, 1 to log2(max_sqe) */
+	/* log2 of the WQEs of each send queue, 4 to 11 */
 	__u32 log_sq_entries;
-	/* log2 of the CQEs of each CQ, 1 to log2(max_cqe) */
+	/* log2 of the CQEs of each CQ, 2 to 13 */
 	__u32 log_cq_entries;
 	/* with GAUDI_IB_QP_SET_CREATE_INDEX: the QP index, 2 to max_qps - 1 */
 	__u32 index;
@@ -96,21 +100,25 @@ struct gaudi_ib_qp_set_create_resp {
 };
 
 /*
- * One port of a QP set (GAUDI_IB_ATTR_QP_SET_CREATE_PORTS). The queues and
- * the port's doorbell page are mapped with mmap() on the device file at the
- * offsets given; see Documentation/infiniband/gaudi/uapi.rst for the WQE,
- * CQE and doorbell formats.
+ * One port of a QP set (GAUDI_IB_ATTR_QP_SET_CREATE_PORTS). The send
+ * queue, the CQ and the QP's UMR page (its doorbell FIFO and CQ consumer
+ * index) are mapped with mmap() on the device file at the offsets given;
+ * see Documentation/infiniband/gaudi/uapi.rst for the WQE, CQE and
+ * doorbell formats.
  */
 struct gaudi_ib_qp_set_port {
 	/* port number, 1 to num_ports */
 	__u32 port_num;
 	/* the number of the QP's CQ on this port */
 	__u32 cqn;
-	/* mmap() offsets: send queue, CQ, doorbell page (4 KiB) */
+	/* mmap() offsets: send queue, CQ, UMR page (4 KiB) */
 	__aligned_u64 sq_offset;
 	__aligned_u64 cq_offset;
 	__aligned_u64 db_offset;
-	/* device VAs of the queues (no WQE can name them) */
+	/*
+	 * device VA of the send queue in the set's ASID (read-only there),
+	 * and 0: the CQ is in no ASID
+	 */
 	__aligned_u64 sq_va;
 	__aligned_u64 cq_va;
 };
@@ -132,8 +140,9 @@ struct gaudi_ib_qp_set_modify {
 	/* RTR: the rkey every RDMA WRITE of the QP carries */
 	__u32 remote_rkey;
 	/*
-	 * RTR: the rkey incoming RDMA WRITEs must carry, a region of the
-	 * context registered with IB_ACCESS_REMOTE_WRITE; 0 accepts none
+	 * RTR: the rkey incoming RDMA WRITEs must carry: the key of the set's
+	 * PD (the rkey of its regions registered with
+	 * IB_ACCESS_REMOTE_WRITE); 0 accepts none
 	 */
 	__u32 local_rkey;
 	/* RTR: enum ib_mtu, IB_MTU_256 to IB_MTU_4096 */

@@ -26,20 +26,11 @@ use crate::{
     shared::Bar0, //
 };
 
-// Opcodes (`CMD.opcode`).
-pub(crate) const CMD_CQ_CREATE: u32 = 0x01;
-pub(crate) const CMD_CQ_DESTROY: u32 = 0x02;
-pub(crate) const CMD_QP_WRITE: u32 = 0x03;
-pub(crate) const CMD_QP_READ: u32 = 0x04;
-pub(crate) const CMD_QP_DESTROY: u32 = 0x05;
-/// (1.2) Every QP context whose local rkey is the argument loses it, and its region.
-pub(crate) const CMD_RKEY_REVOKE: u32 = 0x06;
+// Opcodes (`CMD.opcode`) of the commands the driver still gives model 1.5's device.
 /// (1.2) Fill a range of device memory with a 32-bit pattern.
 pub(crate) const CMD_DEVMEM_FILL: u32 = 0x07;
 /// (1.3) Write an entry of a port's GID table.
 pub(crate) const CMD_GID_SET: u32 = 0x08;
-/// (1.4) Replace the keys of a QP context, leaving its state and PSNs.
-pub(crate) const CMD_QP_KEYS: u32 = 0x09;
 
 /// The device's command interface: serialises commands (one outstanding at a time).
 #[pin_data]

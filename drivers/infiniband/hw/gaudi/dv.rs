@@ -4,11 +4,11 @@
 //!
 //! A QP set is one QP per port of a set of ports, all with the same QP index (as the
 //! collective engine needs), each with a CQ of its own. User space maps each QP's send queue,
-//! its CQ and the port's doorbell page, writes WQEs with device VAs itself and rings the
-//! doorbell: no system call per work request. The device MMU is then the security boundary:
-//! the translation domain holds only the memory the owning context registered (one context
-//! owns the NIC) and queues, which carry the MMU's `RING` bit, so that no WQE and no incoming
-//! WRITE can name them. See Documentation/infiniband/gaudi/design.rst.
+//! its CQ and its UMR block (doorbell FIFO and CQ consumer index), writes WQEs with device VAs
+//! itself and rings the doorbell: no system call per work request. The device MMU is then the
+//! security boundary: the set works in its protection domain's ASID, which holds only the
+//! memory that PD registered and the set's send queues (which the NIC only reads). See
+//! Documentation/infiniband/gaudi/design.rst.
 
 use kernel::{
     device::{
@@ -51,18 +51,6 @@ use crate::{
         AddressSpace,
         Mapping, //
     },
-    cmd::{
-        CMD_CQ_CREATE,
-        CMD_CQ_DESTROY,
-        CMD_QP_DESTROY,
-        CMD_QP_READ,
-        CMD_QP_WRITE, //
-    },
-    hw::{
-        self,
-        CqContext,
-        QpContext, //
-    },
     ib::{
         Charge,
         GaudiRdma,
@@ -72,32 +60,27 @@ use crate::{
     mmu,
     nic,
     queue::{
-        self,
         Path,
-        QpAttrs,
-        RingMap,
-        CQE_SIZE,
-        WQE_SIZE, //
+        QpAttrs, //
     },
     rc::{
         self,
         Owner, //
     },
-    regs,
     shared::Shared, //
 };
 
 /// Queues are mapped with 4 KiB pages, for the device and for user space.
 const PAGE_SHIFT: u32 = 12;
 const PAGE_SIZE: usize = 1 << PAGE_SHIFT;
+/// Bytes of a CQE.
+const CQE_BYTES: usize = size_of::<nic::Cqe>();
 
 /// What an mmap entry of a user context maps.
 pub(crate) enum Map {
-    /// The doorbell page of port index `port`.
-    Doorbell { port: u32 },
-    /// A queue of a QP set: the entry's memory.
+    /// The send queue of a QP of a set: the entry's memory.
     Queue,
-    /// The UMR block of a QP of a set (model 2.0): its doorbell FIFOs and CQ consumer index
+    /// The UMR block of a QP of a set: its doorbell FIFOs and CQ consumer index
     /// slots. The block stays the set's until the last mapping of it is gone.
     Umr(Arc<UserBlock>),
     /// The CQ of a UMR block: the entry's memory, part of the port's CQ region; the block
@@ -108,13 +91,6 @@ pub(crate) enum Map {
 /// Map `entry` into `vma`.
 pub(crate) fn mmap(entry: &MmapEntry<GaudiRdma>, vma: &mut Vma<'_>) -> Result {
     match entry.data() {
-        Map::Doorbell { port } => vma.io_map_bar(
-            entry,
-            0,
-            regs::doorbell_page(*port) as u64,
-            PAGE_SIZE,
-            Caching::Uncached,
-        ),
         Map::Queue | Map::UserCq { .. } => vma.map_coherent(entry),
         Map::Umr(b) => vma.io_map_bar(
             entry,
@@ -179,9 +155,9 @@ impl Drop for UserBlock {
     }
 }
 
-/// A QP's state on model 2.0 as software keeps it (the NIC's contexts have none).
+/// A QP's state as software keeps it (the NIC's contexts have none).
 #[derive(Clone, Copy, Default)]
-struct State2 {
+struct SetQp {
     /// `enum ib_qp_state`.
     state: u32,
     attrs: QpAttrs,
@@ -191,9 +167,9 @@ struct State2 {
     on_device: bool,
 }
 
-/// The QP of a set on one port (model 2.0): its contexts, its send queue at its slot of send
+/// The QP of a set on one port: its contexts, its send queue at its slot of send
 /// WQ array 1 in the set's ASID, and its UMR block.
-struct SetPort2 {
+struct SetPort {
     port: usize,
     block: Arc<UserBlock>,
     /// Dropped before the memory: the queue leaves the ASID first.
@@ -201,7 +177,7 @@ struct SetPort2 {
     sq: QueueMem,
 }
 
-impl SetPort2 {
+impl SetPort {
     fn new(
         set: &SetParams<'_>,
         space: &Arc<AddressSpace>,
@@ -209,7 +185,7 @@ impl SetPort2 {
         port: usize,
     ) -> Result<Self> {
         let block = UserBlock::new(set.shared, dev, space, port, set.log_cq)?;
-        let sq = QueueMem::new(set.dev, WQE_SIZE << set.log_sq)?;
+        let sq = QueueMem::new(set.dev, rc::WQE_BYTES << set.log_sq)?;
         let base = sq.dma_address();
         let pages = (sq.size() / PAGE_SIZE) as u64;
         // The NIC only reads the queue; user space writes it.
@@ -232,16 +208,16 @@ impl SetPort2 {
 
 /// Move the QP of `set` at `slot` (on its port) from `s` to `next` with attributes `a`
 /// (checked by [`Modify::apply`]). Sleeps.
-fn transition2(
+fn transition(
     set: &QpSet,
     shared: &Shared,
     dev: &Device<Bound>,
     slot: usize,
-    s: &mut State2,
+    s: &mut SetQp,
     next: u32,
     a: &QpAttrs,
 ) -> Result {
-    let p = set.ports2.get(slot).ok_or(EINVAL)?;
+    let p = set.ports.get(slot).ok_or(EINVAL)?;
     let qpn = set.index;
     // The responder takes the PD's key if the QP is open to WRITEs, else one nobody has.
     let lkey = if a.path.local_rkey != 0 {
@@ -269,7 +245,7 @@ fn transition2(
             if let Some(e) = s.encap.take() {
                 shared.encap_put(port, e);
             }
-            *s = State2::default();
+            *s = SetQp::default();
         }
         (_, IB_QPS_ERR) => {
             if s.on_device {
@@ -313,125 +289,9 @@ fn transition2(
     Ok(())
 }
 
-/// A queue in host memory that user space maps and the device reaches as a ring.
-struct UserRing {
-    /// Dropped first: the device forgets the queue when the set goes; the memory goes with the
-    /// last of the set and the mmap entries (that is, after the last user mapping).
-    map: RingMap,
-    mem: QueueMem,
-}
-
-impl UserRing {
-    fn new(
-        shared: &Arc<Shared>,
-        dev: &rdma::Device<GaudiRdma>,
-        bytes: usize,
-        writable: bool,
-    ) -> Result<Self> {
-        let mem = QueueMem::new(dev, bytes)?;
-        let map = RingMap::new(
-            shared,
-            dev.parent(),
-            mem.dma_address(),
-            mem.size(),
-            writable,
-        )?;
-        Ok(Self { map, mem })
-    }
-}
-
-/// The QP and CQ of a QP set on one port.
-struct SetPort {
-    shared: Arc<Shared>,
-    ids: Arc<Ids>,
-    /// Port index, from 0.
-    port: u32,
-    index: u32,
-    cqn: u32,
-    cq_created: bool,
-    qp_created: bool,
-    sq: UserRing,
-    cq: UserRing,
-}
-
-impl SetPort {
-    fn new(set: &SetParams<'_>, port: u32) -> Result<Self> {
-        let cqn = set.ids.alloc_cqn()?;
-        let rings =
-            UserRing::new(set.shared, set.dev, WQE_SIZE << set.log_sq, false).and_then(|sq| {
-                Ok((
-                    sq,
-                    UserRing::new(set.shared, set.dev, CQE_SIZE << set.log_cq, true)?,
-                ))
-            });
-        let (sq, cq) = match rings {
-            Ok(r) => r,
-            Err(e) => {
-                set.ids.free_cqn(cqn);
-                return Err(e);
-            }
-        };
-        let mut p = Self {
-            shared: set.shared.clone(),
-            ids: set.ids.clone(),
-            port,
-            index: set.index,
-            cqn,
-            cq_created: false,
-            qp_created: false,
-            sq,
-            cq,
-        };
-        let cq_va = p.cq.map.va();
-        let ctx = CqContext {
-            ring_va: cq_va,
-            log_size: set.log_cq,
-            vector: 0,
-        };
-        p.shared.command(CMD_CQ_CREATE, port, cqn, &ctx, &mut ())?;
-        p.cq_created = true;
-        p.write(hw::QPS_RESET, &QpAttrs::default(), set.log_sq)?;
-        p.qp_created = true;
-        Ok(p)
-    }
-
-    fn write(&self, state: u8, a: &QpAttrs, log_sq: u32) -> Result {
-        let ctx = queue::qp_context(state, self.cqn, self.sq.map.va(), log_sq, a);
-        self.shared
-            .command(CMD_QP_WRITE, self.port, self.index, &ctx, &mut ())
-    }
-}
-
-impl Drop for SetPort {
-    fn drop(&mut self) {
-        let objects = [
-            (self.qp_created, CMD_QP_DESTROY, self.index, "QP"),
-            (self.cq_created, CMD_CQ_DESTROY, self.cqn, "CQ"),
-        ];
-        for (created, op, index, what) in objects {
-            if !created {
-                continue;
-            }
-            if let Err(e) = self.shared.destroy_command(op, self.port, index) {
-                kernel::ratelimited!(dev_warn!(
-                    self.shared.dev,
-                    "QP set {}: destroying {} {} on port {}: {:?}\n",
-                    self.index,
-                    what,
-                    index,
-                    self.port + 1,
-                    e
-                ));
-            }
-        }
-        self.ids.free_cqn(self.cqn);
-    }
-}
-
 /// What the ports of a new set share.
 struct SetParams<'a> {
     shared: &'a Arc<Shared>,
-    ids: &'a Arc<Ids>,
     dev: &'a rdma::Device<GaudiRdma>,
     index: u32,
     log_sq: u32,
@@ -446,75 +306,25 @@ pub(crate) struct QpSet {
     mask: u32,
     log_sq: u32,
     log_cq: u32,
-    /// One per port of the set, lowest first.
-    ports: KVec<SetPort>,
-    /// The attributes of each port's QP as last written.
-    attrs: Pin<KBox<Mutex<KVec<QpAttrs>>>>,
-    /// mmap offsets of the set's entries (queues and doorbell pages).
+    /// mmap offsets of the set's entries (send queues, CQs and UMR pages).
     offsets: KVec<u64>,
     /// Given back to the context's limits with the set.
     charge: Option<Charge>,
-    /// Model 2.0: one per port of the set, lowest first (`ports` is empty), their states,
-    /// and the keys their responders take: the PD's (`local_rkey` given) or one nobody has.
-    ports2: KVec<SetPort2>,
-    state2: Pin<KBox<Mutex<KVec<State2>>>>,
+    /// One per port of the set, lowest first, their states, and the keys their responders
+    /// take: the PD's (`local_rkey` given) or one nobody has.
+    ports: KVec<SetPort>,
+    states: Pin<KBox<Mutex<KVec<SetQp>>>>,
     pd_key: u32,
     closed_key: u32,
 }
 
 impl QpSet {
-    /// Take index `want` (or any index free on all of them) on the ports of `mask` and create
-    /// a CQ and a QP in RESET on each. Nothing is left behind on failure.
-    fn new(
-        shared: &Arc<Shared>,
-        ids: &Arc<Ids>,
-        dev: &rdma::Device<GaudiRdma>,
-        mask: u32,
-        want: Option<u32>,
-        log_sq: u32,
-        log_cq: u32,
-    ) -> Result<Self> {
-        let index = ids.alloc_qp_index(mask, want)?;
-        let n = mask.count_ones() as usize;
-        // From here the set owns the index and each port it adds: dropping it undoes them.
-        let mut set = Self {
-            ids: ids.clone(),
-            index,
-            mask,
-            log_sq,
-            log_cq,
-            ports: KVec::new(),
-            attrs: KBox::pin_init(new_mutex!(KVec::new()), GFP_KERNEL)?,
-            offsets: KVec::new(),
-            charge: None,
-            ports2: KVec::new(),
-            state2: KBox::pin_init(new_mutex!(KVec::new()), GFP_KERNEL)?,
-            pd_key: 0,
-            closed_key: 0,
-        };
-        set.ports.reserve(n, GFP_KERNEL)?;
-        let params = SetParams {
-            shared,
-            ids,
-            dev,
-            index,
-            log_sq,
-            log_cq,
-        };
-        for port in (0..32).filter(|p| mask & (1 << p) != 0) {
-            let p = SetPort::new(&params, port)?;
-            set.ports.push(p, GFP_KERNEL)?;
-        }
-        set.attrs.lock().resize(n, QpAttrs::default(), GFP_KERNEL)?;
-        Ok(set)
-    }
-
-    /// Model 2.0: take index `want` (or any index free on all of them) on the ports of `mask`
-    /// and, on each, a UMR block and a send queue at the index's slot in the ASID of `pd`. The
+    /// Take index `want` (or any index free on all of them) on the ports of `mask` and, on
+    /// each, a UMR block and a send queue at the index's slot in the ASID of `pd`. The
     /// QPs are in RESET: nothing is on the NIC until they move on. Nothing is left behind on
     /// failure.
     #[expect(clippy::too_many_arguments)]
-    fn new2(
+    fn new(
         shared: &Arc<Shared>,
         ids: &Arc<Ids>,
         dev: &rdma::Device<GaudiRdma>,
@@ -536,56 +346,49 @@ impl QpSet {
             mask,
             log_sq,
             log_cq,
-            ports: KVec::new(),
-            attrs: KBox::pin_init(new_mutex!(KVec::new()), GFP_KERNEL)?,
             offsets: KVec::new(),
             charge: None,
-            ports2: KVec::new(),
-            state2: KBox::pin_init(new_mutex!(KVec::new()), GFP_KERNEL)?,
+            ports: KVec::new(),
+            states: KBox::pin_init(new_mutex!(KVec::new()), GFP_KERNEL)?,
             pd_key: pd.key,
             closed_key,
         };
         if u64::from(index) >= nic::TABLE_QPS {
             return Err(ENOSPC);
         }
-        set.ports2.reserve(n, GFP_KERNEL)?;
+        set.ports.reserve(n, GFP_KERNEL)?;
         let params = SetParams {
             shared,
-            ids,
             dev,
             index,
             log_sq,
             log_cq,
         };
         for port in (0..32).filter(|p| mask & (1 << p) != 0) {
-            let p = SetPort2::new(&params, &pd.space, dev.parent(), port as usize)?;
-            set.ports2.push(p, GFP_KERNEL)?;
+            let p = SetPort::new(&params, &pd.space, dev.parent(), port as usize)?;
+            set.ports.push(p, GFP_KERNEL)?;
         }
-        set.state2.lock().resize(n, State2::default(), GFP_KERNEL)?;
+        set.states.lock().resize(n, SetQp::default(), GFP_KERNEL)?;
         Ok(set)
     }
 
     /// The position of port index `port` in the set.
     fn slot(&self, port: u32) -> Result<usize> {
-        if !self.ports2.is_empty() {
-            return self
-                .ports2
-                .iter()
-                .position(|p| p.port == port as usize)
-                .ok_or(EINVAL);
-        }
-        self.ports.iter().position(|p| p.port == port).ok_or(EINVAL)
+        self.ports
+            .iter()
+            .position(|p| p.port == port as usize)
+            .ok_or(EINVAL)
     }
 
-    /// Model 2.0: take the set's QPs off the NIC (each stopped, drained and invalidated),
+    /// Take the set's QPs off the NIC (each stopped, drained and invalidated),
     /// their queues out of the ASID and their CQs stopped. Sleeps.
-    fn teardown2(&self, shared: &Shared, dev: &Device<Bound>) {
-        let mut st = self.state2.lock();
+    fn teardown(&self, shared: &Shared, dev: &Device<Bound>) {
+        let mut st = self.states.lock();
         for (slot, s) in st.iter_mut().enumerate() {
-            let Some(p) = self.ports2.get(slot) else {
+            let Some(p) = self.ports.get(slot) else {
                 break;
             };
-            let r = transition2(
+            let r = transition(
                 self,
                 shared,
                 dev,
@@ -614,13 +417,11 @@ impl QpSet {
 
 impl Drop for QpSet {
     fn drop(&mut self) {
-        // The ports first (QPs and CQs off the device, queues out of the ASID), then the
-        // index they held.
-        self.ports.clear();
-        for p in self.ports2.iter_mut() {
+        // The ports first (queues out of the ASID), then the index they held.
+        for p in self.ports.iter_mut() {
             p.sq_map = None;
         }
-        self.ports2.clear();
+        self.ports.clear();
         self.ids.free_qp_index(self.index, self.mask);
     }
 }
@@ -632,10 +433,8 @@ impl Object for QpSet {
         // No new mapping of its queues; the device lets go of them when the set is dropped.
         if let Some(ctx) = handle.ucontext() {
             withdraw(ctx, &self.offsets);
-            if !self.ports2.is_empty() {
-                let dev = ctx.device();
-                self.teardown2(dev.data().shared(), dev.parent());
-            }
+            let dev = ctx.device();
+            self.teardown(dev.data().shared(), dev.parent());
         }
         Ok(())
     }
@@ -698,7 +497,6 @@ impl Create {
         d: &crate::ib::IbDev,
     ) -> Result<uapi::gaudi_ib_qp_set_create> {
         let req: uapi::gaudi_ib_qp_set_create = call.read(ATTR_CREATE_REQ)?;
-        let caps = d.caps();
         let ports = d.ids.all_ports();
         if req.comp_mask != 0 || req.reserved != 0 || req.flags & !CREATE_INDEX != 0 {
             return Err(EINVAL);
@@ -706,15 +504,9 @@ impl Create {
         if req.ports == 0 || req.ports & !u64::from(ports) != 0 {
             return Err(EINVAL);
         }
-        let (sq, cq) = if d.shared().rc_v2 {
-            // A send queue fits its QP's slot of the WQ array; a CQ its part of the region.
-            (
-                rc::MIN_WQES.ilog2()..=rc::MAX_WQES.ilog2(),
-                nic::CQ_USER_LOG_MIN..=nic::CQ_LOG_MAX,
-            )
-        } else {
-            (1..=caps.max_sqe.ilog2(), 1..=caps.max_cqe.ilog2())
-        };
+        // A send queue fits its QP's slot of the WQ array; a CQ its part of the region.
+        let sq = rc::MIN_WQES.ilog2()..=rc::MAX_WQES.ilog2();
+        let cq = nic::CQ_USER_LOG_MIN..=nic::CQ_LOG_MAX;
         if !sq.contains(&req.log_sq_entries) || !cq.contains(&req.log_cq_entries) {
             return Err(EINVAL);
         }
@@ -731,10 +523,9 @@ impl Create {
         set: &QpSet,
         out: &mut KVec<uapi::gaudi_ib_qp_set_port>,
     ) -> Result<KVec<u64>> {
-        let mut offsets =
-            KVec::with_capacity(3 * (set.ports.len() + set.ports2.len()), GFP_KERNEL)?;
+        let mut offsets = KVec::with_capacity(3 * set.ports.len(), GFP_KERNEL)?;
         let res = (|| -> Result {
-            for p in set.ports2.iter() {
+            for p in set.ports.iter() {
                 let sq = ctx.mmap_insert_coherent(&p.sq, Ok(Map::Queue))?;
                 offsets.push(sq, GFP_KERNEL)?;
                 let cq = ctx.mmap_insert_coherent(
@@ -756,26 +547,6 @@ impl Create {
                         sq_va: rc::slot_va(p.port, set.index),
                         // Reached by bus address, not in the ASID.
                         cq_va: 0,
-                    },
-                    GFP_KERNEL,
-                )?;
-            }
-            for p in set.ports.iter() {
-                let sq = ctx.mmap_insert_coherent(&p.sq.mem, Ok(Map::Queue))?;
-                offsets.push(sq, GFP_KERNEL)?;
-                let cq = ctx.mmap_insert_coherent(&p.cq.mem, Ok(Map::Queue))?;
-                offsets.push(cq, GFP_KERNEL)?;
-                let db = ctx.mmap_insert(PAGE_SIZE, Ok(Map::Doorbell { port: p.port }))?;
-                offsets.push(db, GFP_KERNEL)?;
-                out.push(
-                    uapi::gaudi_ib_qp_set_port {
-                        port_num: p.port + 1,
-                        cqn: p.cqn,
-                        sq_offset: sq,
-                        cq_offset: cq,
-                        db_offset: db,
-                        sq_va: p.sq.map.va(),
-                        cq_va: p.cq.map.va(),
                     },
                     GFP_KERNEL,
                 )?;
@@ -828,44 +599,27 @@ impl Method for Create {
         let d = dev.data();
         let req = Create::validate(call, d)?;
         let mask = req.ports as u32;
-        // Model 2.0: the set works in its PD's ASID, beside the standard verbs of other
-        // contexts; model 1.5 has one translation domain, which the set's context takes.
-        let pd = if d.shared().rc_v2 {
-            Some(call.pd(ATTR_CREATE_PD).map_err(|_| EINVAL)?.data())
-        } else {
-            d.claim(dev, ctx.data())?;
-            None
-        };
+        // The set works in its PD's ASID, beside the standard verbs of other contexts.
+        let pd = call.pd(ATTR_CREATE_PD).map_err(|_| EINVAL)?.data();
         let want = (req.flags & CREATE_INDEX != 0).then_some(req.index);
         let queue_bytes = u64::from(mask.count_ones())
-            * ((WQE_SIZE << req.log_sq_entries).next_multiple_of(PAGE_SIZE)
-                + (CQE_SIZE << req.log_cq_entries).next_multiple_of(PAGE_SIZE))
+            * ((rc::WQE_BYTES << req.log_sq_entries).next_multiple_of(PAGE_SIZE)
+                + (CQE_BYTES << req.log_cq_entries).next_multiple_of(PAGE_SIZE))
                 as u64;
         let charge = ctx
             .data()
             .usage()
             .charge(&[(Limit::Sets, 1), (Limit::QueueBytes, queue_bytes)])?;
-        let set = match pd {
-            Some(pd) => QpSet::new2(
-                d.shared(),
-                &d.ids,
-                dev,
-                pd,
-                mask,
-                want,
-                req.log_sq_entries,
-                req.log_cq_entries,
-            ),
-            None => QpSet::new(
-                d.shared(),
-                &d.ids,
-                dev,
-                mask,
-                want,
-                req.log_sq_entries,
-                req.log_cq_entries,
-            ),
-        };
+        let set = QpSet::new(
+            d.shared(),
+            &d.ids,
+            dev,
+            pd,
+            mask,
+            want,
+            req.log_sq_entries,
+            req.log_cq_entries,
+        );
         let mut set = set.inspect_err(|e| {
             if *e == EBUSY {
                 kernel::ibdev_info_ratelimited!(
@@ -879,16 +633,11 @@ impl Method for Create {
         set.charge = Some(charge);
         let mut out = KVec::new();
         set.offsets = Create::offer(ctx, &set, &mut out)?;
-        let cqe_size = if set.ports2.is_empty() {
-            CQE_SIZE
-        } else {
-            size_of::<nic::Cqe>()
-        };
         let resp = uapi::gaudi_ib_qp_set_create_resp {
             index: set.index,
             ports: req.ports,
-            sq_bytes: (WQE_SIZE << set.log_sq).next_multiple_of(PAGE_SIZE) as u32,
-            cq_bytes: (cqe_size << set.log_cq).next_multiple_of(PAGE_SIZE) as u32,
+            sq_bytes: (rc::WQE_BYTES << set.log_sq).next_multiple_of(PAGE_SIZE) as u32,
+            cq_bytes: (CQE_BYTES << set.log_cq).next_multiple_of(PAGE_SIZE) as u32,
             ..Default::default()
         };
         let mut offsets = KVec::new();
@@ -912,22 +661,19 @@ impl Method for Create {
 struct Modify;
 
 impl Modify {
-    /// Check `req` for a move to `state` and fold it into `a`.
+    /// Check `req` for a move to `state` and fold it into `a`; `pd_key` is the key of the
+    /// set's PD.
     fn apply(
         dev: &rdma::Device<GaudiRdma>,
         d: &crate::ib::IbDev,
-        ctx: &rdma::Ucontext<GaudiRdma>,
         index: u32,
         req: &uapi::gaudi_ib_qp_set_modify,
         a: &mut QpAttrs,
-        pd_key: Option<u32>,
-    ) -> Result<u8> {
-        Ok(match req.state {
-            IB_QPS_RESET => {
-                *a = QpAttrs::default();
-                hw::QPS_RESET
-            }
-            IB_QPS_INIT => hw::QPS_INIT,
+        pd_key: u32,
+    ) -> Result {
+        match req.state {
+            IB_QPS_RESET => *a = QpAttrs::default(),
+            IB_QPS_INIT => {}
             IB_QPS_RTR => {
                 a.mtu = match req.path_mtu {
                     1 => Mtu::Mtu256,
@@ -946,23 +692,16 @@ impl Modify {
                 }
                 a.access = 0;
                 if req.local_rkey != 0 {
-                    // A region of this context open to remote writes; on model 2.0 the key
-                    // of the set's PD, the rkey of all of them.
-                    let ok = match pd_key {
-                        Some(k) => req.local_rkey == k,
-                        None => d.mr(req.local_rkey).is_some_and(|m| {
-                            m.pd() == ctx.data().pd_id()
-                                && m.access().contains(Access::REMOTE_WRITE)
-                        }),
-                    };
-                    if !ok {
+                    // The key of the set's PD, the rkey of all its regions open to remote
+                    // writes.
+                    if req.local_rkey != pd_key {
                         return Err(EINVAL);
                     }
                     a.access = Access::REMOTE_WRITE.bits();
                 }
                 // From the port's first IPv4 address (a GID the core derived from its network
                 // device) to the peer's.
-                let Some((sgid_index, sgid)) = d.first_ipv4_gid(a.port) else {
+                let Some((_, sgid)) = d.first_ipv4_gid(a.port) else {
                     kernel::ibdev_info_ratelimited!(
                         dev,
                         "QP set {}: port {} has no IPv4 address to send from\n",
@@ -976,8 +715,6 @@ impl Modify {
                 a.path = Path {
                     dmac: req.dmac,
                     dgid: Gid::from_ipv4(req.dest_ipv4),
-                    sgid_index: sgid_index as u8,
-                    hop_limit: 64,
                     udp_sport: if req.udp_sport == 0 {
                         ((index ^ req.dest_qpn) & 0x3fff) as u16
                     } else {
@@ -988,7 +725,6 @@ impl Modify {
                     src_ip: sgid.to_ipv4().map_or(0, u32::from_be_bytes),
                     ..Default::default()
                 };
-                hw::QPS_RTR
             }
             IB_QPS_RTS => {
                 if req.sq_psn > MASK_24 || req.timeout > 31 || req.retry_cnt > 7 {
@@ -997,11 +733,11 @@ impl Modify {
                 a.sq_psn = req.sq_psn;
                 a.timeout = req.timeout;
                 a.retry_cnt = req.retry_cnt;
-                hw::QPS_RTS
             }
-            IB_QPS_ERR => hw::QPS_ERR,
+            IB_QPS_ERR => {}
             _ => return Err(EINVAL),
-        })
+        }
+        Ok(())
     }
 }
 
@@ -1030,46 +766,21 @@ impl Method for Modify {
         if req.comp_mask != 0 || req.reserved0 != 0 || req.reserved1 != 0 {
             return Err(EINVAL);
         }
-        if !set.ports2.is_empty() {
-            let mut st = set.state2.lock();
-            let s = st.get_mut(slot).ok_or(EINVAL)?;
-            let mut a = s.attrs;
-            a.port = port;
-            Modify::apply(dev, d, ctx, set.index, &req, &mut a, Some(set.pd_key))?;
-            return transition2(set, d.shared(), dev.parent(), slot, s, req.state, &a).inspect_err(
-                |e| {
-                    kernel::ibdev_dbg!(
-                        dev,
-                        "QP set {} port {}: move to state {} refused: {:?}\n",
-                        set.index,
-                        port,
-                        req.state,
-                        e
-                    )
-                },
-            );
-        }
-        let mut attrs = set.attrs.lock();
-        let mut a = *attrs.get(slot).ok_or(EINVAL)?;
+        let mut st = set.states.lock();
+        let s = st.get_mut(slot).ok_or(EINVAL)?;
+        let mut a = s.attrs;
         a.port = port;
-        let state = Modify::apply(dev, d, ctx, set.index, &req, &mut a, None)?;
-        let bindings = d.bindings();
-        d.resolve_local(&bindings, ctx.data().pd_id(), &mut a);
-        // The device checks the transition itself.
-        set.ports[slot]
-            .write(state, &a, set.log_sq)
-            .inspect_err(|e| {
-                kernel::ibdev_dbg!(
-                    dev,
-                    "QP set {} port {}: move to state {} refused: {:?}\n",
-                    set.index,
-                    port,
-                    req.state,
-                    e
-                )
-            })?;
-        attrs[slot] = a;
-        Ok(())
+        Modify::apply(dev, d, set.index, &req, &mut a, set.pd_key)?;
+        transition(set, d.shared(), dev.parent(), slot, s, req.state, &a).inspect_err(|e| {
+            kernel::ibdev_dbg!(
+                dev,
+                "QP set {} port {}: move to state {} refused: {:?}\n",
+                set.index,
+                port,
+                req.state,
+                e
+            )
+        })
     }
 }
 
@@ -1095,62 +806,31 @@ impl Method for Query {
         let set = call.object::<QpSet>(ATTR_QUERY_HANDLE)?;
         let port = call.const_in(ATTR_QUERY_PORT, 1, u64::from(dev.port_count()))? as u32;
         let slot = set.slot(port - 1)?;
-        if let Some(p) = set.ports2.get(slot) {
-            let shared = dev.data().shared();
-            let s = *set.state2.lock().get(slot).ok_or(EINVAL)?;
-            let mut r = [0u64; nic::REQ_QPC_WORDS];
-            let mut q = [0u64; nic::RES_QPC_WORDS];
-            let mut state = s.state;
-            let (mut sq_psn, mut rq_psn) = (s.attrs.sq_psn, s.attrs.rq_psn);
-            if s.on_device {
-                shared.gateway_read(dev.parent(), p.port, set.index, true, &mut r)?;
-                shared.gateway_read(dev.parent(), p.port, set.index, false, &mut q)?;
-                // The NIC stopped the QP: an error of its requester or responder.
-                if nic::req::ERROR.get(&r) != 0 {
-                    state = IB_QPS_ERR;
-                }
-                rq_psn = nic::res::EXPECTED_PSN.get(&q) as u32;
-                if s.state == IB_QPS_RTS {
-                    sq_psn = nic::req::NTS_PSN.get(&r) as u32;
-                }
+        let p = set.ports.get(slot).ok_or(EINVAL)?;
+        let shared = dev.data().shared();
+        let s = *set.states.lock().get(slot).ok_or(EINVAL)?;
+        let mut r = [0u64; nic::REQ_QPC_WORDS];
+        let mut q = [0u64; nic::RES_QPC_WORDS];
+        let mut state = s.state;
+        let (mut sq_psn, mut rq_psn) = (s.attrs.sq_psn, s.attrs.rq_psn);
+        if s.on_device {
+            shared.gateway_read(dev.parent(), p.port, set.index, true, &mut r)?;
+            shared.gateway_read(dev.parent(), p.port, set.index, false, &mut q)?;
+            // The NIC stopped the QP: an error of its requester or responder.
+            if nic::req::ERROR.get(&r) != 0 {
+                state = IB_QPS_ERR;
             }
-            return call.write(
-                ATTR_QUERY_RESP,
-                &uapi::gaudi_ib_qp_set_qp_info {
-                    state,
-                    sq_psn: sq_psn & MASK_24,
-                    rq_psn: rq_psn & MASK_24,
-                    ..Default::default()
-                },
-            );
+            rq_psn = nic::res::EXPECTED_PSN.get(&q) as u32;
+            if s.state == IB_QPS_RTS {
+                sq_psn = nic::req::NTS_PSN.get(&r) as u32;
+            }
         }
-        let p = &set.ports[slot];
-        let mut c = QpContext::default();
-        p.shared
-            .command(CMD_QP_READ, p.port, p.index, &(), &mut c)?;
-        let state = match c.state {
-            hw::QPS_RESET => IB_QPS_RESET,
-            hw::QPS_INIT => IB_QPS_INIT,
-            hw::QPS_RTR => IB_QPS_RTR,
-            hw::QPS_RTS => IB_QPS_RTS,
-            hw::QPS_ERR => IB_QPS_ERR,
-            s => {
-                kernel::ratelimited!(dev_warn!(
-                    p.shared.dev,
-                    "QP {} (port {}): device reports unknown state {}\n",
-                    p.index,
-                    port,
-                    s
-                ));
-                return Err(EIO);
-            }
-        };
         call.write(
             ATTR_QUERY_RESP,
             &uapi::gaudi_ib_qp_set_qp_info {
                 state,
-                sq_psn: c.sq_psn & MASK_24,
-                rq_psn: c.rq_psn & MASK_24,
+                sq_psn: sq_psn & MASK_24,
+                rq_psn: rq_psn & MASK_24,
                 ..Default::default()
             },
         )

@@ -431,98 +431,16 @@ impl VectorHandler {
                     );
                 }
             }
-            eq::COMPLETION => {
-                let found = self.with_ib(|ib| ib.with_cq(e.data0, |cq| cq.notify_completion()));
-                if found == Some(None) {
-                    dev_dbg!(dev, "completion event for unknown CQ {}\n", e.data0);
-                }
-            }
-            eq::QP_ERROR => {
-                let port = u32::from(e.port);
-                let reported = self.with_ib(|ib| {
-                    ib.with_qp(e.data0, |qp| {
-                        if qp.data().device_error(port) {
-                            qp.dispatch_event(rdma::QpEvent::Fatal);
-                            true
-                        } else {
-                            false
-                        }
-                    })
-                });
-                match reported {
-                    Some(Some(true)) => kernel::ratelimited!(
-                        FLOOD_INTERVAL,
-                        FLOOD_BURST,
-                        dev_info!(
-                            dev,
-                            "QP {} (port {}): error, status {}\n",
-                            e.data0,
-                            port + 1,
-                            e.data1
-                        )
-                    ),
-                    // Not a QP of the standard verbs: a QP set's, whose owner sees the error
-                    // CQE on its own ring.
-                    Some(None) => kernel::ratelimited!(
-                        FLOOD_INTERVAL,
-                        FLOOD_BURST,
-                        dev_info!(
-                            dev,
-                            "QP set {} (port {}): error, status {}\n",
-                            e.data0,
-                            port + 1,
-                            e.data1
-                        )
-                    ),
-                    _ => {}
-                }
-            }
-            eq::CQ_OVERFLOW => {
-                // Only a CQ the driver has, on a port of the device, is reported.
-                let port = u32::from(e.port);
-                let found = port < self.shared.ports
-                    && self
-                        .with_ib(|ib| ib.with_cq(e.data0, |cq| cq.dispatch_error()))
-                        .flatten()
-                        .is_some();
-                if found {
-                    kernel::ratelimited!(dev_warn!(
-                        dev,
-                        "CQ {} (port {}) overflowed: completions lost\n",
-                        e.data0,
-                        port + 1
-                    ));
-                } else {
-                    dev_dbg!(
-                        dev,
-                        "overflow of unknown CQ {} (port index {})\n",
-                        e.data0,
-                        port
-                    );
-                }
-            }
-            eq::MMU_FAULT => {
-                if e.data0 == u32::MAX {
-                    kernel::ratelimited!(dev_warn!(
-                        dev,
-                        "translation fault writing a CQ ring (port {}, VA {:#x})\n",
-                        u32::from(e.port) + 1,
-                        e.data1
-                    ));
-                } else {
-                    kernel::ratelimited!(
-                        FLOOD_INTERVAL,
-                        FLOOD_BURST,
-                        dev_info!(
-                            dev,
-                            "translation fault of QP {} (port {}, VA {:#x})\n",
-                            e.data0,
-                            u32::from(e.port) + 1,
-                            e.data1
-                        )
-                    );
-                }
-            }
+            // Events of model 1.5's queues: the driver has none (its QPs and CQs are the
+            // NIC's, `crate::rc`), so only a failing device sends them.
+            eq::COMPLETION | eq::QP_ERROR | eq::CQ_OVERFLOW | eq::MMU_FAULT => dev_dbg!(
+                dev,
+                "model 1.5 event {} (port index {}, {:#x}, {:#x}) for no queue of the driver: ignored\n",
+                e.kind,
+                e.port,
+                e.data0,
+                e.data1
+            ),
             _ => kernel::ratelimited!(dev_warn!(
                 dev,
                 "unknown event type {} (port {}, {:#x}, {:#x}): ignored\n",
@@ -887,10 +805,6 @@ impl pci::Driver for GaudiIbDriver {
         let caps = GaudiIb::read_caps(pdev, &bar)?;
         let (hbm, nic_tables) = GaudiIb::devmem(pdev, &bar)?;
         GaudiIb::test_dma(pdev, &bar)?;
-        let tables = mmu::PageTables::new(pdev.as_ref())?;
-        bar.write_reg(regs::MMU_ROOT_LO::from_raw(tables.root() as u32));
-        bar.write_reg(regs::MMU_ROOT_HI::from_raw((tables.root() >> 32) as u32));
-        bar.write_reg(regs::MMU_CTRL::zeroed().with_enable(true));
         let ports = (caps.ports as usize).min(nic::PORTS);
         let mut queues = KVec::with_capacity(ports, GFP_KERNEL)?;
         for port in 0..ports {
@@ -900,13 +814,6 @@ impl pci::Driver for GaudiIbDriver {
             try_pin_init!(Shared {
                 eq: EventQueue::new(pdev.as_ref())?,
                 bar: bar.into_devres()?,
-                mmu <- kernel::new_mutex!(mmu::Domain {
-                    tables,
-                    space: KBox::pin_init(
-                        mmu::VaSpace::new(mmu::MR_VA_START, mmu::MR_VA_END),
-                        GFP_KERNEL
-                    )?,
-                }),
                 dev: pdev.as_ref().into(),
                 ports: caps.ports,
                 fatal: Atomic::new(false),
@@ -923,7 +830,6 @@ impl pci::Driver for GaudiIbDriver {
                     t.resize(n, [(0, 0); shared::ENCAPS], GFP_KERNEL)?;
                     t
                 }),
-                rc_v2: crate::module_parameters::rc_model.value() == 2,
             }),
             GFP_KERNEL,
         )?;
@@ -1102,10 +1008,6 @@ kernel::module_pci_driver! {
         max_queue_mib: u64 {
             default: 256,
             description: "MiB of QP set queues a user context may hold",
-        },
-        rc_model: u32 {
-            default: 2,
-            description: "Device model whose contexts run the standard verbs' QPs: 1 (model 1.5) or 2 (the NIC's own, 2.0); transitional, goes with model 1.5",
         },
         first_pd_id: u64 {
             default: 1,

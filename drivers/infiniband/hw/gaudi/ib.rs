@@ -2,8 +2,8 @@
 
 //! The InfiniBand device of a Gaudi2 NIC: one device for all its ports.
 //!
-//! One process owns the NIC at a time (one user context), with one protection domain, as the
-//! hardware has one translation domain; see Documentation/infiniband/gaudi/design.rst.
+//! Each user context has at most one protection domain, each protection domain an address
+//! space (ASID) of its own in the device MMU; see Documentation/infiniband/gaudi/design.rst.
 
 use kernel::{
     io::{
@@ -25,7 +25,6 @@ use kernel::{
             QpState,
             QpType, //
         },
-        umem::Access,
         uverbs::{
             self,
             AttrDef,
@@ -66,8 +65,7 @@ use kernel::{
             Relaxed, //
         },
         Arc,
-        Mutex,
-        MutexGuard, //
+        Mutex, //
     },
     uapi,
     xarray::{
@@ -100,8 +98,7 @@ use crate::{
         Path,
         QpAttrs,
         QpData,
-        QpParams,
-        Region, //
+        QpParams, //
     },
     regs,
     shared::{
@@ -109,6 +106,10 @@ use crate::{
         Shared, //
     },
 };
+
+/// The device model whose formats user space writes and reads (QUERY_DEVICE's
+/// `model_version`): 2.0, the NIC's own (device-model.rst).
+const MODEL_VERSION: u32 = 0x0002_0000;
 
 /// ABI version of the structures of include/uapi/rdma/gaudi-abi.h.
 const ABI_VERSION: u32 = uapi::GAUDI_IB_UVERBS_ABI_VERSION;
@@ -147,7 +148,7 @@ pub(crate) struct IbDev {
     next_ctx: Atomic<u64>,
     /// Page sizes both the device MMU and the driver's tables support (bit n: 2^n bytes).
     pub(crate) mr_page_sizes: u64,
-    /// Memory regions by key (lkey = rkey). Keys are random (`get_random_u32`), never 0, and
+    /// Memory regions by key (their lkey). Keys are random (`get_random_u32`), never 0, and
     /// a key that was revoked is not issued again while it is among the last
     /// [`QUARANTINE`] revoked: nothing can be learnt from one key about another, and a
     /// recently revoked key finds nothing.
@@ -156,11 +157,6 @@ pub(crate) struct IbDev {
     /// The keys revoked last, oldest overwritten first.
     #[pin]
     revoked: Mutex<Quarantine>,
-    /// Held while a region is bound to a QP context (its key resolved and the context
-    /// written) and while a key is revoked at deregistration, so that no context is written
-    /// with a region whose key is already gone.
-    #[pin]
-    bind: Mutex<()>,
     pd_ids: PdIds,
     /// QP and CQ numbers in use.
     pub(crate) ids: Arc<Ids>,
@@ -193,7 +189,6 @@ impl IbDev {
                 .fold(0, |all, size| all | size),
             mrs <- XArray::new(AllocKind::Alloc),
             revoked <- kernel::new_mutex!(Quarantine::default()),
-            bind <- kernel::new_mutex!(()),
             pd_ids: PdIds::new(crate::module_parameters::first_pd_id.value()),
             ids: Arc::pin_init(Ids::new(caps.ports, caps.max_qps, caps.max_cqs)?, GFP_KERNEL)?,
             gids <- kernel::new_mutex!(KVVec::from_elem(
@@ -212,11 +207,6 @@ impl IbDev {
     /// The memory region of key `key`, as the send path checks it.
     pub(crate) fn mr(&self, key: u32) -> Option<MrInfo> {
         self.mrs.lock().get(key as usize).copied()
-    }
-
-    /// What the device can do.
-    pub(crate) fn caps(&self) -> &Caps {
-        &self.caps
     }
 
     /// The device's memory.
@@ -256,10 +246,10 @@ impl IbDev {
         }
     }
 
-    /// Make context `ctx` the exclusive owner of the data path, for what drives the device
-    /// without the kernel's checks (QP sets, device memory): `EBUSY` while another context
-    /// owns it or has a protection domain, so that the device's one translation domain holds
-    /// memory of no other process. The owner keeps it until it is closed.
+    /// Make context `ctx` the exclusive owner of the device's memory: `EBUSY` while another
+    /// context owns it or has a protection domain. The owner keeps it until it is closed. (A
+    /// rule from when the device had one translation domain for every context, kept for
+    /// device memory until it is revisited.)
     pub(crate) fn claim(&self, dev: &rdma::Device<GaudiRdma>, ctx: &Context) -> Result {
         let mut o = self.owners.lock();
         if o.exclusive == ctx.id {
@@ -275,33 +265,6 @@ impl IbDev {
         }
         o.exclusive = ctx.id;
         Ok(())
-    }
-
-    /// Hold off key revocation while a QP context is resolved and written.
-    pub(crate) fn bindings(&self) -> MutexGuard<'_, ()> {
-        self.bind.lock()
-    }
-
-    /// Resolve the local rkey of `a`, the attributes of a QP of protection domain `pd`, to the
-    /// region it names, as the QP context is about to be written (the caller holds
-    /// [`Self::bindings`] until it is). A key that no longer names a region of `pd` open to
-    /// remote writes (it was deregistered since) binds nothing: the QP then accepts no WRITE.
-    pub(crate) fn resolve_local(&self, _bindings: &MutexGuard<'_, ()>, pd: PdId, a: &mut QpAttrs) {
-        let p = &mut a.path;
-        p.region = Region::default();
-        if p.local_rkey == 0 {
-            return;
-        }
-        match self.mr(p.local_rkey) {
-            Some(m) if m.view.pd == pd && m.access.contains(Access::REMOTE_WRITE) => {
-                p.region = Region {
-                    iova: m.view.iova,
-                    length: m.view.length,
-                    va: m.view.mmu_va,
-                };
-            }
-            _ => p.local_rkey = 0,
-        }
     }
 
     /// Write entry `index` of the GID table of `port` on the device (`None` clears it) and
@@ -495,19 +458,12 @@ pub(crate) struct Context {
     usage: Arc<Usage>,
     /// The protection domain of the context exists.
     has_pd: Atomic<bool>,
-    /// Its identity (as [`Pd::id`], raw) while it exists; [`PdId::NONE`] otherwise.
-    pd_id: Atomic<u64>,
 }
 
 impl Context {
     /// What the context holds against its limits.
     pub(crate) fn usage(&self) -> &Arc<Usage> {
         &self.usage
-    }
-
-    /// The identity of the context's protection domain; [`PdId::NONE`] without one.
-    pub(crate) fn pd_id(&self) -> PdId {
-        PdId::from_raw(self.pd_id.load(kernel::sync::atomic::Acquire))
     }
 }
 
@@ -554,13 +510,10 @@ pub(crate) struct Pd {
     user: bool,
     /// Identifies the PD in [`MrInfo`].
     pub(crate) id: PdId,
-    /// The PD's regions registered with `REMOTE_WRITE`: their number (high 32 bits) and the
-    /// xor of their keys (low 32 bits), so that with one region its key.
-    writable: Atomic<u64>,
-    /// Its ASID and device VAs (model 2.0): its regions are entered there.
+    /// Its ASID and device VAs: its regions are entered there.
     pub(crate) space: Arc<AddressSpace>,
-    /// The key of its regions open to remote writes (model 2.0): the one key the responder
-    /// contexts of its QPs take. Random, never 0.
+    /// The key of its regions open to remote writes: the one key the responder contexts of
+    /// its QPs take. Random, never 0.
     pub(crate) key: u32,
 }
 
@@ -569,7 +522,6 @@ impl Pd {
         Ok(Self {
             user,
             id,
-            writable: Atomic::new(0),
             space: AddressSpace::new(&dev.data().shared, dev.parent())?,
             key: loop {
                 let k = kernel::random::get_random_u32();
@@ -578,30 +530,6 @@ impl Pd {
                 }
             },
         })
-    }
-
-    /// A region of key `key` registered with `REMOTE_WRITE` was `added` to the PD, or removed.
-    pub(crate) fn writable_changed(&self, key: u32, added: bool) {
-        let mut cur = self.writable.load(Relaxed);
-        loop {
-            let n = (cur >> 32) as u32;
-            let n = if added {
-                n.saturating_add(1)
-            } else {
-                n.saturating_sub(1)
-            };
-            let new = (u64::from(n) << 32) | u64::from(cur as u32 ^ key);
-            match self.writable.cmpxchg(cur, new, Full) {
-                Ok(_) => return,
-                Err(seen) => cur = seen,
-            }
-        }
-    }
-
-    /// The key of the PD's only region registered with `REMOTE_WRITE`, if it has exactly one.
-    fn only_writable(&self) -> Option<u32> {
-        let v = self.writable.load(Relaxed);
-        (v >> 32 == 1).then_some(v as u32)
     }
 }
 
@@ -649,13 +577,9 @@ impl rdma::Driver for GaudiRdma {
             vendor_id: u32::from(kernel::pci::Vendor::HABANALABS.as_raw()),
             vendor_part_id: d.vendor_part_id,
             max_qp: c.max_qps.saturating_mul(c.ports),
-            max_qp_wr: if d.shared.rc_v2 {
-                crate::rc::MAX_WQES / 2
-            } else {
-                c.max_sqe
-            },
-            // Requests of several SGEs are one WQE per SGE. Receives take as many (they are
-            // credits, `queue::post_recv`); the uverbs ABI reports the smaller of the two as
+            max_qp_wr: crate::rc::MAX_WQES / 2,
+            // Requests of several SGEs are one WQE per SGE. Receives take as many (the driver
+            // holds them, `queue::post_recv`); the uverbs ABI reports the smaller of the two as
             // the device's `max_sge`.
             max_send_sge: queue::MAX_SEND_SGE,
             max_recv_sge: queue::MAX_SEND_SGE,
@@ -771,7 +695,6 @@ impl rdma::Driver for GaudiRdma {
             id: d.next_ctx.fetch_add(1, Relaxed),
             usage: Usage::new()?,
             has_pd: Atomic::new(false),
-            pd_id: Atomic::new(PdId::NONE.raw()),
         })
     }
 
@@ -822,7 +745,6 @@ impl rdma::Driver for GaudiRdma {
         })?;
         ctx.has_pd.store(true, Relaxed);
         o.pds += 1;
-        ctx.pd_id.store(id.raw(), kernel::sync::atomic::Release);
         Ok(pd)
     }
 
@@ -831,7 +753,6 @@ impl rdma::Driver for GaudiRdma {
             if let Some(ctx) = pd.ucontext() {
                 let c = ctx.data();
                 let mut o = pd.device().data().owners.lock();
-                c.pd_id.store(PdId::NONE.raw(), Relaxed);
                 c.has_pd.store(false, Relaxed);
                 o.pds = o.pds.saturating_sub(1);
             }
@@ -855,7 +776,7 @@ impl rdma::Driver for GaudiRdma {
             return Err(EINVAL);
         }
         let id = d.ids.alloc_cqn()?;
-        let cq = queue::Cq::new(d.shared.clone(), id, entries.ilog2(), d.caps.ports)
+        let cq = queue::Cq::new(d.shared.clone(), id, entries.ilog2())
             .and_then(|init| Arc::pin_init(init, GFP_KERNEL));
         match cq {
             Ok(cq) => {
@@ -871,9 +792,7 @@ impl rdma::Driver for GaudiRdma {
     }
 
     fn destroy_cq(cq: &rdma::Cq<Self>) -> Result {
-        let c = cq.data();
-        c.destroy()?;
-        cq.device().data().ids.free_cqn(c.id());
+        cq.device().data().ids.free_cqn(cq.data().id());
         Ok(())
     }
 
@@ -905,9 +824,9 @@ impl rdma::Driver for GaudiRdma {
                 );
                 return Err(EOPNOTSUPP);
             }
-            // A receive queue asked for is granted as asked: its receives are the credits of
-            // incoming WRITEs with immediate (`queue::post_recv`), held by the driver, as the
-            // NIC has no receive queue. Inline data asked for by user space gets a bounce area
+            // A receive queue asked for is granted as asked: its receives are held by the
+            // driver until an error flushes them (`queue::post_recv`), as the NIC has no
+            // receive queue. Inline data asked for by user space gets a bounce area
             // of `hw::INLINE_MAX` bytes per WQE, which it reports (a kernel consumer's gets
             // none).
             let cap = init.cap();
@@ -935,9 +854,8 @@ impl rdma::Driver for GaudiRdma {
             if init.create_flags() != 0 {
                 return Err(EOPNOTSUPP);
             }
-            // Send completions go to the send CQ; received WRITEs with immediate to the
-            // receive CQ, which the device takes as the QP's responder CQ when it is another
-            // (device model 1.5).
+            // Send completions go to the send CQ, the flushes of receives to the receive CQ
+            // (the responder reports nothing).
             let cq = init.send_cq(dev).ok_or(EINVAL)?.data().clone();
             let rcq = match init.recv_cq(dev) {
                 Some(r) if r.data().id() != cq.id() => Some(r.data().clone()),
@@ -945,26 +863,20 @@ impl rdma::Driver for GaudiRdma {
                 None if init.recv_cq_raw().is_null() => None,
                 None => return Err(EINVAL),
             };
-            let v2 = d.shared.rc_v2;
-            // The WQEs granted: what was asked for, rounded up to a power of two.
+            // The WQEs granted: what was asked for, rounded up to a power of two. The NIC's
+            // queue has one entry more than that at least (one always stays empty,
+            // `rc::MAX_WQES`).
             let granted = wqes.next_power_of_two().max(2);
-            let entries = if v2 {
-                // The NIC's queue has one entry more than that at least (one always stays
-                // empty, `rc::MAX_WQES`).
-                let e = (granted * 2).max(crate::rc::MIN_WQES);
-                if e > crate::rc::MAX_WQES {
-                    kernel::ibdev_info_ratelimited!(
-                        dev,
-                        "QP refused: {} send WQEs, the NIC's slot holds {}\n",
-                        wqes,
-                        crate::rc::MAX_WQES / 2
-                    );
-                    return Err(EINVAL);
-                }
-                e
-            } else {
-                granted
-            };
+            let entries = (granted * 2).max(crate::rc::MIN_WQES);
+            if entries > crate::rc::MAX_WQES {
+                kernel::ibdev_info_ratelimited!(
+                    dev,
+                    "QP refused: {} send WQEs, the NIC's slot holds {}\n",
+                    wqes,
+                    crate::rc::MAX_WQES / 2
+                );
+                return Err(EINVAL);
+            }
             let qpn = d.alloc_qpn()?;
             let data = QpData::new(
                 &d.shared,
@@ -980,7 +892,8 @@ impl rdma::Driver for GaudiRdma {
                     signal_all: init.signal_all(),
                     cq,
                     rcq,
-                    v2: v2.then(|| (pd.data().space.clone(), pd.data().key)),
+                    space: pd.data().space.clone(),
+                    key: pd.data().key,
                     limit: granted,
                 },
             );
@@ -1266,7 +1179,6 @@ fn validate_modify(
     if let Some(av) = attr.av() {
         a.path = av_path(dev, qp, &a, &av)?.with_keys(&a.path);
     }
-    let mut explicit_local = false;
     if let Some(u) = udata.filter(|u| u.in_len() > 0) {
         let req = u.read::<uapi::gaudi_ib_modify_qp>()?;
         if req.comp_mask != 0 || req.flags & !MODIFY_QP_FLAGS != 0 {
@@ -1279,39 +1191,13 @@ fn validate_modify(
             a.path.remote_rkey = req.remote_rkey;
             a.path.remote_explicit = true;
         }
-        if req.flags & MODIFY_QP_LOCAL_RKEY != 0 && d.shared.rc_v2 {
-            // The responder takes its PD's key, the rkey of every region of the PD open to
-            // remote writes (device model 2.0); 0 asks for nothing.
-            if req.local_rkey != 0 && req.local_rkey != qp.pd().data().key {
-                return Err(EINVAL);
-            }
-            explicit_local = true;
-        } else if req.flags & MODIFY_QP_LOCAL_RKEY != 0 {
-            explicit_local = true;
-            // Incoming WRITEs carry this key: it must name a region of the QP's PD that
-            // allows them (0: none accepted).
-            if req.local_rkey != 0 {
-                let mr = d.mr(req.local_rkey).ok_or(EINVAL)?;
-                if mr.view.pd != q.pd() || !mr.access.contains(Access::REMOTE_WRITE) {
-                    return Err(EINVAL);
-                }
-            }
-            a.path.local_rkey = req.local_rkey;
-        }
-    }
-    // The responder rule of software that knows nothing of the NIC's one local region per
-    // QP: a QP open to remote writes and given no local rkey is bound at RTR to the only
-    // region of its PD registered with REMOTE_WRITE (none with several: its peers' WRITEs
-    // are then refused until one is bound explicitly).
-    if cur == QpState::Init
-        && next == QpState::Rtr
-        && !d.shared.rc_v2
-        && !explicit_local
-        && a.path.local_rkey == 0
-        && a.access & Access::REMOTE_WRITE.bits() != 0
-    {
-        if let Some(key) = qp.pd().data().only_writable() {
-            a.path.local_rkey = key;
+        // The responder takes its PD's key, the rkey of every region of the PD open to
+        // remote writes; 0 asks for nothing.
+        if req.flags & MODIFY_QP_LOCAL_RKEY != 0
+            && req.local_rkey != 0
+            && req.local_rkey != qp.pd().data().key
+        {
+            return Err(EINVAL);
         }
     }
     if attr.av().is_some() || attr.dest_qp_num().is_some() {
@@ -1354,8 +1240,8 @@ fn av_path(
     if sgid.gid.to_ipv4().is_some() != av.dgid.to_ipv4().is_some() {
         return refuse("source and destination of different families");
     }
-    // The NIC sends IPv4 only (device model 2.0).
-    if dev.data().shared.rc_v2 && av.dgid.to_ipv4().is_none() {
+    // The NIC sends IPv4 only.
+    if av.dgid.to_ipv4().is_none() {
         kernel::ibdev_dbg!(
             dev,
             "QP {}: address vector refused: IPv6, the NIC sends IPv4 only\n",
@@ -1369,9 +1255,6 @@ fn av_path(
     Ok(Path {
         dmac: av.dmac,
         dgid: av.dgid,
-        sgid_index: av.sgid_index,
-        hop_limit: av.hop_limit,
-        traffic_class: av.traffic_class,
         flow_label: av.flow_label & 0xf_ffff,
         src_ip: sgid.gid.to_ipv4().map_or(0, u32::from_be_bytes),
         ..Path::default()
@@ -1393,25 +1276,19 @@ fn udp_sport(flow_label: u32, lqpn: u32, rqpn: u32) -> u16 {
     low as u16
 }
 
-/// Move `qp` from `cur` to `next` with the checked attributes `a` on the device, and keep them
-/// in `attrs`. The local region is resolved from the local rkey under the key bindings, so that
-/// a region deregistered meanwhile is never written into the device's context.
+/// Move `qp` from `cur` to `next` with the checked attributes `a` on the NIC, and keep them
+/// in `attrs`; a QP moved to ERR has its outstanding requests and receives flushed.
 fn apply_modify(
     dev: &rdma::Device<GaudiRdma>,
     qp: &rdma::Qp<GaudiRdma>,
     cur: QpState,
     next: QpState,
-    mut a: QpAttrs,
+    a: QpAttrs,
     attrs: &mut QpAttrs,
 ) -> Result {
-    let d = dev.data();
-    let q = qp.data();
-    let bindings = d.bindings();
-    d.resolve_local(&bindings, q.pd(), &mut a);
-    q.transition(dev.parent(), cur, next, &a)?;
-    drop(bindings);
+    qp.data().transition(dev.parent(), cur, next, &a)?;
     *attrs = a;
-    if next == QpState::Err && d.shared.rc_v2 {
+    if next == QpState::Err {
         crate::rc::flush(dev, qp);
     }
     Ok(())
@@ -1473,12 +1350,8 @@ impl Method for QueryDevice {
     fn handle(call: &mut Call<'_, GaudiRdma>) -> Result {
         let d = call.ucontext()?.device().data();
         let info = uapi::gaudi_ib_device_info {
-            // The formats of WQEs, CQEs and doorbells user space writes and reads.
-            model_version: if d.shared.rc_v2 {
-                0x0002_0000
-            } else {
-                d.caps.model
-            },
+            // The formats of WQEs, CQEs and doorbells user space writes and reads: the NIC's.
+            model_version: MODEL_VERSION,
             devmem_size: d.hbm.size(),
             devmem_free: d.hbm.free_bytes(),
             ..Default::default()

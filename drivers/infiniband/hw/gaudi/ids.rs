@@ -168,21 +168,6 @@ impl Ids {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct PdId(u64);
 
-impl PdId {
-    /// No protection domain has it.
-    pub(crate) const NONE: PdId = PdId(0);
-
-    /// The identity as a number, for an atomic that holds one.
-    pub(crate) fn raw(self) -> u64 {
-        self.0
-    }
-
-    /// The identity [`Self::raw`] gave.
-    pub(crate) fn from_raw(raw: u64) -> Self {
-        PdId(raw)
-    }
-}
-
 /// Where the next [`PdId`] comes from.
 pub(crate) struct PdIds {
     next: Atomic<u64>,

@@ -2,13 +2,10 @@
 
 //! Page tables of the device MMU.
 //!
-//! Documentation/infiniband/gaudi/device-model-1.rst ("Device MMU") is the reference: device VAs
-//! of 39 bits, three levels of 4 KiB tables of 512 entries in host memory, leaves of 4 KiB,
-//! 2 MiB (level 1) and 1 GiB (level 0). Model 1.5 has one translation domain for the whole
-//! device; the emulated function of model 2.0 has one per ASID, in the same format with a fourth
-//! level above (device VAs of 48 bits; device-model.rst, "Chip services"). The driver owns the
-//! tables; every memory region gets a linear range of device VA ([`VaSpace`]) and its pages are
-//! entered here.
+//! The emulated function's device MMU has one translation domain per ASID (device-model.rst,
+//! "Chip services"): device VAs of 48 bits, four levels of 4 KiB tables of 512 entries in host
+//! memory, leaves of 4 KiB, 2 MiB and 1 GiB. The driver owns the tables; every memory region
+//! gets a linear range of device VA ([`VaSpace`]) and its pages are entered here.
 
 use kernel::{
     device::{
@@ -129,14 +126,6 @@ fn leaf_level(shift: u32, last: u32) -> Result<u32> {
 }
 
 impl PageTables {
-    /// Model 1.5's tables: three levels, device VAs of [`VA_BITS`].
-    pub(crate) fn new(dev: &Device<Bound>) -> Result<Self> {
-        Ok(Self {
-            root: Table::new(dev, false)?,
-            last: 2,
-        })
-    }
-
     /// An ASID's tables on the emulated function: four levels, device VAs of [`ASID_VA_BITS`].
     pub(crate) fn with_four_levels(dev: &Device<Bound>) -> Result<Self> {
         Ok(Self {

@@ -2,9 +2,10 @@
 
 //! Memory regions: the software lkey check's half in the device MMU.
 //!
-//! Every region gets a linear range of device VA; its pinned pages (host memory, a peer's
-//! dma-buf, or the device's own memory) are entered there with device pages that never reach
-//! past the pinned memory, and a key names it. Work requests are checked against the region
+//! Every region gets a linear range of device VA in its protection domain's ASID (a region
+//! open to remote writes at its iova); its pinned pages (host memory, a peer's dma-buf, or
+//! the device's own memory) are entered there with device pages that never reach past the
+//! pinned memory, and a key names it. Work requests are checked against the region
 //! and their addresses rewritten to device VAs (see `queue::translate`). See "Memory regions"
 //! in Documentation/infiniband/gaudi/design.rst.
 
@@ -30,7 +31,6 @@ use kernel::{
         User,
         UserMr, //
     },
-    sync::Arc,
     uapi,
 };
 
@@ -42,13 +42,8 @@ use crate::{
         GaudiRdma,
         Limit, //
     },
-    ids::PdId,
-    mmu::{
-        self,
-        VaRange, //
-    },
+    mmu,
     queue::MrView,
-    shared::Shared,
 };
 
 /// What work requests and queue pairs need of a memory region, found by its key.
@@ -56,18 +51,6 @@ use crate::{
 pub(crate) struct MrInfo {
     pub(crate) view: MrView,
     pub(crate) access: Access,
-}
-
-impl MrInfo {
-    /// The id of the region's protection domain.
-    pub(crate) fn pd(&self) -> PdId {
-        self.view.pd
-    }
-
-    /// The access rights the region was registered with.
-    pub(crate) fn access(&self) -> Access {
-        self.access
-    }
 }
 
 /// The memory behind a memory region.
@@ -80,19 +63,16 @@ pub(crate) enum Pinned {
 
 /// The driver's data of a memory region.
 pub(crate) struct MrData {
-    shared: Arc<Shared>,
-    /// The region's pages in its protection domain's ASID (model 2.0); they leave it when the
-    /// data is dropped, before the memory is unpinned (the field below).
+    /// The region's pages in its protection domain's ASID; they leave it (and the device MMU
+    /// forgets them) when the data is dropped, before the memory is unpinned (the field
+    /// below).
     _asid_map: Mapping,
     /// Unpinned when the data is dropped, after the pages left the device MMU.
     _pinned: Pinned,
     /// Given back to the context's limits with the region.
     _charge: Charge,
-    range: VaRange,
     shift: u32,
     key: u32,
-    /// Registered with `REMOTE_WRITE` (counted in [`crate::ib::Pd::writable`]).
-    writable: bool,
 }
 
 /// Register user memory (`ib_reg_user_mr`).
@@ -180,32 +160,10 @@ pub(crate) fn reg_dmabuf(
 
 /// Deregister `mr`.
 pub(crate) fn dereg(mr: &rdma::Mr<GaudiRdma>) -> Result {
-    let m = mr.data();
-    let d = mr.pd().device().data();
-    // The key goes first: no new work request or QP context can name the region. Then
-    // every QP context bound to it loses it (incoming WRITEs in flight are refused from
-    // their next packet), its pages leave the device MMU, and the device forgets them,
-    // before the umem is unpinned (when the data is dropped).
-    if m.writable {
-        mr.pd().data().writable_changed(m.key, false);
-    }
-    {
-        let bindings = d.bindings();
-        d.remove_mr(m.key);
-        if let Err(e) = m.shared.revoke_key(m.key) {
-            // Nothing a context names can be reached through the MMU after the unmap
-            // below; a device that refused the revocation is failing anyway.
-            kernel::ratelimited!(dev_warn!(
-                m.shared.dev,
-                "key {:#x}: revocation failed: {:?}\n",
-                m.key,
-                e
-            ));
-        }
-        drop(bindings);
-    }
-    m.shared
-        .unmap_region(m.range, m.shift, m.range.len >> m.shift);
+    // The key goes first: no new work request can name the region. Its pages leave the PD's
+    // ASID, and the device MMU forgets them (incoming WRITEs in flight fault from their next
+    // packet), when the data is dropped, before the umem is unpinned.
+    mr.pd().device().data().remove_mr(mr.data().key);
     Ok(())
 }
 
@@ -300,14 +258,12 @@ fn register(
         .charge(&[(Limit::Mrs, 1), (Limit::Ptes, r.blocks)])?;
     let shift = r.bs.shift();
     let hbm = d.hbm();
-    let pages = pages_of(&pinned, r, hbm);
     // The device writes to registered memory only for incoming RDMA WRITEs.
     let flags = mmu::Flags {
         writable: r.access.contains(Access::REMOTE_WRITE),
         devmem: r.devmem,
         ..Default::default()
     };
-    let shared = &d.shared;
     // In the ASID, a region a peer may write is at its iova: the address the peer's WRITEs
     // carry, which the NIC translates unchanged. Such regions of one PD do not overlap; their
     // iova must lie below the VAs of the others (`EINVAL` otherwise).
@@ -331,54 +287,35 @@ fn register(
         shift,
         flags,
     )?;
-    let range = shared.map_region(dev.parent(), pages, r.blocks, shift, flags)?;
-    let mmu_va = range.start + (r.iova & (r.bs.bytes() - 1));
     let info = MrInfo {
         view: MrView {
             pd: pd.data().id,
             iova: r.iova,
             length: r.length,
-            mmu_va,
             asid_va: asid_map.va() + (r.iova & (r.bs.bytes() - 1)),
         },
         access: r.access,
     };
-    let key = match d.insert_mr(info) {
-        Ok(k) => k,
-        Err(e) => {
-            shared.unmap_region(range, shift, r.blocks);
-            return Err(e);
-        }
-    };
+    let key = d.insert_mr(info)?;
     if let Err(e) = user.udata.write(&uapi::gaudi_ib_reg_mr_resp {
         page_shift: shift,
-        mmu_va: info.view.device_va(shared.rc_v2),
+        mmu_va: info.view.asid_va,
         ..Default::default()
     }) {
         d.remove_mr(key);
-        shared.unmap_region(range, shift, r.blocks);
         return Err(e);
     }
     keys.lkey = key;
-    keys.rkey = key;
-    let writable = r.access.contains(Access::REMOTE_WRITE);
-    // Device model 2.0: a peer reaches every region of the PD open to remote writes with
-    // the PD's key, the one key its QPs' responders take; the MMU bounds what it reaches.
-    if writable && shared.rc_v2 {
-        keys.rkey = pd.data().key;
-    }
-    if writable {
-        pd.data().writable_changed(key, true);
-    }
+    // A peer reaches every region of the PD open to remote writes with the PD's key, the one
+    // key its QPs' responders take; the MMU bounds what it reaches. A region closed to remote
+    // writes has its own key as rkey, which no responder takes.
+    keys.rkey = if flags.writable { pd.data().key } else { key };
     Ok(MrData {
-        shared: shared.clone(),
         _asid_map: asid_map,
         _pinned: pinned,
         _charge: charge,
-        range,
         shift,
         key,
-        writable,
     })
 }
 
@@ -388,7 +325,7 @@ const ATTR_QUERY_MR_HANDLE: u16 =
 const ATTR_QUERY_MR_RESP: u16 =
     uverbs::id(uapi::gaudi_ib_query_mr_attrs_GAUDI_IB_ATTR_QUERY_MR_RESP);
 
-/// `GAUDI_IB_METHOD_QUERY_MR`: where a memory region sits in the device's translation domain.
+/// `GAUDI_IB_METHOD_QUERY_MR`: where a memory region sits in its protection domain's ASID.
 pub(crate) struct QueryMr;
 
 impl Method for QueryMr {
@@ -412,7 +349,7 @@ impl Method for QueryMr {
             ATTR_QUERY_MR_RESP,
             &uapi::gaudi_ib_mr_info {
                 page_shift: m.shift,
-                mmu_va: info.view.device_va(m.shared.rc_v2),
+                mmu_va: info.view.asid_va,
                 iova: info.view.iova,
                 length: info.view.length,
                 key: m.key,

@@ -373,7 +373,7 @@ impl QpData {
         next: QpState,
         a: &QpAttrs,
     ) -> Result {
-        let v = self.v2().ok_or(EINVAL)?;
+        let v = self.v2();
         let shared = self.shared();
         match next {
             QpState::Reset => {

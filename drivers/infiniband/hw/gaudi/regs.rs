@@ -212,12 +212,6 @@ register! {
 /// Words of [`CMD_DATA`].
 pub(crate) const CMD_DATA_WORDS: usize = 32;
 
-/// Offset in BAR0 of the doorbell page of port `index` (from 0), which a process that drives
-/// the port's queues itself maps.
-pub(crate) const fn doorbell_page(index: u32) -> usize {
-    0x1_0000 + index as usize * 0x1000
-}
-
 /// Written to [`DMA_TEST_CTRL`] to start the self-test.
 pub(crate) const DMA_TEST_START: u32 = 1;
 /// [`DMA_TEST_CTRL`] reads 0 until a started test has finished.

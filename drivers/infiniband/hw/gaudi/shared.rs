@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The device as probe, the interrupt handlers and the verbs share it: its BAR, its event
-//! queue, its translation domain (page tables and device VAs), its command interface and its
-//! doorbells.
+//! The device as probe, the interrupt handlers and the verbs share it: its BAR, model 1.5's
+//! event queue and command interface (what is left of them: link and fatal events, device
+//! memory clearing, GIDs), the NIC's port queues, QPC gateway and kernel doorbells.
 
 use kernel::{
     device::{
@@ -11,7 +11,6 @@ use kernel::{
     },
     io::{
         poll::read_poll_timeout,
-        register::Array,
         Io, //
     },
     pci,
@@ -33,15 +32,10 @@ use crate::{
     chip,
     cmd::{
         Commands,
-        CMD_DEVMEM_FILL,
-        CMD_RKEY_REVOKE, //
+        CMD_DEVMEM_FILL, //
     },
     eq::EventQueue,
     hw,
-    mmu::{
-        self,
-        Domain, //
-    },
     nic,
     regs, //
 };
@@ -57,9 +51,6 @@ pub(crate) type Bar<'a> = pci::Bar<'a, { regs::BAR0_SIZE }>;
 pub(crate) struct Shared {
     pub(crate) bar: Bar0,
     pub(crate) eq: EventQueue,
-    /// Model 1.5's translation domain.
-    #[pin]
-    pub(crate) mmu: Mutex<Domain>,
     pub(crate) dev: ARef<device::Device>,
     pub(crate) ports: u32,
     /// The device reported a fatal error: it executes nothing until reset.
@@ -84,9 +75,6 @@ pub(crate) struct Shared {
     /// writes, and Ethernet and the RC queue pairs ring the same FIFO.
     #[pin]
     pub(crate) secured_db: SpinLockIrq<()>,
-    /// Queue pairs of the standard verbs run on the NIC's own contexts (device model 2.0,
-    /// `crate::rc`) rather than on model 1.5's.
-    pub(crate) rc_v2: bool,
     /// Each port's encapsulations: the source IPv4 address (big-endian as a number) and the
     /// QPs using it, 0 for a free one.
     #[pin]
@@ -177,45 +165,6 @@ impl Shared {
         self.fatal.load(Relaxed)
     }
 
-    /// Enter `count` host pages of `1 << shift` bytes, at the bus addresses `pages` yields, in a
-    /// fresh range of model 1.5's device VA, and return the range.
-    pub(crate) fn map_region(
-        &self,
-        dev: &device::Device<Bound>,
-        pages: impl Iterator<Item = u64>,
-        count: u64,
-        shift: u32,
-        flags: mmu::Flags,
-    ) -> Result<mmu::VaRange> {
-        Domain::map(
-            &self.mmu,
-            dev,
-            mmu::Place::Anywhere,
-            pages,
-            count,
-            shift,
-            flags,
-            &|| self.invalidate_translations(),
-        )
-    }
-
-    /// Take the first `pages` pages of `1 << shift` bytes of `range` out of model 1.5's device
-    /// MMU and give the range back; returns once the device has forgotten their translations.
-    pub(crate) fn unmap_region(&self, range: mmu::VaRange, shift: u32, pages: u64) {
-        Domain::unmap(&self.mmu, &self.dev, range, shift, pages, &|| {
-            self.invalidate_translations()
-        });
-    }
-
-    /// Make the device forget cached translations, and wait until it has.
-    pub(crate) fn invalidate_translations(&self) {
-        if let Some(bar) = self.bar.try_access() {
-            bar.write_reg(regs::MMU_INVALIDATE::from_raw(1));
-            // The invalidation has finished when a following register read returns.
-            let _ = bar.read(regs::STATUS);
-        }
-    }
-
     /// Run device command `op` on object `index` of port index `port` ([`Commands::run`]):
     /// `EIO` once the device has failed, `ENODEV` once it is gone.
     pub(crate) fn command<A, R>(
@@ -237,26 +186,6 @@ impl Shared {
             .run(&self.dev, &self.bar, op, port, index, arg, out)
     }
 
-    /// Run destroying command `op` on object `index` of port index `port`. A device that is
-    /// dead (`EIO`: it executes nothing) or gone (`ENODEV`) holds the object no more: that
-    /// counts as done.
-    pub(crate) fn destroy_command(&self, op: u32, port: u32, index: u32) -> Result {
-        match self.command(op, port, index, &(), &mut ()) {
-            Ok(()) | Err(EIO) | Err(ENODEV) => Ok(()),
-            Err(e) => Err(e),
-        }
-    }
-
-    /// Make every QP context bound to key `key` lose it and its region (`RKEY_REVOKE`). A
-    /// dead or gone device holds no context any more.
-    pub(crate) fn revoke_key(&self, key: u32) -> Result {
-        let arg = hw::RkeyRevoke { key, changed: 0 };
-        match self.command(CMD_RKEY_REVOKE, 0, 0, &arg, &mut ()) {
-            Ok(()) | Err(EIO) | Err(ENODEV) => Ok(()),
-            Err(e) => Err(e),
-        }
-    }
-
     /// Fill `len` bytes of device memory at `offset` (both multiples of 4 KiB) with zeros
     /// (`DEVMEM_FILL`).
     pub(crate) fn clear_devmem(&self, offset: u64, len: u64) -> Result {
@@ -267,33 +196,6 @@ impl Shared {
             reserved: 0,
         };
         self.command(CMD_DEVMEM_FILL, 0, 0, &arg, &mut ())
-    }
-
-    /// Write a doorbell of port index `port`. Port indexes and queue numbers come from the
-    /// driver's own state (below `MAX_PORTS` and the 16-bit limits): a value out of range is
-    /// not written.
-    pub(crate) fn doorbell(&self, port: u32, doorbell: Doorbell) {
-        let Some(bar) = self.bar.try_access() else {
-            return;
-        };
-        let port = port as usize;
-        let _ = match doorbell {
-            Doorbell::Sq { qpn, pi } => regs::DB_SQ::zeroed().try_with_qpn(qpn).and_then(|v| {
-                bar.try_write(regs::DB_SQ::try_at(port).ok_or(EINVAL)?, v.with_pi(pi))
-            }),
-            Doorbell::Cq {
-                cqn,
-                ci,
-                arm: false,
-            } => regs::DB_CQ::zeroed().try_with_cqn(cqn).and_then(|v| {
-                bar.try_write(regs::DB_CQ::try_at(port).ok_or(EINVAL)?, v.with_ci(ci))
-            }),
-            Doorbell::Cq { cqn, ci, arm: true } => {
-                regs::DB_CQ_ARM::zeroed().try_with_cqn(cqn).and_then(|v| {
-                    bar.try_write(regs::DB_CQ_ARM::try_at(port).ok_or(EINVAL)?, v.with_ci(ci))
-                })
-            }
-        };
     }
 }
 
@@ -337,12 +239,4 @@ impl PinnedDrop for Shared {
             );
         }
     }
-}
-
-/// A doorbell write: the queue and its new index (16 bits, wrapping).
-pub(crate) enum Doorbell {
-    /// A send queue's producer index.
-    Sq { qpn: u32, pi: u16 },
-    /// A CQ's consumer index, and whether to arm the CQ for one completion event.
-    Cq { cqn: u32, ci: u16, arm: bool },
 }

@@ -15,14 +15,15 @@ struct Caps {
     queue_bytes: u64,
     mrs: usize,
 }
-/// Bytes of a WQE and of a CQE.
-const ENTRY: u64 = 32;
+/// Bytes of a send WQE and of a CQE (the NIC's).
+const WQE: u64 = 32;
+const CQE: u64 = 16;
 const PAGE: u64 = 4096;
 
 /// Queue memory a set charges per port: its send queue and its CQ, each
 /// rounded up to pages.
 fn per_port(log_sq: u32, log_cq: u32) -> u64 {
-    (ENTRY << log_sq).next_multiple_of(PAGE) + (ENTRY << log_cq).next_multiple_of(PAGE)
+    (WQE << log_sq).next_multiple_of(PAGE) + (CQE << log_cq).next_multiple_of(PAGE)
 }
 
 /// Create a QP set over `ports` (bit n: port n + 1) without mapping it;
@@ -104,15 +105,13 @@ pub(crate) fn limits_enforced(args: &[String]) {
     };
     let (max_sets, max_queue_bytes, max_mrs) = (caps.sets, caps.queue_bytes, caps.mrs);
     let ctx = open_ctx();
-    // Model 2.0: QP sets work in their PD's address space, with queues of
-    // 2^4 to 2^11 WQEs and 2^2 to 2^13 CQEs (uapi.rst). The context's one
-    // PD serves the regions too.
-    let v2 = model2();
-    let (s0, c0) = if v2 { (4, 2) } else { (1, 1) };
-    let mut early_pd = v2.then(|| {
-        ctx.alloc_pd()
-            .unwrap_or_else(|e| fail(format!("alloc_pd: {e}")))
-    });
+    // QP sets work in their PD's address space, with queues of 2^4 to 2^11
+    // WQEs and 2^2 to 2^13 CQEs (uapi.rst). The context's one PD serves the
+    // regions too.
+    let (s0, c0) = (4, 2);
+    let pd = ctx
+        .alloc_pd()
+        .unwrap_or_else(|e| fail(format!("alloc_pd: {e}")));
     let mut emu = emu();
     let faults0 = stat(&mut emu, "mmu_faults");
     let audit0 = stat(&mut emu, "dma_audit");
@@ -160,10 +159,10 @@ pub(crate) fn limits_enforced(args: &[String]) {
     destroy_sets(&ctx, &mut sets);
 
     // QP sets: their queue memory.
-    let (mut ls, mut lc) = (ctx.resp.max_sqe.ilog2(), ctx.resp.max_cqe.ilog2());
-    if v2 {
-        (ls, lc) = (ls.min(11), lc.min(13));
-    }
+    let (ls, lc) = (
+        ctx.resp.max_sqe.ilog2().min(11),
+        ctx.resp.max_cqe.ilog2().min(13),
+    );
     let port_bytes = per_port(ls, lc);
     let set_bytes = u64::from(nports) * port_bytes;
     let fit = max_queue_bytes / set_bytes;
@@ -248,10 +247,6 @@ pub(crate) fn limits_enforced(args: &[String]) {
     );
 
     // Memory regions: one page, registered over and over.
-    let pd = early_pd.take().unwrap_or_else(|| {
-        ctx.alloc_pd()
-            .unwrap_or_else(|e| fail(format!("alloc_pd: {e}")))
-    });
     let mut page = Mapping::new(PAGE as usize);
     page.bytes().fill(0x3c);
     let reg = || {
