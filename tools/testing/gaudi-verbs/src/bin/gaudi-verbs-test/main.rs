@@ -3526,6 +3526,8 @@ fn main() {
         Some("write-source") => write_source(&args[1..]),
         Some("dv-write") => dv::dv_write(&args[1..]),
         Some("dv-foreign-address") => dv::dv_foreign_address(&args[1..]),
+        Some("asid-isolation") => dv::asid_isolation(&args[1..]),
+        Some("stale-wqe-after-dereg") => transfer::stale_wqe_after_dereg(&args[1..]),
         Some("qp-set-same-index") => dv::qp_set_same_index(&args[1..]),
         Some("dv-write-source") => dv::dv_write_source(&args[1..]),
         Some("uapi-bad-attrs") => uapi::uapi_bad_attrs(&args[1..]),

@@ -642,3 +642,108 @@ pub(crate) fn cq_no_overflow(_args: &[String]) {
     }
     teardown(&ctx, [], [smr, dmr]);
 }
+
+/// `stale-wqe-after-dereg`: a WRITE posted, held back (the NIC takes no
+/// doorbell: `nic-hold`, a NIC busy elsewhere or a slow link), its source
+/// region deregistered and another context registering memory of its own
+/// at once. When the NIC takes the WRITE, the source is gone from the
+/// poster's ASID: the WRITE completes in error (a standard verbs QP: a
+/// work completion in error; a QP set's: the QP in ERR, no CQE), the device
+/// MMU counts one fault, nothing lands at the destination (which the other
+/// context's bytes would have reached had the device read them), and the
+/// other context's memory keeps its bytes. Both paths, each from a fresh
+/// QP.
+pub(crate) fn stale_wqe_after_dereg(_args: &[String]) {
+    let len = 64 * 1024;
+    let mut emu = emu();
+    for dv in [false, true] {
+        let what = if dv { "QP set" } else { "standard verbs QP" };
+        let ctx = open_ctx();
+        let pd = ctx
+            .alloc_pd()
+            .unwrap_or_else(|e| fail(format!("alloc_pd: {e}")));
+        let (src, mut dst, smr, dmr) = src_dst(&ctx, &pd, len, 11);
+        dst.bytes().fill(0);
+        let (saddr, lkey, raddr, rkey) = (src.addr(), smr.lkey, dst.addr(), dmr.rkey);
+        let src_va = crate::dv::mr_info(&ctx, &smr, "source").mmu_va;
+        let mut set = None;
+        let mut ends = None;
+        if dv {
+            set = Some(crate::dv::dv_loopback(&ctx, 1, 2, rkey));
+        } else {
+            ends = Some(loopback_pair(&ctx, &pd, 1, 2, rkey));
+        }
+        emu.command("nic-hold 0 on")
+            .unwrap_or_else(|e| fail(format!("nic-hold: {e}")));
+        if let Some(s) = set.as_mut() {
+            s.qp(1).post_write(src_va, raddr, len as u32, true, None);
+        } else if let Some((a, _)) = ends.as_ref() {
+            if let Err((e, bad)) =
+                ctx.post_send(&a.qp, &[write_wr(1, saddr, len as u32, lkey, raddr, rkey)])
+            {
+                fail(format!("{what}: post: {e} (bad_wr {bad})"));
+            }
+        }
+        ctx.dereg_mr(smr)
+            .unwrap_or_else(|e| fail(format!("{what}: dereg_mr with the WRITE held: {e}")));
+        // Another context registers memory at once.
+        let other = open_ctx();
+        let opd = other
+            .alloc_pd()
+            .unwrap_or_else(|e| fail(format!("other context: alloc_pd: {e}")));
+        let (mut theirs, _, tmr, tdmr) = src_dst(&other, &opd, len, 12);
+        let theirs_copy = theirs.bytes().to_vec();
+        let faults0 = stat(&mut emu, "mmu_faults");
+        emu.command("nic-hold 0 off")
+            .unwrap_or_else(|e| fail(format!("nic-hold: {e}")));
+        if let Some(s) = set.as_mut() {
+            let mut state = 0;
+            for _ in 0..500 {
+                state = ctx
+                    .query_qp_set(s.handle, 1)
+                    .unwrap_or_else(|e| fail(format!("query QP set: {e}")))
+                    .state;
+                if state == u32::from(QPS_ERR) {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            let cqe = s.qp(1).poll_spin(1000);
+            check(
+                state == u32::from(QPS_ERR) && cqe.is_none(),
+                format!("{what}: the held WRITE from the deregistered region: QP state {state} (ERR is 6), CQE {cqe:?}"),
+            );
+        } else if let Some((a, _)) = ends.as_ref() {
+            let wcs = ctx
+                .wait_cq(&a.cq, 1, 10_000)
+                .unwrap_or_else(|e| fail(format!("{what}: poll: {e}")));
+            let got: Vec<(u64, u32)> = wcs.iter().map(|w| (w.wr_id, w.status)).collect();
+            check(
+                got.len() == 1 && got[0].0 == 1 && got[0].1 != WC_SUCCESS,
+                format!("{what}: the held WRITE from the deregistered region completes in error: {got:?}"),
+            );
+        }
+        let faults = stat(&mut emu, "mmu_faults") - faults0;
+        check(
+            faults == 1,
+            format!("{what}: device MMU faults counted: {faults} (expected 1)"),
+        );
+        check(
+            dst.bytes().iter().all(|&b| b == 0),
+            format!("{what}: nothing landed at the destination"),
+        );
+        check(
+            theirs.bytes()[..] == theirs_copy[..],
+            format!("{what}: the other context's memory keeps its bytes"),
+        );
+        if let Some(s) = set {
+            ctx.destroy_qp_set(s)
+                .unwrap_or_else(|e| fail(format!("destroy QP set: {e}")));
+            teardown(&ctx, [], [dmr]);
+        } else if let Some((a, b)) = ends {
+            teardown(&ctx, [a, b], [dmr]);
+        }
+        teardown(&other, [], [tmr, tdmr]);
+    }
+    println!("PASS");
+}
