@@ -386,20 +386,25 @@ fn gone_context_va() -> u64 {
 /// of `set` and wait until the NIC moves it to ERR: its state then, and the
 /// CQE polled after (none expected).
 fn write_dv_failing(ctx: &Context, set: &mut QpSet, local: u64, remote: u64) -> (u32, Option<Cqe>) {
-    let h = set.handle;
     set.qp(1).post_write(local, remote, 64, true, None);
-    let mut state = 0;
-    for _ in 0..500 {
-        state = ctx
-            .query_qp_set(h, 1)
+    let state = wait_set_err(ctx, set.handle, std::time::Duration::from_secs(5));
+    (state, set.qp(1).poll_spin(1000))
+}
+
+/// Query the QP of port 1 of the set `handle` every 10 ms until it is in
+/// ERR or `limit` passed: its last state.
+pub(crate) fn wait_set_err(ctx: &Context, handle: u32, limit: std::time::Duration) -> u32 {
+    let began = std::time::Instant::now();
+    loop {
+        let state = ctx
+            .query_qp_set(handle, 1)
             .unwrap_or_else(|e| fail(format!("query QP set: {e}")))
             .state;
-        if state == u32::from(QPS_ERR) {
-            break;
+        if state == u32::from(QPS_ERR) || began.elapsed() >= limit {
+            return state;
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    (state, set.qp(1).poll_spin(1000))
 }
 
 /// `dv-foreign-address`: a set's QPs work in their PD's ASID, and an error

@@ -324,19 +324,8 @@ pub(crate) fn link_flap(_args: &[String]) {
             other.map_or_else(|s| s.to_string(), |()| "success".into())
         )),
     }
-    let h = t.set.handle;
     let began = std::time::Instant::now();
-    let mut state = 0;
-    while began.elapsed() < Duration::from_secs(30) {
-        state = ctx
-            .query_qp_set(h, 1)
-            .unwrap_or_else(|e| fail(format!("query QP set: {e}")))
-            .state;
-        if state == u32::from(QPS_ERR) {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let state = crate::dv::wait_set_err(&ctx, t.set.handle, Duration::from_secs(30));
     check(
         state == u32::from(QPS_ERR),
         format!(

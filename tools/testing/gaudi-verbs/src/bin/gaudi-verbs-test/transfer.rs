@@ -697,17 +697,7 @@ pub(crate) fn stale_wqe_after_dereg(_args: &[String]) {
         emu.command("nic-hold 0 off")
             .unwrap_or_else(|e| fail(format!("nic-hold: {e}")));
         if let Some(s) = set.as_mut() {
-            let mut state = 0;
-            for _ in 0..500 {
-                state = ctx
-                    .query_qp_set(s.handle, 1)
-                    .unwrap_or_else(|e| fail(format!("query QP set: {e}")))
-                    .state;
-                if state == u32::from(QPS_ERR) {
-                    break;
-                }
-                std::thread::sleep(std::time::Duration::from_millis(10));
-            }
+            let state = crate::dv::wait_set_err(&ctx, s.handle, Duration::from_secs(5));
             let cqe = s.qp(1).poll_spin(1000);
             check(
                 state == u32::from(QPS_ERR) && cqe.is_none(),
