@@ -10,7 +10,6 @@
 #   make setup     build environment only
 #   make rustfmt   format the Rust sources of the overlay and tools
 #   make clippy    build the kernel Rust code with CLIPPY=1
-#   make bench-emu emulator-to-emulator RDMA WRITE bandwidth
 #   make bench     driver benchmark: MR registration, post_send, two-VM WRITE bandwidth vs rxe
 #   make fuzz      the uverbs fuzzer for long: FUZZ_CALLS (default 1000000) calls
 #                  within FUZZ_SECONDS (default 3000), FUZZ_SEED (default: new)
@@ -20,7 +19,7 @@
 # Variables: GAUDI_CACHE (default ~/.cache/gaudi-rdma), FLAVOR=debug|release,
 # ACCEL=tcg|kvm, VM_TIMEOUT (seconds per VM session).
 
-.PHONY: run check kernel rdma-core setup rustfmt rustfmtcheck clippy bench-emu bench fuzz soak
+.PHONY: run check kernel rdma-core setup rustfmt rustfmtcheck clippy bench fuzz soak
 
 run:
 	@scripts/run.sh
@@ -47,9 +46,6 @@ rustfmtcheck: setup
 
 clippy: setup
 	@scripts/lint.sh clippy
-
-bench-emu:
-	@scripts/bench-emu.sh
 
 # The benchmark (not a test): registration against bare pinning,
 # post_send per WQE, two-VM WRITE bandwidth of Gaudi2 against rxe.

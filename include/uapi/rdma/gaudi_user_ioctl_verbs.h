@@ -21,7 +21,10 @@ struct gaudi_ib_port_info {
 	/* MAC address, byte 0 first */
 	__u8 mac[6];
 	__u8 reserved0[2];
-	/* IPv4 address, network byte order */
+	/*
+	 * the first IPv4 address of the port's network interface (the one
+	 * its QP sets send from), network byte order; 0.0.0.0 if none
+	 */
 	__u8 ipv4[4];
 	/* enum gaudi_ib_port_flags */
 	__u32 flags;

@@ -22,7 +22,6 @@ use kernel::{
     io::{
         io_project,
         io_write,
-        register::Array,
         Io, //
     },
     net::ethernet::{
@@ -58,7 +57,6 @@ use crate::{
         PortLoc,
         SqWqe, //
     },
-    regs,
     shared::{
         Bar,
         Shared, //
@@ -522,8 +520,7 @@ impl Port {
         self.shared
             .bar
             .try_access()
-            .and_then(|bar| bar.try_read(regs::PORT_STATE::try_at(self.index)?).ok())
-            .is_some_and(|s| s.up())
+            .is_some_and(|bar| crate::chip::link_up(&bar, self.index))
     }
 }
 
@@ -646,18 +643,7 @@ impl ethernet::Driver for EthDriver {
         if dev.is_running() {
             p.set_filter(&bar, mac)?;
         }
-        // Model 1.5's RDMA engine sends from the port's address too, until the RDMA driver
-        // programs 2.0's.
-        let lo = u32::from_le_bytes([mac[0], mac[1], mac[2], mac[3]]);
-        let hi = u32::from(u16::from_le_bytes([mac[4], mac[5]]));
-        bar.try_write(
-            at(regs::PORT_MAC_LO::try_at(p.index))?,
-            regs::PORT_MAC_LO::from_raw(lo),
-        )?;
-        bar.try_write(
-            at(regs::PORT_MAC_HI::try_at(p.index))?,
-            regs::PORT_MAC_HI::from_raw(hi),
-        )
+        Ok(())
     }
 
     fn set_rx_mode(dev: &ethernet::Device<Self>, mode: RxMode) {
@@ -672,15 +658,10 @@ impl ethernet::Driver for EthDriver {
         }
     }
 
-    fn link_settings(dev: &ethernet::Device<Self>) -> LinkSettings {
-        let p = dev.data();
-        let speed = p
-            .shared
-            .bar
-            .try_access()
-            .and_then(|bar| bar.try_read(regs::PORT_SPEED::try_at(p.index)?).ok())
-            .map_or(0, |s| s.into_raw());
-        LinkSettings { speed_mbps: speed }
+    fn link_settings(_dev: &ethernet::Device<Self>) -> LinkSettings {
+        LinkSettings {
+            speed_mbps: crate::ib::PORT_SPEED_MBPS,
+        }
     }
 
     const STATS: &'static [&'static CStr] =

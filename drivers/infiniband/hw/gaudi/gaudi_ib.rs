@@ -11,11 +11,7 @@ use kernel::{
         Core, //
     },
     devres::Devres,
-    dma,
-    io::{
-        poll::read_poll_timeout,
-        Io, //
-    },
+    io::poll::read_poll_timeout,
     irq::{
         IrqReturn,
         ThreadedHandler,
@@ -43,12 +39,9 @@ use kernel::{
 };
 
 mod chip;
-mod cmd;
 mod dv;
-mod eq;
 mod eth;
 mod hbm;
-mod hw;
 mod ib;
 mod ids;
 mod mmu;
@@ -56,22 +49,19 @@ mod mr;
 mod nic;
 mod queue;
 mod rc;
-mod regs;
 mod shared;
 
-use eq::EventQueue;
 use shared::{
     Bar,
-    Shared,
-    RESET_TIMEOUT, //
+    Shared, //
 };
 
 // The name of the driver, its IRQs and its BAR regions.
 const DRV_NAME: &CStr = c"gaudi_ib";
 
-/// MSI-X vectors the driver asks for; vector 0 carries model 1.5's event queue, vectors 1 to
-/// 7 the ports' event queues ([`nic::eq_vector`]). A function without MSI-X gets one MSI
-/// vector, which then carries everything.
+/// MSI-X vectors the driver asks for; vector 0 carries the chip services' interrupts (the
+/// fatal error, the test), vectors 1 to 7 the ports' event queues ([`nic::eq_vector`]). A
+/// function without MSI-X gets one MSI vector, which then carries everything.
 const NUM_VECTORS: u32 = 8;
 
 /// The ports' network devices, each unregistered when the PCI device is unbound or the last
@@ -98,27 +88,30 @@ struct RcWork {
     n_errors: usize,
     /// QP errors beyond `errors`.
     lost_errors: u32,
+    /// Link changes, in order.
+    links: [bool; 8],
+    n_links: usize,
+    /// Link changes beyond `links`: the port's state is read from the chip.
+    lost_links: bool,
+    /// Events the NIC wrote over before the driver took them (an EQ overrun).
+    overrun: u32,
 }
 
 /// Handler of one interrupt vector (MSI-X, or the one MSI vector).
 ///
 /// Interrupts merge, so the handler never counts interrupts as events: it reads the cause
-/// register and handles every cause it finds. Vector 0 carries the event queue, whose entries
-/// the handler's thread takes, as reporting them may sleep.
+/// register and handles every cause it finds. The ports' event queues are taken by the
+/// handler's thread, as reporting their events may sleep; so is a fatal error.
 struct VectorHandler {
     shared: Arc<Shared>,
     vector: usize,
     /// Interrupts seen on this vector (the probe's interrupt test counts on it).
     irqs: Atomic<u32>,
-    /// The event queue's cause was seen and its entries not yet taken (vector 0 only). The
-    /// thread also runs for the ports' queues, and model 1.5's queue is read only when it
-    /// interrupted: once the queue is disabled (unbind, reset), the events the device then
-    /// drops are no overflow to report.
-    eq_due: Atomic<bool>,
+    /// The chip's fatal cause was seen and not yet acted on (vector 0 only).
+    fatal_due: Atomic<bool>,
     /// Vectors the function has: with one, it carries every port's event queue.
     vectors: usize,
-    /// Where events go, once the InfiniBand device exists (shared by the vectors: vector 0
-    /// carries model 1.5's events, the others the ports' queues).
+    /// Where events go, once the InfiniBand device exists (shared by the vectors).
     ib: Arc<SetOnce<rdma::DeviceHandle<ib::GaudiRdma>>>,
     /// The ports' network devices.
     eth: Arc<Netdevs>,
@@ -131,20 +124,14 @@ impl ThreadedHandler for VectorHandler {
             return ThreadedIrqReturn::None;
         };
         // Vector 0 takes both causes, the others only test interrupts.
-        let pending = bar.read(regs::IRQ_CAUSE);
-        let cause = regs::IRQ_CAUSE::zeroed()
-            .with_test(pending.test())
-            .with_event_queue(self.vector == 0 && pending.event_queue());
+        let cause = chip::take_irq_causes(&bar, self.vector == 0);
         // A vector that carries ports' event queues always runs its thread: the thread clears
         // the NIC's interrupt cause, which an entry taken by an earlier scan may have left set.
         let ports = (0..self.shared.nic.len()).any(|p| self.owns(p));
-        if cause.into_raw() != 0 {
-            bar.write_reg(cause);
+        if cause.fatal() {
+            self.fatal_due.store(true, Release);
         }
-        if cause.event_queue() {
-            self.eq_due.store(true, Release);
-        }
-        if cause.event_queue() || ports {
+        if cause.fatal() || ports {
             ThreadedIrqReturn::WakeThread
         } else if cause.into_raw() != 0 {
             ThreadedIrqReturn::Handled
@@ -158,8 +145,9 @@ impl ThreadedHandler for VectorHandler {
             // Nothing the device wrote can be trusted any more.
             self.fatal("device removed (its registers read all ones)");
         } else {
-            if self.eq_due.xchg(false, Acquire) {
-                self.take_events();
+            if self.fatal_due.xchg(false, Acquire) {
+                self.fatal("device fatal error");
+                return IrqReturn::Handled;
             }
             self.take_port_events();
         }
@@ -168,8 +156,8 @@ impl ThreadedHandler for VectorHandler {
 }
 
 impl pci::PolledHandler for VectorHandler {
-    /// The presence check, every [`PRESENCE_PERIOD`] on vector 0: the identification register
-    /// of a device that is gone reads all ones. Runs the handler's thread once when it finds
+    /// The presence check, every [`PRESENCE_PERIOD`] on vector 0: the registers of a device
+    /// that is gone read all ones. Runs the handler's thread once when it finds
     /// the device gone.
     fn poll(&self) -> bool {
         if self.shared.removed.load(Relaxed) {
@@ -178,7 +166,7 @@ impl pci::PolledHandler for VectorHandler {
         let Some(bar) = self.shared.bar.try_access() else {
             return false;
         };
-        if bar.read(regs::ID).into_raw() != u32::MAX {
+        if chip::present(&bar) {
             return false;
         }
         !self.shared.removed.xchg(true, Full)
@@ -212,8 +200,22 @@ impl VectorHandler {
                     let Some(bar) = self.shared.bar.try_access() else {
                         return;
                     };
+                    work.overrun = q.eq_overrun();
                     q.take_events(&bar, |e| napi |= self.port_event(port, e, &mut work))
                 };
+                if work.overrun != 0 {
+                    // What the lost events said is read back from the state they reported:
+                    // the CQs are looked at and the link state read.
+                    kernel::ratelimited!(dev_warn!(
+                        self.shared.dev,
+                        "port {}: event queue overrun: {} events lost\n",
+                        port + 1,
+                        work.overrun
+                    ));
+                    napi = true;
+                    work.completions = true;
+                    work.lost_links = true;
+                }
                 if napi {
                     self.with_netdev(port as u32, |n| n.schedule_napi());
                 }
@@ -235,11 +237,30 @@ impl VectorHandler {
         }
     }
 
-    /// Act on what port `port`'s event queue said of its RC QPs (outside the BAR's RCU
-    /// section: this sleeps).
+    /// Act on what port `port`'s event queue said of its link and its RC QPs (outside the
+    /// BAR's RCU section: this sleeps).
     fn rc_work(&self, port: usize, work: &RcWork) {
+        for &up in &work.links[..work.n_links] {
+            self.link_changed(port, up);
+        }
+        if work.lost_links {
+            let up = self
+                .shared
+                .bar
+                .try_access()
+                .is_some_and(|bar| chip::link_up(&bar, port));
+            let was = self
+                .with_netdev(port as u32, |n| n.carrier_ok())
+                .unwrap_or(up);
+            if up != was {
+                self.link_changed(port, up);
+            }
+        }
         if work.completions {
             self.with_ib(|ib| rc::port_completions(ib, &self.shared, port));
+        }
+        if work.overrun != 0 {
+            self.with_ib(|ib| rc::recheck_errors(ib, &self.shared, port));
         }
         for &(qpn, syndrome) in &work.errors[..work.n_errors] {
             let ours = self
@@ -319,10 +340,14 @@ impl VectorHandler {
             nic::EQE_CONG | nic::EQE_CONG_ERR => {
                 dev_dbg!(dev, "port {}: congestion event {}\n", port + 1, ty)
             }
-            // Model 1.5's event says it too, and the network device and the InfiniBand port
-            // follow that one for now.
+            // Bit 0 of the status: the link is up.
             nic::EQE_LINK_STATUS => {
-                dev_dbg!(dev, "port {}: link status {:#x}\n", port + 1, data2)
+                if work.n_links < work.links.len() {
+                    work.links[work.n_links] = data2 & 1 != 0;
+                    work.n_links += 1;
+                } else {
+                    work.lost_links = true;
+                }
             }
             nic::EQE_QP_ERR | nic::EQE_COMP_ERR | nic::EQE_DB_FIFO_OVERRUN => {
                 kernel::ratelimited!(
@@ -350,105 +375,25 @@ impl VectorHandler {
         false
     }
 
-    /// Take the new entries of the event queue and act on them.
-    fn take_events(&self) {
-        let mut batch = [hw::Eqe::default(); eq::BATCH];
-        let mut taken = 0;
-        while taken < EventQueue::max_per_run() {
-            // The BAR guard is an RCU read-side section: act on the entries after dropping it.
-            let (n, lost) = {
-                let Some(bar) = self.shared.bar.try_access() else {
-                    return;
-                };
-                match self.shared.eq.poll(&bar, &mut batch) {
-                    Ok(n) => (n, self.shared.eq.new_overflows(&bar)),
-                    Err(e) => {
-                        dev_err!(self.shared.dev, "event queue read failed: {:?}\n", e);
-                        return;
-                    }
-                }
-            };
-            if lost != 0 {
-                kernel::ratelimited!(dev_warn!(
-                    self.shared.dev,
-                    "event queue full: {} events lost\n",
-                    lost
-                ));
-            }
-            for e in &batch[..n] {
-                self.event(e);
-            }
-            taken += n;
-            if n < batch.len() {
-                break;
-            }
-        }
-    }
-
-    fn event(&self, e: &hw::Eqe) {
-        let dev = &self.shared.dev;
-        match e.kind {
-            eq::PORT_UP | eq::PORT_DOWN => {
-                let port = u32::from(e.port);
-                if port >= self.shared.ports {
-                    kernel::ratelimited!(dev_warn!(
-                        dev,
-                        "event {} for port index {}, the device has {} ports: ignored\n",
-                        e.kind,
-                        port,
-                        self.shared.ports
-                    ));
-                    return;
-                }
-                let up = e.kind == eq::PORT_UP;
-                dev_info!(
-                    dev,
-                    "port {} link {}\n",
-                    port + 1,
-                    if up { "up" } else { "down" }
-                );
-                self.with_netdev(port, |n| if up { n.carrier_on() } else { n.carrier_off() });
-                let event = if up {
-                    Event::PortActive(port + 1)
-                } else {
-                    Event::PortErr(port + 1)
-                };
-                if let Some(ib) = SetOnce::as_ref(&self.ib) {
-                    // ENODEV: the device is being removed; nobody is left to tell.
-                    let _ = ib.dispatch_event(event);
-                }
-            }
-            eq::DEVICE_FATAL => self.fatal("device fatal error"),
-            eq::ETH => {
-                if self
-                    .with_netdev(u32::from(e.port), |n| n.schedule_napi())
-                    .is_none()
-                {
-                    dev_dbg!(
-                        dev,
-                        "Ethernet event for port index {} without a netdev\n",
-                        e.port
-                    );
-                }
-            }
-            // Events of model 1.5's queues: the driver has none (its QPs and CQs are the
-            // NIC's, `crate::rc`), so only a failing device sends them.
-            eq::COMPLETION | eq::QP_ERROR | eq::CQ_OVERFLOW | eq::MMU_FAULT => dev_dbg!(
-                dev,
-                "model 1.5 event {} (port index {}, {:#x}, {:#x}) for no queue of the driver: ignored\n",
-                e.kind,
-                e.port,
-                e.data0,
-                e.data1
-            ),
-            _ => kernel::ratelimited!(dev_warn!(
-                dev,
-                "unknown event type {} (port {}, {:#x}, {:#x}): ignored\n",
-                e.kind,
-                e.port,
-                e.data0,
-                e.data1
-            )),
+    /// Port index `port`'s link went up or down: the network device's carrier and the
+    /// InfiniBand port follow.
+    fn link_changed(&self, port: usize, up: bool) {
+        dev_info!(
+            self.shared.dev,
+            "port {} link {}\n",
+            port + 1,
+            if up { "up" } else { "down" }
+        );
+        let port = port as u32;
+        self.with_netdev(port, |n| if up { n.carrier_on() } else { n.carrier_off() });
+        let event = if up {
+            Event::PortActive(port + 1)
+        } else {
+            Event::PortErr(port + 1)
+        };
+        if let Some(ib) = SetOnce::as_ref(&self.ib) {
+            // ENODEV: the device is being removed; nobody is left to tell.
+            let _ = ib.dispatch_event(event);
         }
     }
 
@@ -508,127 +453,21 @@ struct GaudiIb<'bound> {
 }
 
 impl GaudiIb<'_> {
-    /// Check that this is a device and a programming model we know.
-    fn identify(pdev: &pci::Device<Bound>, bar: &Bar<'_>) -> Result {
-        let id = bar.read(regs::ID).into_raw();
-        if id != regs::ID_MAGIC {
+    /// The chip's enabled ports, which must be ports 0 to n - 1 (n from 1 to [`nic::PORTS`]),
+    /// and the device's limits.
+    fn caps(pdev: &pci::Device<Bound>, bar: &Bar<'_>, model: u32) -> Result<ib::Caps> {
+        let mask = chip::port_mask(bar);
+        let ports = mask.count_ones();
+        if mask == 0 || ports as usize > nic::PORTS || mask != (1u32 << ports) - 1 {
             dev_err!(
                 pdev,
-                "unknown identification {:#010x} (expected {:#010x}), refusing device\n",
-                id,
-                regs::ID_MAGIC
-            );
-            return Err(ENODEV);
-        }
-        let version = bar.read(regs::VERSION);
-        let (major, minor) = (version.major().get(), version.minor().get());
-        if major != regs::MODEL_MAJOR || minor < regs::MODEL_MINOR_MIN {
-            dev_err!(
-                pdev,
-                "unsupported programming model {}.{} (driver implements {}.{} and later {}.x)\n",
-                major,
-                minor,
-                regs::MODEL_MAJOR,
-                regs::MODEL_MINOR_MIN,
-                regs::MODEL_MAJOR
-            );
-            return Err(ENODEV);
-        }
-        dev_info!(
-            pdev,
-            "identified Gaudi2 NIC, programming model {}.{}\n",
-            major,
-            minor
-        );
-        // A register that holds what was written proves BAR0 writes land.
-        const PATTERN: u32 = 0xa5c3_5a3c;
-        bar.write_reg(regs::SCRATCH::from_raw(PATTERN));
-        let back = bar.read(regs::SCRATCH).into_raw();
-        if back != PATTERN {
-            dev_err!(
-                pdev,
-                "scratch register reads {:#010x} after writing {:#010x}\n",
-                back,
-                PATTERN
+                "enabled ports {:#x}: the driver takes ports 1 to n of at most {}\n",
+                mask,
+                nic::PORTS
             );
             return Err(EIO);
         }
-        Ok(())
-    }
-
-    /// Reset the device and wait until it is ready.
-    fn reset(pdev: &pci::Device<Bound>, bar: &Bar<'_>) -> Result {
-        bar.write_reg(regs::RESET::from_raw(regs::RESET_MAGIC));
-        let status = read_poll_timeout(
-            || Ok(bar.read(regs::STATUS)),
-            |s| s.ready(),
-            Delta::from_millis(1),
-            RESET_TIMEOUT,
-        )
-        .inspect_err(|_| {
-            dev_err!(
-                pdev,
-                "device not ready {} ms after reset (STATUS {:#010x}), refusing device\n",
-                RESET_TIMEOUT.as_millis(),
-                bar.read(regs::STATUS).into_raw()
-            )
-        })?;
-        if status.fatal() {
-            dev_err!(
-                pdev,
-                "device reports a fatal error after reset (STATUS {:#010x})\n",
-                status.into_raw()
-            );
-            return Err(EIO);
-        }
-        Ok(())
-    }
-
-    /// Read and check the capabilities of the device.
-    fn read_caps(pdev: &pci::Device<Bound>, bar: &Bar<'_>) -> Result<ib::Caps> {
-        let caps = ib::Caps {
-            ports: bar.read(regs::NUM_PORTS).into_raw(),
-            max_qps: bar.read(regs::MAX_QPS).into_raw(),
-            max_cqs: bar.read(regs::MAX_CQS).into_raw(),
-            max_cqe: bar.read(regs::MAX_CQE).into_raw(),
-            max_sqe: bar.read(regs::MAX_SQE).into_raw(),
-            max_mtu: bar.read(regs::MAX_MTU).into_raw(),
-            page_sizes: bar.read(regs::MMU_PAGE_SIZES).into_raw(),
-            max_msg: bar.read(regs::MAX_MSG).into_raw(),
-            max_gids: bar.read(regs::MAX_GIDS).into_raw(),
-            // Checked by `identify`.
-            model: bar.read(regs::VERSION).into_raw(),
-        };
-        let bad = if caps.ports == 0 || caps.ports > regs::MAX_PORTS {
-            Some("NUM_PORTS")
-        } else if caps.max_qps == 0
-            || caps.max_cqs == 0
-            || caps.max_qps > regs::MAX_INDEXES
-            || caps.max_cqs > regs::MAX_INDEXES
-        {
-            Some("MAX_QPS/MAX_CQS")
-        } else if !caps.max_cqe.is_power_of_two()
-            || !caps.max_sqe.is_power_of_two()
-            || caps.max_cqe > regs::MAX_CQE_LIMIT
-            || caps.max_sqe > regs::MAX_SQE_LIMIT
-        {
-            Some("MAX_CQE/MAX_SQE")
-        } else if caps.max_mtu < 256 || caps.page_sizes & (1 << 12) == 0 || caps.max_msg == 0 {
-            Some("MAX_MTU/MMU_PAGE_SIZES/MAX_MSG")
-        } else if caps.max_gids == 0 || caps.max_gids > regs::MAX_GIDS_LIMIT {
-            Some("MAX_GIDS")
-        } else {
-            None
-        };
-        if let Some(what) = bad {
-            dev_err!(
-                pdev,
-                "device reports invalid capabilities ({}): {:?}\n",
-                what,
-                caps
-            );
-            return Err(EIO);
-        }
+        let caps = ib::Caps::new(ports, model);
         dev_info!(
             pdev,
             "{} ports, {} QPs and {} CQs per port\n",
@@ -639,13 +478,12 @@ impl GaudiIb<'_> {
         Ok(caps)
     }
 
-    /// The device's memory: `DEVMEM_SIZE` bytes at the start of BAR 4, if the BAR holds them
+    /// The device's memory: the chip's HBM size at the start of BAR 4, if the BAR holds it
     /// (otherwise the device has none that can be used). Its last [`nic::NIC_HBM`] bytes hold
     /// the NIC's context tables; returns the rest, for users, and where the tables are for the
     /// NIC (0 without device memory).
     fn devmem(pdev: &pci::Device<Bound>, bar: &Bar<'_>) -> Result<(Arc<hbm::Hbm>, u64)> {
-        let size = u64::from(bar.read(regs::DEVMEM_SIZE_LO).into_raw())
-            | (u64::from(bar.read(regs::DEVMEM_SIZE_HI).into_raw()) << 32);
+        let size = chip::hbm_size(bar);
         let bar_len = pdev.resource_len(4)?;
         let usable = if size > bar_len || size % (1 << 12) != 0 || size < 2 * nic::NIC_HBM {
             dev_err!(
@@ -674,57 +512,6 @@ impl GaudiIb<'_> {
         ))
     }
 
-    /// Have the device invert a buffer in host memory, proving that its
-    /// DMA reaches what the DMA API hands out.
-    fn test_dma(pdev: &pci::Device<Bound>, bar: &Bar<'_>) -> Result {
-        const LEN: usize = 64;
-        let mut pattern = [0u8; LEN];
-        for (i, b) in pattern.iter_mut().enumerate() {
-            *b = (i as u8).wrapping_mul(37).wrapping_add(11);
-        }
-        let buf: dma::Coherent<[u8]> =
-            dma::CoherentBox::from_slice(pdev.as_ref(), &pattern, GFP_KERNEL)?.into();
-        let addr = buf.dma_address();
-        bar.write_reg(regs::DMA_TEST_ADDR_LO::from_raw(addr as u32));
-        bar.write_reg(regs::DMA_TEST_ADDR_HI::from_raw((addr >> 32) as u32));
-        bar.write_reg(regs::DMA_TEST_LEN::from_raw(LEN as u32));
-        bar.write_reg(regs::DMA_TEST_CTRL::from_raw(regs::DMA_TEST_START));
-        // The buffer may be freed only once the device is done with it (or has given up).
-        let status = read_poll_timeout(
-            || Ok(bar.read(regs::DMA_TEST_CTRL).into_raw()),
-            |s| *s != regs::DMA_TEST_IDLE,
-            Delta::from_millis(1),
-            RESET_TIMEOUT,
-        )
-        .unwrap_or(regs::DMA_TEST_IDLE);
-        if status == regs::DMA_TEST_IDLE {
-            // Still running: keep the buffer rather than free memory the device writes.
-            dev_err!(pdev, "DMA self-test did not finish\n");
-            core::mem::forget(buf);
-            return Err(EIO);
-        }
-        if status != regs::DMA_TEST_DONE {
-            dev_err!(pdev, "DMA self-test failed, status {}\n", status);
-            return Err(EIO);
-        }
-        let mut back = [0u8; LEN];
-        (&buf).copy_to_slice(&mut back);
-        for (i, (got, want)) in back.iter().zip(pattern.iter()).enumerate() {
-            if *got != !want {
-                dev_err!(
-                    pdev,
-                    "DMA self-test: byte {} is {:#04x}, expected {:#04x}\n",
-                    i,
-                    got,
-                    !want
-                );
-                return Err(EIO);
-            }
-        }
-        dev_info!(pdev, "DMA self-test passed ({} bytes)\n", LEN);
-        Ok(())
-    }
-
     /// Raise a test interrupt on every vector and wait until its handler
     /// has seen it.
     fn test_interrupts(
@@ -736,10 +523,7 @@ impl GaudiIb<'_> {
         for vector in 0..irqs.len() {
             let handler = irqs.handler(vector).ok_or(EINVAL)?;
             let before = handler.irqs.load(Relaxed);
-            shared
-                .bar
-                .access(pdev.as_ref())?
-                .write_reg(regs::IRQ_TEST::from_raw(vector as u32));
+            chip::test_irq(shared.bar.access(pdev.as_ref())?, vector as u32);
             let seen = read_poll_timeout(
                 || Ok(handler.irqs.load(Relaxed)),
                 |n| *n != before,
@@ -798,13 +582,18 @@ impl pci::Driver for GaudiIbDriver {
         pdev.enable_device_managed()?;
         pdev.set_master();
 
-        let bar = pdev.iomap_region_sized::<{ regs::BAR0_SIZE }>(0, DRV_NAME)?;
+        let bar = pdev.iomap_region_sized::<{ shared::BAR0_SIZE }>(0, DRV_NAME)?;
         dev_info!(pdev, "BAR0 mapped\n");
-        GaudiIb::identify(pdev, &bar)?;
-        GaudiIb::reset(pdev, &bar)?;
-        let caps = GaudiIb::read_caps(pdev, &bar)?;
+        let (major, minor) = chip::identify(pdev.as_ref(), &bar)?;
+        dev_info!(
+            pdev,
+            "identified Gaudi2 NIC, device model {}.{}\n",
+            major,
+            minor
+        );
+        chip::reset(pdev.as_ref(), &bar)?;
+        let caps = GaudiIb::caps(pdev, &bar, major << 16 | minor)?;
         let (hbm, nic_tables) = GaudiIb::devmem(pdev, &bar)?;
-        GaudiIb::test_dma(pdev, &bar)?;
         let ports = (caps.ports as usize).min(nic::PORTS);
         let mut queues = KVec::with_capacity(ports, GFP_KERNEL)?;
         for port in 0..ports {
@@ -812,13 +601,11 @@ impl pci::Driver for GaudiIbDriver {
         }
         let shared = Arc::pin_init(
             try_pin_init!(Shared {
-                eq: EventQueue::new(pdev.as_ref())?,
                 bar: bar.into_devres()?,
                 dev: pdev.as_ref().into(),
                 ports: caps.ports,
                 fatal: Atomic::new(false),
                 removed: Atomic::new(false),
-                cmd <- cmd::Commands::new(),
                 nic: queues,
                 nic_tables,
                 gateway <- kernel::new_mutex!(()),
@@ -837,7 +624,7 @@ impl pci::Driver for GaudiIbDriver {
         if hbm.size() != 0 {
             // Device memory keeps its contents across resets and drivers: the context tables
             // start with no valid context.
-            shared.clear_devmem(0, hbm.size() + nic::NIC_HBM)?;
+            shared.clear_devmem(pdev.as_ref(), 0, hbm.size() + nic::NIC_HBM)?;
         }
 
         let netdevs = Arc::new(SetOnce::new(), GFP_KERNEL)?;
@@ -849,7 +636,7 @@ impl pci::Driver for GaudiIbDriver {
                 vector,
                 vectors: vectors.get(),
                 irqs: Atomic::new(0),
-                eq_due: Atomic::new(false),
+                fatal_due: Atomic::new(false),
                 ib: ib_handle.clone(),
                 eth: netdevs.clone(),
             })
@@ -879,7 +666,6 @@ impl pci::Driver for GaudiIbDriver {
 
         GaudiIb::test_interrupts(pdev, &shared, &irqs, kind)?;
         irqs.start_poll(0, PRESENCE_PERIOD)?;
-        shared.eq.enable(shared.bar.access(pdev.as_ref())?);
         if nic_tables != 0 {
             let bar = shared.bar.access(pdev.as_ref())?;
             for (port, q) in shared.nic.iter().enumerate() {
@@ -893,7 +679,7 @@ impl pci::Driver for GaudiIbDriver {
         let mut registrations = KVec::with_capacity(caps.ports as usize, GFP_KERNEL)?;
         for index in 0..caps.ports as usize {
             let opts = ethernet::Options {
-                mac: ib::port_mac(shared.bar.access(pdev.as_ref())?, index)?,
+                mac: chip::mac(shared.bar.access(pdev.as_ref())?, index)?,
                 max_mtu: eth::MAX_MTU,
                 dev_port: index as u16,
                 tx_ring: eth::RING_LEN,
@@ -924,7 +710,7 @@ impl pci::Driver for GaudiIbDriver {
             ndevs.push(reg.device().net_dev(), GFP_KERNEL)?;
         }
         // The node GUID (and system image GUID) is the EUI-64 of the first port's MAC address.
-        let node_guid = ib::eui64(ib::port_mac(shared.bar.access(pdev.as_ref())?, 0)?);
+        let node_guid = ib::eui64(chip::mac(shared.bar.access(pdev.as_ref())?, 0)?);
         let ib = rdma::Registration::new(
             pdev.as_ref(),
             &<LocalModule as kernel::ModuleMetadata>::THIS_MODULE,

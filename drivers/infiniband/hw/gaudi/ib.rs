@@ -6,10 +6,6 @@
 //! space (ASID) of its own in the device MMU; see Documentation/infiniband/gaudi/design.rst.
 
 use kernel::{
-    io::{
-        register::Array,
-        Io, //
-    },
     prelude::*,
     rdma::{
         self,
@@ -75,13 +71,15 @@ use kernel::{
 };
 
 use crate::{
-    chip::AddressSpace,
-    cmd, dv,
+    chip::{
+        self,
+        AddressSpace, //
+    },
+    dv,
     hbm::{
         self,
         Hbm, //
     },
-    hw,
     ids::{
         Ids,
         PdId,
@@ -93,6 +91,7 @@ use crate::{
         MrData,
         MrInfo, //
     },
+    nic,
     queue::{
         self,
         Path,
@@ -100,11 +99,7 @@ use crate::{
         QpData,
         QpParams, //
     },
-    regs,
-    shared::{
-        Bar,
-        Shared, //
-    },
+    shared::Shared,
 };
 
 /// The device model whose formats user space writes and reads (QUERY_DEVICE's
@@ -114,7 +109,7 @@ const MODEL_VERSION: u32 = 0x0002_0000;
 /// ABI version of the structures of include/uapi/rdma/gaudi-abi.h.
 const ABI_VERSION: u32 = uapi::GAUDI_IB_UVERBS_ABI_VERSION;
 
-/// What the device can do, read from its capability registers at probe.
+/// What the device can do: the NIC's limits and the chip's enabled ports.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Caps {
     pub(crate) ports: u32,
@@ -127,8 +122,33 @@ pub(crate) struct Caps {
     pub(crate) max_msg: u32,
     /// Entries of each port's GID table.
     pub(crate) max_gids: u32,
-    /// The programming model, major << 16 | minor.
+    /// The device model, major << 16 | minor.
     pub(crate) model: u32,
+}
+
+impl Caps {
+    /// The limits of a chip of device model `model` with `ports` ports.
+    pub(crate) fn new(ports: u32, model: u32) -> Self {
+        Self {
+            ports,
+            // A port's context tables hold this many QPs (QPNs from `ids::FIRST_QPN`).
+            max_qps: nic::TABLE_QPS as u32,
+            // CQs of the standard verbs are the driver's (`crate::queue`): its own limits.
+            max_cqs: 1024,
+            max_cqe: 1 << 13,
+            // A QP's slot of the port's send WQ array.
+            max_sqe: crate::rc::MAX_WQES,
+            // The context's MTU field goes up to 8 KiB.
+            max_mtu: 8192,
+            // The device MMU's pages: 4 KiB, 2 MiB, 1 GiB.
+            page_sizes: (1 << 12) | (1 << 21) | (1 << 30),
+            // A WQE's SIZE field is 32 bits; a message is at most 2 GiB.
+            max_msg: 1 << 31,
+            // GID tables are the driver's (the NIC sends from its encapsulations' addresses).
+            max_gids: 16,
+            model,
+        }
+    }
 }
 
 /// The driver's data of the InfiniBand device.
@@ -267,30 +287,17 @@ impl IbDev {
         Ok(())
     }
 
-    /// Write entry `index` of the GID table of `port` on the device (`None` clears it) and
-    /// keep it, as the core's GID cache asks.
+    /// Keep entry `index` of the GID table of `port` (`None` clears it), as the core's GID
+    /// cache sets it. The table is the driver's: the NIC sends from the source address of a
+    /// QP's encapsulation, which the driver takes from it.
     fn set_gid(&self, port: u32, index: u32, gid: Option<Gid>) -> Result {
         let port_index = self.port_index(port)?;
         if index >= self.caps.max_gids {
             return Err(EINVAL);
         }
         let slot = port_index * self.caps.max_gids as usize + index as usize;
-        let entry = hw::GidEntry {
-            gid: gid.unwrap_or_default().0,
-            flags: if gid.is_some() { hw::GID_VALID } else { 0 },
-        };
-        let mut gids = self.gids.lock();
-        let res = self
-            .shared
-            .command(cmd::CMD_GID_SET, port_index as u32, index, &entry, &mut ());
-        // A dead or gone device sends nothing: the entry is gone with it.
-        if res.is_ok() || gid.is_none() {
-            *gids.get_mut(slot).ok_or(EINVAL)? = gid.unwrap_or_default();
-        }
-        match res {
-            Err(EIO) | Err(ENODEV) if gid.is_none() => Ok(()),
-            r => r,
-        }
+        *self.gids.lock().get_mut(slot).ok_or(EINVAL)? = gid.unwrap_or_default();
+        Ok(())
     }
 
     /// The GID of entry `index` of the table of `port`, if it is valid.
@@ -324,44 +331,36 @@ impl IbDev {
         Ok((port - 1) as usize)
     }
 
+    /// The port's first IPv4 address (from its network device), 0.0.0.0 if it has none.
     fn port_ipv4(&self, port: u32) -> Result<[u8; 4]> {
-        let at = regs::PORT_IPV4::try_at(self.port_index(port)?).ok_or(EINVAL)?;
-        let bar = self.shared.bar.try_access().ok_or(ENODEV)?;
-        Ok(bar.try_read(at)?.into_raw().to_be_bytes())
+        self.port_index(port)?;
+        Ok(self
+            .first_ipv4_gid(port)
+            .and_then(|(_, g)| g.to_ipv4())
+            .unwrap_or_default())
     }
 
     fn port_mac(&self, port: u32) -> Result<[u8; 6]> {
-        port_mac(
+        chip::mac(
             &*self.shared.bar.try_access().ok_or(ENODEV)?,
             self.port_index(port)?,
         )
     }
 
     fn port_up(&self, port: u32) -> Result<bool> {
-        let at = regs::PORT_STATE::try_at(self.port_index(port)?).ok_or(EINVAL)?;
+        let i = self.port_index(port)?;
         let bar = self.shared.bar.try_access().ok_or(ENODEV)?;
-        Ok(bar.try_read(at)?.up())
+        Ok(chip::link_up(&bar, i))
     }
 
     fn port_speed(&self, port: u32) -> Result<u32> {
-        let at = regs::PORT_SPEED::try_at(self.port_index(port)?).ok_or(EINVAL)?;
-        let bar = self.shared.bar.try_access().ok_or(ENODEV)?;
-        Ok(bar.try_read(at)?.into_raw())
+        self.port_index(port)?;
+        Ok(PORT_SPEED_MBPS)
     }
 }
 
-/// The MAC address of port index `index` (from 0).
-pub(crate) fn port_mac(bar: &Bar<'_>, index: usize) -> Result<[u8; 6]> {
-    let lo = bar
-        .try_read(regs::PORT_MAC_LO::try_at(index).ok_or(EINVAL)?)?
-        .into_raw()
-        .to_le_bytes();
-    let hi = bar
-        .try_read(regs::PORT_MAC_HI::try_at(index).ok_or(EINVAL)?)?
-        .into_raw()
-        .to_le_bytes();
-    Ok([lo[0], lo[1], lo[2], lo[3], hi[0], hi[1]])
-}
+/// Every port is 100GbE.
+pub(crate) const PORT_SPEED_MBPS: u32 = 100_000;
 
 /// The modified EUI-64 of a MAC address (RFC 4291, appendix A), as a node GUID.
 pub(crate) fn eui64(mac: [u8; 6]) -> u64 {
@@ -572,7 +571,7 @@ impl rdma::Driver for GaudiRdma {
         let d = dev.data();
         let c = &d.caps;
         Ok(DeviceAttr {
-            max_mr_size: mmu::MR_VA_END - mmu::MR_VA_START,
+            max_mr_size: crate::chip::MAX_MR_SIZE,
             page_size_cap: u64::from(c.page_sizes),
             vendor_id: u32::from(kernel::pci::Vendor::HABANALABS.as_raw()),
             vendor_part_id: d.vendor_part_id,
@@ -827,7 +826,7 @@ impl rdma::Driver for GaudiRdma {
             // A receive queue asked for is granted as asked: its receives are held by the
             // driver until an error flushes them (`queue::post_recv`), as the NIC has no
             // receive queue. Inline data asked for by user space gets a bounce area
-            // of `hw::INLINE_MAX` bytes per WQE, which it reports (a kernel consumer's gets
+            // of `queue::INLINE_MAX` bytes per WQE, which it reports (a kernel consumer's gets
             // none).
             let cap = init.cap();
             let inline = user.is_some() && cap.max_inline_data > 0;
@@ -906,7 +905,7 @@ impl rdma::Driver for GaudiRdma {
                 max_send_sge: sge,
                 max_recv_wr: cap.max_recv_wr,
                 max_recv_sge: cap.max_recv_sge,
-                max_inline_data: if inline { hw::INLINE_MAX as u32 } else { 0 },
+                max_inline_data: if inline { queue::INLINE_MAX as u32 } else { 0 },
             });
             let data = data?;
             Ok(data)

@@ -117,6 +117,21 @@ impl Ids {
         Ok(index)
     }
 
+    /// The QP indexes held on port index `port`.
+    pub(crate) fn qp_indexes_on(&self, port: usize) -> Result<KVec<u32>> {
+        let mut out = KVec::new();
+        let held = self.qps.lock();
+        for i in FIRST_QPN..self.max_qps {
+            if held
+                .get(i as usize)
+                .is_some_and(|h| port < 32 && *h & (1 << port) != 0)
+            {
+                out.push(i, GFP_ATOMIC)?;
+            }
+        }
+        Ok(out)
+    }
+
     /// Give back QP index `index` on the ports of `ports`.
     pub(crate) fn free_qp_index(&self, index: u32, ports: u32) {
         let mut held = self.qps.lock();

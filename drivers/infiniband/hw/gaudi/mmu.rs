@@ -26,7 +26,30 @@ use kernel::{
     sync::Mutex,
 };
 
-use crate::hw::Pte;
+kernel::bitfield! {
+    /// A device page-table entry (device-model.rst, "Chip services": the emulated function's
+    /// table format).
+    pub(crate) struct Pte(u64) {
+        /// Next table (bus address) or the page, bits 51:12 of the address.
+        51:12 address;
+        /// The address is an offset into device memory (BAR 4).
+        3:3 devmem => bool;
+        /// At level 0 or 1: the entry maps a 1 GiB or 2 MiB page.
+        2:2 leaf => bool;
+        /// The device may write the page.
+        1:1 write => bool;
+        /// The entry maps something; the page is readable.
+        0:0 valid => bool;
+    }
+}
+
+impl Pte {
+    /// An entry pointing to `addr` (bits 51:12 only are kept: the caller checked alignment
+    /// and range).
+    pub(crate) fn to(addr: u64) -> Self {
+        Self::from_raw(addr & Self::ADDRESS_MASK).with_valid(true)
+    }
+}
 
 /// Entries per table.
 const ENTRIES: usize = 512;
@@ -35,16 +58,8 @@ const ENTRIES: usize = 512;
 /// region of hundreds of GiB is millions of pages.
 const RESCHED_PAGES: u64 = 4096;
 
-/// Device VAs of model 1.5 are 39 bits wide.
-pub(crate) const VA_BITS: u32 = 39;
-
 /// Device VAs of an ASID of the emulated function (four levels) are 48 bits wide.
 pub(crate) const ASID_VA_BITS: u32 = 48;
-
-/// Device VAs of memory regions: above a first GiB left unmapped (so that small bogus addresses
-/// fault), up to the end of the VA space.
-pub(crate) const MR_VA_START: u64 = 1 << 30;
-pub(crate) const MR_VA_END: u64 = 1 << VA_BITS;
 
 /// Page sizes the tables can hold, as shifts: 4 KiB, 2 MiB, 1 GiB.
 pub(crate) const PAGE_SHIFTS: [u32; 3] = [12, 21, 30];
@@ -56,9 +71,6 @@ pub(crate) struct Flags {
     pub(crate) devmem: bool,
     /// The device may write the page (CQEs, incoming WRITEs).
     pub(crate) writable: bool,
-    /// The page holds a queue: the device fetches WQEs from it or writes CQEs to it, and
-    /// nothing else. Work requests and incoming WRITEs can never name it.
-    pub(crate) ring: bool,
 }
 
 /// One page of the device's translation domain.
@@ -177,7 +189,6 @@ impl PageTables {
         let pte = Pte::to(page.addr)
             .with_write(page.flags.writable)
             .with_devmem(page.flags.devmem)
-            .with_ring(page.flags.ring)
             .with_leaf(level < last);
         table.set(i, pte)?;
         table.used += 1;

@@ -183,7 +183,7 @@ fn check_mr(dev: &rdma::Device<GaudiRdma>, length: u64, access: Access) -> Resul
         );
         return Err(EOPNOTSUPP);
     }
-    if length == 0 || length > mmu::MR_VA_END - mmu::MR_VA_START {
+    if length == 0 || length > crate::chip::MAX_MR_SIZE {
         return Err(EINVAL);
     }
     Ok(())
@@ -262,7 +262,6 @@ fn register(
     let flags = mmu::Flags {
         writable: r.access.contains(Access::REMOTE_WRITE),
         devmem: r.devmem,
-        ..Default::default()
     };
     // In the ASID, a region a peer may write is at its iova: the address the peer's WRITEs
     // carry, which the NIC translates unchanged. Such regions of one PD do not overlap; their

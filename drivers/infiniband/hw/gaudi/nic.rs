@@ -801,6 +801,7 @@ impl PortQueues {
             at(PortLoc::<QPC0_EVENT_QUE_CFG>::of(p))?,
             QPC0_EVENT_QUE_CFG::zeroed()
                 .with_enable(true)
+                .with_overrun_en(true)
                 .with_write_pi_en(true)
                 .with_interrupt_per_eqe(true),
         )?;
@@ -948,6 +949,23 @@ impl PortQueues {
         let ci = self.eq_ci.load(Relaxed);
         let pi = (|| -> Result<u32> { Ok(io_read!(&self.eq_pi, [try: 0])) })().unwrap_or(ci);
         pi & EQ_INDEX_MASK != ci
+    }
+
+    /// Whether the NIC wrote over entries the driver had not taken (the queue is enabled with
+    /// overrun, as hbl_cn's): how many it lost. The scan then starts at the oldest entry that
+    /// is left, one ring behind the written-back producer index.
+    pub(crate) fn eq_overrun(&self) -> u32 {
+        let ci = self.eq_ci.load(Relaxed);
+        let Ok(pi) = (|| -> Result<u32> { Ok(io_read!(&self.eq_pi, [try: 0])) })() else {
+            return 0;
+        };
+        let ahead = pi.wrapping_sub(ci) & EQ_INDEX_MASK;
+        if ahead <= EQ_ENTRIES {
+            return 0;
+        }
+        self.eq_ci
+            .store(pi.wrapping_sub(EQ_ENTRIES) & EQ_INDEX_MASK, Relaxed);
+        ahead - EQ_ENTRIES
     }
 
     /// Take the event queue's new entries, handing each to `f`, and give the NIC the consumer

@@ -47,14 +47,21 @@ use kernel::{
 
 use crate::{
     chip::AddressSpace,
-    hw::{
-        InlineData,
-        INLINE_MAX, //
-    },
     ids::PdId,
     rc,
-    shared::Shared,
+    shared::Shared, //
 };
+
+/// The bytes of one inline request, as the driver copies them for the device to read: a WQE
+/// of such a request names them as its source.
+#[repr(C)]
+#[derive(Clone, Copy, FromBytes, IntoBytes, zerocopy_derive::Immutable)]
+pub(crate) struct InlineData {
+    pub(crate) bytes: [u8; INLINE_MAX],
+}
+
+/// The largest inline request.
+pub(crate) const INLINE_MAX: usize = 256;
 
 /// SGEs a request of the standard verbs may have: each takes a WQE of its own.
 pub(crate) const MAX_SEND_SGE: u32 = 4;

@@ -97,7 +97,7 @@ pub(crate) struct V2 {
     /// The PD's address space, where the send queue is entered from INIT (`Sq::wq_map`).
     space: Arc<AddressSpace>,
     pub(crate) wq: Coherent<[u32]>,
-    /// Inline requests' data, one `hw::INLINE_MAX` area per send queue entry, and where it is
+    /// Inline requests' data, one `queue::INLINE_MAX` area per send queue entry, and where it is
     /// in the ASID (dropped before the memory).
     pub(crate) bounce: Option<(Mapping, u64, Coherent<[u32]>)>,
     pub(crate) asid: u32,
@@ -124,7 +124,7 @@ impl V2 {
         let bytes = (entries as usize * WQE_BYTES).next_multiple_of(4096);
         let wq = Coherent::<u32>::zeroed_slice(dev, bytes / 4, GFP_KERNEL)?;
         let bounce = if inline {
-            let bytes = (entries as usize * crate::hw::INLINE_MAX).next_multiple_of(4096);
+            let bytes = (entries as usize * crate::queue::INLINE_MAX).next_multiple_of(4096);
             let mem = Coherent::<u32>::zeroed_slice(dev, bytes / 4, GFP_KERNEL)?;
             let base = mem.dma_address();
             let pages = (bytes / 4096) as u64;
@@ -761,6 +761,26 @@ pub(crate) fn qp_error(ib: &rdma::Device<GaudiRdma>, port: usize, qpn: u32, synd
         )),
     })
     .is_some()
+}
+
+/// After an overrun of `port`'s event queue lost QP errors: each RC QP of the port whose
+/// requester context says ERROR is handled as its `QP_ERR` event would have been, with the
+/// syndrome unknown (0: a local QP operation error). A QP whose error was handled already is
+/// left alone. Sleeps.
+pub(crate) fn recheck_errors(ib: &rdma::Device<GaudiRdma>, shared: &Shared, port: usize) {
+    let Ok(qpns) = ib.data().ids.qp_indexes_on(port) else {
+        return;
+    };
+    for qpn in qpns {
+        let mut r = [0u64; nic::REQ_QPC_WORDS];
+        if shared
+            .gateway_read(ib.parent(), port, qpn, true, &mut r)
+            .is_ok()
+            && req::ERROR.get(&r) != 0
+        {
+            qp_error(ib, port, qpn, 0);
+        }
+    }
 }
 
 /// Ring the doorbell of `sq` (QP `qpn`, on the kernel's FIFO of its port).

@@ -1,8 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The device as probe, the interrupt handlers and the verbs share it: its BAR, model 1.5's
-//! event queue and command interface (what is left of them: link and fatal events, device
-//! memory clearing, GIDs), the NIC's port queues, QPC gateway and kernel doorbells.
+//! The device as probe, the interrupt handlers and the verbs share it: its BAR, the NIC's port
+//! queues, QPC gateway, kernel doorbells and encapsulations.
 
 use kernel::{
     device::{
@@ -26,40 +25,32 @@ use kernel::{
     },
     time::Delta,
 };
-use zerocopy::Immutable;
 
 use crate::{
-    chip,
-    cmd::{
-        Commands,
-        CMD_DEVMEM_FILL, //
+    chip::{
+        self,
+        RESET_TIMEOUT, //
     },
-    eq::EventQueue,
-    hw,
-    nic,
-    regs, //
+    nic, //
 };
 
-/// How long the device may take to become ready after a reset (device model: one second).
-pub(crate) const RESET_TIMEOUT: Delta = Delta::from_secs(1);
+/// Size of BAR0: SRAM and the chip's configuration space (from 64 MiB); the emulated function
+/// has its chip services at 1 MiB.
+pub(crate) const BAR0_SIZE: usize = 0x1000_0000;
 
-pub(crate) type Bar0 = pci::DevresBar<{ regs::BAR0_SIZE }>;
-pub(crate) type Bar<'a> = pci::Bar<'a, { regs::BAR0_SIZE }>;
+pub(crate) type Bar0 = pci::DevresBar<BAR0_SIZE>;
+pub(crate) type Bar<'a> = pci::Bar<'a, BAR0_SIZE>;
 
 /// State shared between process context, the interrupt handlers and the InfiniBand device.
 #[pin_data(PinnedDrop)]
 pub(crate) struct Shared {
     pub(crate) bar: Bar0,
-    pub(crate) eq: EventQueue,
     pub(crate) dev: ARef<device::Device>,
     pub(crate) ports: u32,
     /// The device reported a fatal error: it executes nothing until reset.
     pub(crate) fatal: Atomic<bool>,
     /// The device is gone (its registers read all ones): set by the presence check.
     pub(crate) removed: Atomic<bool>,
-    /// The command interface.
-    #[pin]
-    pub(crate) cmd: Commands,
     /// Each port's event queue and CQ region (device model 2.0).
     pub(crate) nic: KVec<nic::PortQueues>,
     /// Physical address (for the NIC) of the ports' context tables in device memory; 0 if the
@@ -165,37 +156,18 @@ impl Shared {
         self.fatal.load(Relaxed)
     }
 
-    /// Run device command `op` on object `index` of port index `port` ([`Commands::run`]):
-    /// `EIO` once the device has failed, `ENODEV` once it is gone.
-    pub(crate) fn command<A, R>(
+    /// Zero `len` bytes of device memory at `offset` (both multiples of 4 KiB), through the
+    /// chip's scrub service: `EIO` once the device has failed, `ENODEV` once it is gone.
+    pub(crate) fn clear_devmem(
         &self,
-        op: u32,
-        port: u32,
-        index: u32,
-        arg: &A,
-        out: &mut R,
-    ) -> Result
-    where
-        A: IntoBytes + Immutable,
-        R: FromBytes + IntoBytes,
-    {
+        dev: &device::Device<Bound>,
+        offset: u64,
+        len: u64,
+    ) -> Result {
         if self.is_fatal() {
             return Err(EIO);
         }
-        self.cmd
-            .run(&self.dev, &self.bar, op, port, index, arg, out)
-    }
-
-    /// Fill `len` bytes of device memory at `offset` (both multiples of 4 KiB) with zeros
-    /// (`DEVMEM_FILL`).
-    pub(crate) fn clear_devmem(&self, offset: u64, len: u64) -> Result {
-        let arg = hw::DevmemFill {
-            offset,
-            length: len,
-            pattern: 0,
-            reserved: 0,
-        };
-        self.command(CMD_DEVMEM_FILL, 0, 0, &arg, &mut ())
+        chip::scrub(self.bar.access(dev)?, offset, len)
     }
 }
 
@@ -210,11 +182,10 @@ impl PinnedDrop for Shared {
             let Some(bar) = self.bar.try_access() else {
                 return;
             };
-            EventQueue::disable(&bar);
             for q in &self.nic {
                 q.disable(&bar);
             }
-            bar.write_reg(regs::RESET::from_raw(regs::RESET_MAGIC));
+            chip::start_reset(&bar);
         }
         // The device has stopped (no event write, no page walk) only once the reset has
         // finished; until then the memory it may reach must stay. The BAR guard is an RCU
@@ -223,7 +194,7 @@ impl PinnedDrop for Shared {
             || {
                 self.bar
                     .try_access()
-                    .map(|bar| bar.read(regs::STATUS))
+                    .map(|bar| chip::status(&bar))
                     .ok_or(ENODEV)
             },
             |s| s.ready(),

@@ -4,9 +4,8 @@
 //! driver (register access, the device MMU, DMA memory, firmware messages,
 //! interrupts, reset, HBM); on the emulated function they are the
 //! emulator's and model-defined. This is the device MMU: one page table per
-//! ASID, in the format of model 1.5's tables with a fourth level above
-//! them (4 KiB, 2 MiB and 1 GiB pages; the RING bit unused), translating
-//! device VAs below 2^48. A region's device VA can then be its iova, which
+//! ASID, four levels ([`crate::mmu`]: 4 KiB, 2 MiB and 1 GiB pages),
+//! translating device VAs below 2^48. A region's device VA can then be its iova, which
 //! is what a peer names in a WRITE (remote addressing, uapi.rst); on a real
 //! host habanalabs maps host memory from 0xFFF0000000000000 (gaudi2P.h
 //! `VA_HOST_SPACE_PAGE_START`) instead.
@@ -19,8 +18,8 @@ use std::collections::HashMap;
 pub const VA_BITS: u32 = 48;
 /// ASIDs the NIC's contexts and FIFOs can name (10-bit fields).
 pub const ASIDS: u32 = 1024;
-/// Where the services' registers are in BAR0 (after model 1.5's MiB;
-/// below the chip's configuration space).
+/// Where the services' registers are in BAR0 (below the chip's
+/// configuration space).
 pub const SVC_BASE: u64 = 0x10_0000;
 /// Page-table root of ASID n: low and high words, 8 bytes apart per ASID.
 pub const SVC_MMU_ROOT_LO: u64 = SVC_BASE;
@@ -46,6 +45,32 @@ pub const SVC_RESET: u64 = SVC_BASE + 0x300c;
 pub const SVC_RESET_MAGIC: u32 = u32::from_be_bytes(*b"RSET");
 /// Link state: bit p set while port p's link is up.
 pub const SVC_LINK: u64 = SVC_BASE + 0x3010;
+/// Chip status: [`SVC_STATUS_READY`] once a reset has finished,
+/// [`SVC_STATUS_FATAL`] once the chip stopped on a fatal error.
+pub const SVC_STATUS: u64 = SVC_BASE + 0x3014;
+pub const SVC_STATUS_READY: u32 = 1 << 0;
+pub const SVC_STATUS_FATAL: u32 = 1 << 1;
+/// Interrupt causes of the services' vector (0), write 1 to clear:
+/// [`SVC_CAUSE_TEST`], [`SVC_CAUSE_FATAL`].
+pub const SVC_IRQ_CAUSE: u64 = SVC_BASE + 0x3018;
+pub const SVC_CAUSE_TEST: u32 = 1 << 0;
+pub const SVC_CAUSE_FATAL: u32 = 1 << 1;
+/// Write a vector number: that MSI-X vector is raised, with the test cause.
+pub const SVC_IRQ_TEST: u64 = SVC_BASE + 0x301c;
+/// HBM size in bytes (low and high words).
+pub const SVC_HBM_SIZE_LO: u64 = SVC_BASE + 0x3020;
+pub const SVC_HBM_SIZE_HI: u64 = SVC_BASE + 0x3024;
+/// HBM scrub: offset and length (multiples of 4 KiB, low and high words);
+/// writing [`SVC_SCRUB_START`] to the control zeroes the range, which then
+/// reads [`SVC_SCRUB_DONE`] or [`SVC_SCRUB_REFUSED`].
+pub const SVC_SCRUB_ADDR_LO: u64 = SVC_BASE + 0x3028;
+pub const SVC_SCRUB_ADDR_HI: u64 = SVC_BASE + 0x302c;
+pub const SVC_SCRUB_LEN_LO: u64 = SVC_BASE + 0x3030;
+pub const SVC_SCRUB_LEN_HI: u64 = SVC_BASE + 0x3034;
+pub const SVC_SCRUB_CTRL: u64 = SVC_BASE + 0x3038;
+pub const SVC_SCRUB_START: u32 = 1;
+pub const SVC_SCRUB_DONE: u32 = 1;
+pub const SVC_SCRUB_REFUSED: u32 = 2;
 /// Port p's MAC address as the firmware gives it: bytes 2 to 5 big-endian
 /// in LO (8 bytes apart per port), bytes 0 and 1 in HI bits 15:0.
 pub const SVC_MAC_LO: u64 = SVC_BASE + 0x3100;
@@ -67,6 +92,16 @@ pub const SVC_REGISTERS: &[(&str, u64)] = &[
     ("SVC_PORT_MASK", SVC_PORT_MASK),
     ("SVC_RESET", SVC_RESET),
     ("SVC_LINK", SVC_LINK),
+    ("SVC_STATUS", SVC_STATUS),
+    ("SVC_IRQ_CAUSE", SVC_IRQ_CAUSE),
+    ("SVC_IRQ_TEST", SVC_IRQ_TEST),
+    ("SVC_HBM_SIZE_LO", SVC_HBM_SIZE_LO),
+    ("SVC_HBM_SIZE_HI", SVC_HBM_SIZE_HI),
+    ("SVC_SCRUB_ADDR_LO", SVC_SCRUB_ADDR_LO),
+    ("SVC_SCRUB_ADDR_HI", SVC_SCRUB_ADDR_HI),
+    ("SVC_SCRUB_LEN_LO", SVC_SCRUB_LEN_LO),
+    ("SVC_SCRUB_LEN_HI", SVC_SCRUB_LEN_HI),
+    ("SVC_SCRUB_CTRL", SVC_SCRUB_CTRL),
     ("SVC_MAC_LO", SVC_MAC_LO),
     ("SVC_MAC_HI", SVC_MAC_HI),
 ];
@@ -79,6 +114,8 @@ pub struct ChipMmu {
     strict: bool,
     pub faults: u32,
     pub last_fault: (u32, u64),
+    /// Stale uses (strict mode) of the tables before the last reset.
+    stale_before: u32,
 }
 
 impl ChipMmu {
@@ -90,9 +127,18 @@ impl ChipMmu {
     }
 
     pub fn reset(&mut self) {
-        let (strict, faults, last) = (self.strict, self.faults, self.last_fault);
+        let (strict, faults, last, stale) =
+            (self.strict, self.faults, self.last_fault, self.stale());
         *self = Self::new(strict);
-        (self.faults, self.last_fault) = (faults, last);
+        (self.faults, self.last_fault, self.stale_before) = (faults, last, stale);
+    }
+
+    /// Strict mode: uses of a cached translation that the page table no
+    /// longer backed, every ASID's, since power-on.
+    pub fn stale(&self) -> u32 {
+        self.mmus
+            .values()
+            .fold(self.stale_before, |n, m| n.wrapping_add(m.stale))
     }
 
     /// A register read of the services' block (`off` from BAR0).
@@ -140,7 +186,7 @@ impl ChipMmu {
                 let m = self
                     .mmus
                     .entry(asid)
-                    .or_insert_with(|| Mmu::with_four_levels(self.strict));
+                    .or_insert_with(|| Mmu::new(self.strict));
                 m.root = root;
                 m.enabled = root != 0;
             }

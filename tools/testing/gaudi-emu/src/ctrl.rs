@@ -4,27 +4,20 @@
 //! "err MESSAGE".
 //!
 //! ```text
-//! link PORT up|down        change a port's link state (PORT_UP/PORT_DOWN event)
-//! drop PORT N              drop the next N frames the port sends
+//! link PORT up|down        change a port's link state (SVC_LINK; the NIC's
+//!                          LINK_STATUS event)
+//! drop PORT N              drop the next N RoCE frames the port sends
 //! corrupt PORT N           corrupt the next N frames (their ICRC fails)
 //! delay PORT MS            delay the port's frames by MS milliseconds
 //! reorder PORT N           of the next N frames the port sends, hold every
 //!                          other one back by 5 ms (the next overtakes it)
-//! qp-error PORT QPN        move a QP to the error state (QP_ERROR event)
-//! nak PORT invalid|op|access N
-//!                          the port's responder answers the first packet of
-//!                          the next N incoming WRITEs with that NAK (invalid
-//!                          request, remote operational error, remote access
-//!                          error) and moves its QP to ERR
-//! fail-wqe PORT STATUS N   the next N WQEs fetched on the port fail with CQE
-//!                          status STATUS (1 to 9), their QP moved to ERR
-//! cq-fault PORT QPN        the next CQE written to the QP's CQ faults (as an
-//!                          unmapped ring page: MMU_FAULT event, CQ stops)
-//! eq-flood N               N COMPLETION events for CQ 0xffffff (none has
-//!                          that number) at once: "posted P dropped D", D
-//!                          the events that found the event queue full
-//! fatal                    device fatal error (DEVICE_FATAL event)
-//! id HEX                   the ID register reads HEX from now on (as --id)
+//! eq-flood N               N COMPLETION events of the kernel's RC CQ on
+//!                          port 0's event queue at once: "posted P
+//!                          overwritten O", O the events written over
+//!                          entries not consumed yet
+//! fatal                    device fatal error (SVC_STATUS.FATAL, the fatal
+//!                          cause on vector 0)
+//! id HEX                   SVC_ID reads HEX from now on (as --id)
 //! unplug                   QEMU removes the device (device_del over its
 //!                          monitor, --qmp); the guest ejects it
 //! plug                     QEMU adds the device again (device_add), which
@@ -38,144 +31,62 @@
 //! reset-hangs on|off       resets from now on never finish (as
 //!                          --reset-hangs), or finish again
 //! capture PORT PATH|off    write the port's frames to a pcap file
-//! nic-hold PORT on|off     model 2.0: the port's NIC takes no doorbell from
-//!                          its FIFOs (as a NIC busy elsewhere), or takes
-//!                          them again; a test hook for FIFO overruns
+//! nic-hold PORT on|off     the port's NIC takes no doorbell from its FIFOs
+//!                          (as a NIC busy elsewhere), or takes them again;
+//!                          a test hook for FIFO overruns
 //! nic-event PORT TYPE DATA1 DATA2
-//!                          model 2.0: an entry on the port's event queue
-//!                          as the NIC writes one (decimal fields), e.g. a
-//!                          QP_ERR (2) of a QP with a syndrome; fails if
-//!                          the queue is full
-//! fuzz-nic PORT N SEED     model 2.0: N entries no NIC produces (device/
-//!                          fuzz.rs: NIC_KINDS) on the port's event queue
-//!                          and CQ 0, written as the NIC writes entries:
+//!                          an entry on the port's event queue as the NIC
+//!                          writes one (decimal fields), e.g. a QP_ERR (2)
+//!                          of a QP with a syndrome; fails if the queue is
+//!                          full
+//! fuzz-nic PORT N SEED     N entries no NIC produces (device/fuzz.rs:
+//!                          NIC_KINDS) on the port's event queue and CQs 0
+//!                          and 1, written as the NIC writes entries:
 //!                          "fuzz-nic port P injected I not_injected S
 //!                          eqe_unknown N ... cqe_rc_bad N"
-//! nic-rd OFF [OFF...]      model 2.0: the NIC's registers at configuration-
-//!                          space offsets OFF (hex): "OFF=VALUE ..."
-//! peek VA LEN              read LEN (up to 4096) bytes at device VA VA through
-//!                          the MMU: "data HEX", or err naming the fault
-//! asid-find VA             model 2.0: "asids A:rw B:ro ...", the ASIDs whose
-//!                          page tables map device VA VA now, and the page's
+//! nic-rd OFF [OFF...]      the NIC's registers at configuration-space
+//!                          offsets OFF (hex): "OFF=VALUE ..."
+//! peek asid=N VA LEN       read LEN (up to 4096) bytes at device VA VA as
+//!                          ASID N's tables map them now: "data HEX", or err
+//!                          naming the fault
+//! asid-find VA             "asids A:rw B:ro ...", the ASIDs whose page
+//!                          tables map device VA VA now, and the page's
 //!                          right ("asids" alone: none)
-//! asid-peek ASID VA LEN    model 2.0: LEN (up to 4096) bytes at device VA VA
-//!                          of ASID as its tables map them now: "data HEX",
-//!                          or err naming the fault
-//! peek-bytes VA [VA...]    one byte at each device VA (up to 64) through the
-//!                          MMU: "bytes B B ...", B two hex digits or "--"
-//!                          for a fault
-//! poke VA HEX              write bytes at device VA VA through the MMU
-//!                          (peek, peek-bytes, hash and poke: with asid=N
-//!                          before the arguments, as ASID N's tables map
-//!                          them instead, writable pages only for poke)
-//! hash VA LEN             "hash H": the region hash (below) of LEN bytes at
-//!                          device VA VA read through the MMU, or err naming
-//!                          the fault
+//! asid-peek ASID VA LEN    LEN (up to 4096) bytes at device VA VA of ASID
+//!                          as its tables map them now: "data HEX", or err
+//!                          naming the fault (no fault counted)
+//! peek-bytes asid=N VA [VA...]
+//!                          one byte at each device VA (up to 64) as ASID
+//!                          N's tables map it: "bytes B B ...", B two hex
+//!                          digits or "--" for a fault
+//! poke asid=N VA HEX       write bytes at device VA VA as ASID N's tables
+//!                          map it, writable pages only
+//! hash asid=N VA LEN       "hash H": the region hash (below) of LEN bytes
+//!                          at device VA VA as ASID N's tables map them, or
+//!                          err naming the fault
 //! devmem-peek OFFSET LEN   read LEN (up to 4096) bytes of device memory at
 //!                          OFFSET: "data HEX", or err if outside it
-//! qps PORT                 "qps I J ...": the QP indexes that exist on the port
-//! cqs PORT                 "cqs I J ...": the CQ indexes that exist on the port
-//! stat                     "dma_audit N", "mmu_faults N" (both MMUs'
-//!                          translation faults), "eq_dropped N",
-//!                          "stale_translation N" (strict mode's audit of
-//!                          cached translations), "unwaited_invalidation N"
-//!                          (those of them of a page whose entry was gone
-//!                          when an MMU_INVALIDATE still under way was
-//!                          written: no register read since),
-//!                          "dma_no_master N" and "irq_no_master N" (DMA
-//!                          and interrupts refused while Bus Master Enable
-//!                          was clear or the vector not enabled),
-//!                          "cmd_overlap N" and "cmd_data_busy N" (strict:
-//!                          CMD, or CMD_DATA, written or read while a
-//!                          command was outstanding), "bad_doorbells N" (SQ
-//!                          producer indexes refused: QP to ERR),
-//!                          "cq_ci_ignored N" (CQ consumer indexes
-//!                          ignored), "fuzz_regs left N CLASS N ..." (see
-//!                          fuzz-regs), "nic gw_ops N gw_write_while_busy N
-//!                          gw_read_while_busy N gw_unreachable N
+//! stat                     "dma_audit N", "mmu_faults N" (the device
+//!                          MMU's translation faults), "stale_translation
+//!                          N" (strict mode's audit of cached
+//!                          translations), "dma_no_master N" and
+//!                          "irq_no_master N" (DMA and interrupts refused
+//!                          while Bus Master Enable was clear or the vector
+//!                          not enabled), "nic gw_ops N gw_write_while_busy
+//!                          N gw_read_while_busy N gw_unreachable N
 //!                          unknown_register N cq_ci_refused N eq_dropped N
-//!                          cqe_dropped N db_overruns N raw_rx_dropped N"
-//!                          (model 2.0's NIC:
-//!                          gateway operations done, software's misuse,
-//!                          what was lost), then
-//!                          per port "port P tx N rx N
-//!                          rx_drops N retransmits N naks N icrc_errors N
-//!                          injected N rnr_naks N link up|down"
-//! ```
-//!
-//! Fuzzing: test hooks that make the device misbehave toward the driver
-//! (see `device::fuzz`); not device behaviour. N is at most 65536; SEED (a
-//! 64-bit number, decimal or 0x hexadecimal) makes the injection
-//! repeatable. CQEs never complete an outstanding WQE; event queue entries
-//! name only ports, QPs and CQs that exist nowhere, and never carry a
-//! device fatal error. Each reply line lists every kind with its count
-//! (zeros included); injected + not_injected is N.
-//!
-//! ```text
-//! fuzz-cqe PORT CQN N SEED write N malformed CQEs into the CQ's ring, as the
-//!                          device writes CQEs, and notify the CQ if armed.
-//!                          Kinds: unknown_qpn, bad_index (a send completion
-//!                          of a WQE not outstanding), foreign_cq (a QP of
-//!                          another CQ), bad_opcode, bad_status,
-//!                          long_byte_count (an incoming WRITE longer than
-//!                          the QP's region or any message), imm_not_allowed
-//!                          (an incoming WRITE on a QP without REMOTE_WRITE),
-//!                          garbage (every byte random), stale_owner (the
-//!                          owner bit of the previous pass: not to be
-//!                          consumed). Kinds needing a QP the port lacks
-//!                          become unknown_qpn. At most half the ring is
-//!                          filled; stale entries go into free slots ahead
-//!                          of the producer. Reply: "fuzz-cqe port P cq C
-//!                          injected N visible N not_injected N KIND N ..."
-//!                          (visible: entries the consumer is to take).
-//! fuzz-eqe N SEED          write N malformed event queue entries and raise
-//!                          vector 0. Kinds: bad_port (beyond NUM_PORTS),
-//!                          unknown_type, unknown_object (a QPN or CQN that
-//!                          exists on no port), stale_owner (not to be
-//!                          consumed), skipped (an entry written and
-//!                          signalled one slot ahead of the producer, the
-//!                          slot before it filled 20 ms later: two entries,
-//!                          one count). At most half the queue is filled,
-//!                          and the device is released while a slot is
-//!                          open. Reply:
-//!                          "fuzz-eqe injected N visible N not_injected N
-//!                          KIND N ..."
-//! fuzz-regs N SEED [CLASSES]
-//!                          the next N reads of registers of the classes
-//!                          (comma-separated, "default" or "all"; default:
-//!                          all but port_addr) return bogus values: status
-//!                          (STATUS), irq_cause (IRQ_CAUSE), cmd_status
-//!                          (CMD_STATUS: never 0 or an errno of the model),
-//!                          cmd_data (CMD_DATA), eq (EQ_PI past the ring or
-//!                          backwards, EQ_CI, EQ_OVERFLOWS jumping),
-//!                          mmu_fault (MMU_FAULT_COUNT, MMU_FAULT_VA_LO/HI),
-//!                          port (PORT_STATE, PORT_SPEED, the counters),
-//!                          port_addr (PORT_MAC_LO/HI, PORT_IPV4). Values:
-//!                          all-ones, 0, random, and the class's own. N 0
-//!                          disarms. Reply: "fuzz-regs armed N classes
-//!                          C,C,..."; the reads served show in stat's
-//!                          "fuzz_regs left N status N irq_cause N ..."
-//! fuzz-wire PORT N SEED    N garbage frames arrive on the port's link:
-//!                          truncated, bad_opcode (operations and transports
-//!                          the device lacks), bad_qpn, not_for_port (another
-//!                          MAC or IPv4 address), bad_icrc, bad_pad (a pad
-//!                          count beyond the frame), psn (requests the
-//!                          responder has seen or far ahead; ACKs and NAKs of
-//!                          PSNs not outstanding), garbage (good headers and
-//!                          ICRC, random rest), wild_reth (a WRITE at the
-//!                          expected PSN with a wild VA, length or rkey,
-//!                          never one that lands). Frames for a QP in RTR or
-//!                          RTS look as if from its peer and are answered
-//!                          (garbage and wild_reth may move it to ERR);
-//!                          without one, psn and wild_reth become bad_qpn.
-//!                          Reply: "fuzz-wire port P injected N KIND N ..."
-//!                          and "fuzz-wire port P moved rx N rx_drops N
-//!                          icrc_errors N naks N mmu_faults N eth N" (how
-//!                          the counters moved; eth: frames handed to the
-//!                          port's Ethernet receive ring, stored or not)
+//!                          cqe_dropped N db_overruns N raw_rx_dropped N
+//!                          eq_overwritten N" (the NIC: gateway operations
+//!                          done, software's misuse, what was lost), then
+//!                          per port "port P tx N rx N rx_drops N
+//!                          retransmits N naks N icrc_errors N injected N
+//!                          rnr_naks N link up|down looped N link_sent N
+//!                          link_send_errors N link_received N link_lost N
+//!                          eth_tx N eth_rx N" (rnr_naks, eth_tx and eth_rx
+//!                          always 0)
 //! ```
 
-use crate::device::{fuzz, Device};
+use crate::device::Device;
 
 /// The hash of `hash`: FNV-1a over the little-endian 64-bit words of the
 /// bytes (the last word zero-padded), then the length xored in. The test
@@ -292,17 +203,13 @@ fn unhex(s: &str) -> Result<Vec<u8>, String> {
         .collect()
 }
 
-/// The optional `asid=N` before the arguments of `peek`, `peek-bytes`,
-/// `hash` and `poke`: the ASID whose tables map the addresses (model 2.0),
-/// else the NIC's own MMU (model 1.5); and the first argument after it.
-fn view<'a>(
-    w: &mut impl Iterator<Item = &'a str>,
-) -> Result<(Option<u32>, Option<&'a str>), String> {
+/// The `asid=N` before the arguments of `peek`, `peek-bytes`, `hash` and
+/// `poke`: the ASID whose tables map the addresses; and the first argument
+/// after it.
+fn view<'a>(w: &mut impl Iterator<Item = &'a str>) -> Result<(u32, Option<&'a str>), String> {
     match w.next() {
-        Some(t) if t.starts_with("asid=") => {
-            Ok((Some(num(t.strip_prefix("asid="), "ASID")?), w.next()))
-        }
-        t => Ok((None, t)),
+        Some(t) if t.starts_with("asid=") => Ok((num(t.strip_prefix("asid="), "ASID")?, w.next())),
+        _ => Err("asid=N required".into()),
     }
 }
 
@@ -320,10 +227,6 @@ fn count(s: Option<&str>) -> Result<u32, String> {
             Ok(n)
         }
     })
-}
-
-fn seed(s: Option<&str>) -> Result<u64, String> {
-    addr(s).map_err(|_| format!("bad or missing seed {}", s.unwrap_or("")))
 }
 
 fn command(
@@ -344,11 +247,6 @@ fn command(
             qmp.plug()?;
         }
         return Ok(Vec::new());
-    }
-    // It releases the device while a hole it made stays open.
-    if cmd == "fuzz-eqe" {
-        let n = count(w.next())?;
-        return Ok(vec![fuzz::fuzz_eqe(device, n, seed(w.next())?)?]);
     }
     let mut d = device.lock().unwrap();
     let nports = d.ports.len();
@@ -406,42 +304,10 @@ fn command(
             let p = port(&mut w)?;
             d.ports[p].inject.reorder = num(w.next(), "count")?;
         }
-        "qp-error" => {
-            let p = port(&mut w)?;
-            if !d.inject_qp_error(p, num(w.next(), "qpn")?) {
-                return Err("no such QP".into());
-            }
-        }
-        "nak" => {
-            let p = port(&mut w)?;
-            let syndrome = match w.next() {
-                Some("invalid") => crate::roce::aeth::NAK_INVALID_REQ,
-                Some("op") => crate::roce::aeth::NAK_REMOTE_OP,
-                Some("access") => crate::roce::aeth::NAK_REMOTE_ACCESS,
-                _ => return Err("nak PORT invalid|op|access N".into()),
-            };
-            let n: u32 = num(w.next(), "count")?;
-            d.ports[p].inject.nak = (n > 0).then_some((syndrome, n));
-        }
-        "fail-wqe" => {
-            let p = port(&mut w)?;
-            let status: u8 = num(w.next(), "status")?;
-            if status == 0 || status > 9 {
-                return Err("status 1 to 9".into());
-            }
-            let n: u32 = num(w.next(), "count")?;
-            d.ports[p].inject.fail_wqe = (n > 0).then_some((status, n));
-        }
-        "cq-fault" => {
-            let p = port(&mut w)?;
-            if !d.inject_cq_fault(p, num(w.next(), "qpn")?) {
-                return Err("no such QP or CQ".into());
-            }
-        }
         "eq-flood" => {
             let n: u32 = num(w.next(), "count")?;
-            let (posted, dropped) = d.eq_flood(n);
-            return Ok(vec![format!("posted {posted} dropped {dropped}")]);
+            let (posted, over) = d.eq_flood(n);
+            return Ok(vec![format!("posted {posted} overwritten {over}")]);
         }
         "fatal" => d.fatal(),
         "vanish" => {
@@ -562,76 +428,17 @@ fn command(
             d.view_write(asid, va, &data)
                 .map_err(|f| format!("fault {f:?}"))?;
         }
-        "qps" => {
-            let p = port(&mut w)?;
-            let mut qps: Vec<u32> = d.ports[p].qps.keys().copied().collect();
-            qps.sort_unstable();
-            let list: Vec<String> = qps.iter().map(|q| q.to_string()).collect();
-            return Ok(vec![format!("qps {}", list.join(" "))
-                .trim_end()
-                .to_string()]);
-        }
-        "cqs" => {
-            let p = port(&mut w)?;
-            let mut cqs: Vec<u32> = d.ports[p].cqs.keys().copied().collect();
-            cqs.sort_unstable();
-            let list: Vec<String> = cqs.iter().map(|q| q.to_string()).collect();
-            return Ok(vec![format!("cqs {}", list.join(" "))
-                .trim_end()
-                .to_string()]);
-        }
-        "fuzz-cqe" => {
-            let p = port(&mut w)?;
-            let cqn = num(w.next(), "cqn")?;
-            let n = count(w.next())?;
-            return Ok(vec![d.fuzz_cqe(p, cqn, n, seed(w.next())?)?]);
-        }
-        "fuzz-regs" => {
-            let n = count(w.next())?;
-            let s = seed(w.next())?;
-            let classes = fuzz::reg_classes(w.next().unwrap_or("default"))?;
-            d.fuzz_regs(n, s, classes);
-            let names: Vec<&str> = fuzz::REG_CLASSES
-                .iter()
-                .enumerate()
-                .filter(|(i, _)| classes & 1 << i != 0)
-                .map(|(_, n)| *n)
-                .collect();
-            return Ok(vec![format!(
-                "fuzz-regs armed {n} classes {}",
-                names.join(",")
-            )]);
-        }
-        "fuzz-wire" => {
-            let p = port(&mut w)?;
-            let n = count(w.next())?;
-            return d.fuzz_wire(p, n, seed(w.next())?);
-        }
         "stat" => {
-            let a = d.audits();
-            let (left, served) = d.fuzz_regs_state();
             let mut out = vec![
                 format!("dma_audit {}", d.audit()),
-                // The NIC's own page table (model 1.5) and the chip's
-                // (model 2.0: by ASID).
-                format!(
-                    "mmu_faults {}",
-                    u64::from(d.mmu.faults) + u64::from(d.chip.faults)
-                ),
-                format!("eq_dropped {}", d.eq_dropped()),
+                format!("mmu_faults {}", d.chip.faults),
                 format!("stale_translation {}", d.stale_translations()),
-                format!("unwaited_invalidation {}", d.unwaited_invalidations()),
                 format!("dma_no_master {}", d.dma_no_master()),
                 format!("irq_no_master {}", d.irq_no_master()),
-                format!("cmd_overlap {}", a.cmd_overlap),
-                format!("cmd_data_busy {}", a.cmd_data_busy),
-                format!("bad_doorbells {}", a.bad_doorbells),
-                format!("cq_ci_ignored {}", a.cq_ci_ignored),
-                format!("fuzz_regs left {left} {served}"),
             ];
             let n = d.nic.audits();
             out.push(format!(
-                "nic gw_ops {} gw_write_while_busy {} gw_read_while_busy {} gw_unreachable {} unknown_register {} cq_ci_refused {} eq_dropped {} cqe_dropped {} db_overruns {} raw_rx_dropped {}",
+                "nic gw_ops {} gw_write_while_busy {} gw_read_while_busy {} gw_unreachable {} unknown_register {} cq_ci_refused {} eq_dropped {} cqe_dropped {} db_overruns {} raw_rx_dropped {} eq_overwritten {}",
                 d.nic.gw_ops,
                 n.gw_write_while_busy,
                 n.gw_read_while_busy,
@@ -641,7 +448,8 @@ fn command(
                 n.eq_dropped,
                 n.cqe_dropped,
                 n.db_overruns,
-                n.raw_rx_dropped
+                n.raw_rx_dropped,
+                n.eq_overwritten
             ));
             for (i, p) in d.ports.iter().enumerate() {
                 let c = &p.counters;
@@ -650,19 +458,19 @@ fn command(
                     c.tx,
                     c.rx,
                     c.rx_drops,
-                    c.retransmits + d.nic.retransmits.get(i).copied().unwrap_or(0),
-                    c.naks_sent + d.nic.naks.get(i).copied().unwrap_or(0),
+                    d.nic.retransmits.get(i).copied().unwrap_or(0),
+                    d.nic.naks.get(i).copied().unwrap_or(0),
                     c.icrc_errors,
                     c.injected,
-                    c.rnr_naks_sent,
+                    0,
                     if p.link_up { "up" } else { "down" },
                     c.looped,
                     c.link_sent,
                     c.link_send_errors,
                     c.link_received,
                     c.link_lost,
-                    p.eth.tx_frames,
-                    p.eth.rx_frames
+                    0,
+                    0
                 ));
             }
             return Ok(out);

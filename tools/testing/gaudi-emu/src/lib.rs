@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 //! The emulated Gaudi2 NIC: a vfio-user device model.
 //!
-//! Documentation/infiniband/gaudi/device-model-1.rst is the specification;
+//! Documentation/infiniband/gaudi/device-model.rst is the specification;
 //! this crate is its executable form.
 
 pub mod chip;
@@ -15,8 +15,6 @@ pub mod mem;
 pub mod mmu;
 pub mod nic;
 pub mod pci;
-pub mod qp;
-pub mod regs;
 pub mod roce;
 pub mod server;
 pub mod testkit;

@@ -4,11 +4,10 @@
 //! Serves one QEMU (or test) connection and exits when it disconnects;
 //! with --qmp, serves the next connection too (the device plugged again).
 
-use gaudi_emu::device::{Device, Options};
+use gaudi_emu::device::{Device, Options, MAX_PORTS};
 use gaudi_emu::engine::{Engine, Link};
 use gaudi_emu::hotplug::Qmp;
 use gaudi_emu::irq::Vectors;
-use gaudi_emu::regs::MAX_PORTS;
 use gaudi_emu::roce::Endpoint;
 use gaudi_emu::server::Backend;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -22,12 +21,10 @@ use vfio_user::Server;
 const STRICT_RESET_DELAY: Duration = Duration::from_millis(50);
 
 const USAGE: &str = "usage: gaudi-emu --socket PATH [options]
-  --id HEX                  value of the ID register (default 47415532)
+  --id HEX                  value of the SVC_ID register (default 47324546)
   --ports N                 number of ports (default 24)
   --devmem MIB              device memory size in MiB (default 256)
   --instance N              distinguishes emulators in default addresses
-  --max-qps N, --max-cqs N  QPs and CQs per port (powers of two; 1024)
-  --max-cqe N, --max-sqe N  entries per CQ and per send queue (8192)
   --addr PORT=MAC,IPV4      a port's MAC and IPv4 address
   --link PORT=LPORT:RPORT   attach a port to UDP 127.0.0.1:LPORT, sending to
                             127.0.0.1:RPORT (QEMU -netdev dgram compatible)
@@ -38,20 +35,17 @@ const USAGE: &str = "usage: gaudi-emu --socket PATH [options]
   --msi                     interrupt with MSI (up to 8 messages), not MSI-X:
                             QEMU 11.1 cannot remove a vfio-user-pci device
                             with MSI-X, so hot unplug tests use this
-  --reset-hangs             a reset never finishes (STATUS.READY stays 0)
-  --reset-delay-ms N        STATUS.READY reads 0 for N ms after a reset; the
+  --reset-hangs             a reset never finishes (SVC_STATUS.READY stays 0)
+  --reset-delay-ms N        SVC_STATUS.READY reads 0 for N ms after a reset; the
                             device does nothing meanwhile (default 0, 50
                             with --strict)
   --strict                  as late and as lenient as the model allows, and
-                            audited: keep translations per message and audit
-                            every use of one against the page table (stat
-                            stale_translation); a command finishes after
-                            the command delay or when CMD_STATUS is read,
-                            MMU_INVALIDATE after it or at the next register
-                            read (stats cmd_overlap, cmd_data_busy,
-                            unwaited_invalidation)
-  --cmd-delay-us N          with --strict: how long a command and an
-                            MMU_INVALIDATE take (default 500)";
+                            audited: every use of a cached translation of
+                            the device MMU is checked against the page
+                            table (stat stale_translation); the NIC's
+                            gateway operations take the command delay
+  --cmd-delay-us N          with --strict: how long a gateway operation takes
+                            (default 500)";
 
 fn usage(msg: &str) -> ! {
     eprintln!("gaudi-emu: {msg}\n{USAGE}");
@@ -107,21 +101,6 @@ fn main() {
                 opts.devmem = mib << 20;
             }
             "--instance" => opts.instance = v().parse().unwrap_or_else(|_| usage("bad --instance")),
-            // The device's limits (capability registers): QPs and CQs per port, entries per
-            // CQ and per send queue, each a power of two from 2 to 65536.
-            "--max-qps" | "--max-cqs" | "--max-cqe" | "--max-sqe" => {
-                let n: u32 = v()
-                    .parse()
-                    .ok()
-                    .filter(|n: &u32| n.is_power_of_two() && (2..=65536).contains(n))
-                    .unwrap_or_else(|| usage(&format!("{a} takes a power of two, 2 to 65536")));
-                match a.as_str() {
-                    "--max-qps" => opts.max_qps = n,
-                    "--max-cqs" => opts.max_cqs = n,
-                    "--max-cqe" => opts.max_cqe = n,
-                    _ => opts.max_sqe = n,
-                }
-            }
             "--reset-delay-ms" => {
                 let ms: u64 = v()
                     .parse()

@@ -35,8 +35,6 @@ pub mod op {
 
 /// AETH syndromes: bits 7:5 the kind (ACK, RNR NAK, NAK), 4:0 its value.
 pub mod aeth {
-    use std::time::Duration;
-
     /// ACK with "unlimited" credits (no receive queues on this device).
     pub const ACK: u8 = 0x1f;
     /// RNR NAK: the low 5 bits are the timer the requester waits.
@@ -44,31 +42,14 @@ pub mod aeth {
     pub const NAK_PSN_SEQ: u8 = 0x60;
     pub const NAK_INVALID_REQ: u8 = 0x61;
     pub const NAK_REMOTE_ACCESS: u8 = 0x62;
-    pub const NAK_REMOTE_OP: u8 = 0x63;
     /// The kind bits of a syndrome.
     pub const KIND_MASK: u8 = 0xe0;
     pub const KIND_NAK: u8 = 0x60;
-    pub const TIMER_MASK: u8 = 0x1f;
-
-    pub fn is_rnr_nak(syndrome: u8) -> bool {
-        syndrome & KIND_MASK == RNR_NAK
-    }
 
     /// Whether the syndrome is a NAK of any kind (RNR included): it names
     /// the PSN that failed, so it acknowledges only the PSNs before it.
     pub fn is_nak(syndrome: u8) -> bool {
         matches!(syndrome & KIND_MASK, KIND_NAK | RNR_NAK)
-    }
-
-    /// The RNR NAK timer of a 5-bit code, IBA vol. 1 table 45 (code 0 is
-    /// the longest, 655.36 ms; 1 is 10 us; 31 is 491.52 ms).
-    pub fn rnr_timer(code: u8) -> Duration {
-        /// In units of 10 us.
-        const TABLE: [u32; 32] = [
-            65536, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768,
-            1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768, 49152,
-        ];
-        Duration::from_micros(u64::from(TABLE[usize::from(code & TIMER_MASK)]) * 10)
     }
 }
 
@@ -782,15 +763,7 @@ mod tests {
     }
 
     #[test]
-    fn rnr_timer_follows_the_iba_table() {
-        use std::time::Duration;
-        assert_eq!(aeth::rnr_timer(0), Duration::from_micros(655_360));
-        assert_eq!(aeth::rnr_timer(1), Duration::from_micros(10));
-        assert_eq!(aeth::rnr_timer(14), Duration::from_micros(1280));
-        assert_eq!(aeth::rnr_timer(31), Duration::from_micros(491_520));
-        assert_eq!(aeth::rnr_timer(aeth::RNR_NAK | 1), aeth::rnr_timer(1));
-        assert!(aeth::is_rnr_nak(aeth::RNR_NAK | 31));
-        assert!(!aeth::is_rnr_nak(aeth::ACK));
+    fn nak_kinds() {
         assert!(aeth::is_nak(aeth::NAK_REMOTE_ACCESS) && aeth::is_nak(aeth::RNR_NAK));
         assert!(!aeth::is_nak(aeth::ACK));
     }

@@ -5,7 +5,6 @@ use crate::device::{Device, MSIX_VECTORS};
 use crate::engine::Waker;
 use crate::irq::Vectors;
 use crate::pci;
-use crate::regs;
 use std::fs::File;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -157,19 +156,6 @@ impl Backend {
             .collect()
     }
 
-    /// A read of CMD_STATUS returns once the command under way (strict
-    /// mode) has finished: wait for it without holding the device, whose
-    /// engine goes on meanwhile.
-    fn wait_for_command(&self) {
-        loop {
-            let due = self.device.lock().unwrap().command_due();
-            match due.map(|t| t.saturating_duration_since(Instant::now())) {
-                Some(d) if !d.is_zero() => std::thread::sleep(d),
-                _ => return,
-            }
-        }
-    }
-
     /// BAR0 accepts naturally aligned 32-bit accesses; a 64-bit access is
     /// two, low word first.
     fn bar0_access(off: u64, len: usize) -> std::io::Result<()> {
@@ -194,9 +180,6 @@ impl ServerBackend for Backend {
             VFIO_PCI_CONFIG_REGION_INDEX => self.config.read(offset, data),
             VFIO_PCI_BAR0_REGION_INDEX => {
                 Self::bar0_access(offset, data.len())?;
-                if (offset..offset + data.len() as u64).contains(&regs::CMD_STATUS) {
-                    self.wait_for_command();
-                }
                 let mut d = self.device.lock().unwrap();
                 for (i, chunk) in data.chunks_mut(4).enumerate() {
                     let v = d.read32(offset + 4 * i as u64);

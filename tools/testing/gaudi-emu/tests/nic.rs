@@ -246,6 +246,7 @@ fn nic_registers_per_port() {
 
 // ---- The data path: a port brought up as hbl_cn does it ----------------
 
+use gaudi_emu::chip::{SVC_MAC_HI, SVC_MAC_LO};
 use gaudi_emu::nic::formats::{
     Cqe, Eqe, SqWqe, COMPLETION_CQ, EQE_DB_FIFO_OVERRUN, EQE_QP_ERR, WQE_OPCODE_LINEAR,
 };
@@ -293,7 +294,23 @@ fn wr_pair(e: &mut Emu, hi: u64, lo: u64, port: usize, i: u64, addr: u64, shift:
 impl Port {
     fn up(e: &mut Emu, port: usize, last_octet: u8) -> Self {
         let mac = [0x02, 0x1d, 0xa3, 0x20, 0x00, last_octet];
-        let ip = [10, 20, 0, last_octet];
+        Self::up_at(e, port, mac, [10, 20, 0, last_octet])
+    }
+
+    /// As [`Port::up`], at the port's factory addresses (the MAC that
+    /// SVC_MAC gives and the IPv4 address 10.0.PORT.1 of the emulator's
+    /// instance 0), which the emulator counts ICRC errors of.
+    fn up_factory(e: &mut Emu, port: usize) -> Self {
+        let (hi, lo) = (
+            e.rd(SVC_MAC_HI + 8 * port as u64),
+            e.rd(SVC_MAC_LO + 8 * port as u64),
+        );
+        let lo = lo.to_be_bytes();
+        let mac = [(hi >> 8) as u8, hi as u8, lo[0], lo[1], lo[2], lo[3]];
+        Self::up_at(e, port, mac, [10, 0, port as u8, 1])
+    }
+
+    fn up_at(e: &mut Emu, port: usize, mac: [u8; 6], ip: [u8; 4]) -> Self {
         // Context tables in HBM, one pair per port.
         let tables = DRAM_PHYS_BASE + 0x100_0000 * (port as u64 + 1);
         wr_pair(
@@ -1235,9 +1252,7 @@ fn ethernet_raw() {
 
 // ---- The emulated function's chip services ----------------------------
 
-use gaudi_emu::chip::{
-    SVC_ID, SVC_LINK, SVC_MAC_HI, SVC_MAC_LO, SVC_PORT_MASK, SVC_RESET, SVC_VERSION,
-};
+use gaudi_emu::chip::{SVC_ID, SVC_LINK, SVC_PORT_MASK, SVC_RESET, SVC_VERSION};
 use gaudi_emu::nic::formats::EQE_LINK_STATUS;
 
 /// What the firmware and habanalabs tell a NIC driver, as the emulated
@@ -1284,4 +1299,510 @@ fn chip_services() {
     assert_eq!(e.rd(at(QPC0_EVENT_QUE_CFG, 1, 0)), 0);
     assert_eq!(e.rd(at(TXE0_SQ_BASE_ADDRESS_31_0_0, 1, 1)), 0);
     assert_eq!(e.rd(SVC_MMU_ROOT_LO + 8 * 7), 0);
+}
+
+// ---- The wire: fault injection, captures, the ICRC --------------------
+
+use gaudi_emu::chip::{
+    SVC_CAUSE_FATAL, SVC_CAUSE_TEST, SVC_HBM_SIZE_HI, SVC_HBM_SIZE_LO, SVC_IRQ_CAUSE, SVC_IRQ_TEST,
+    SVC_RESET_MAGIC, SVC_STATUS, SVC_STATUS_FATAL, SVC_STATUS_READY,
+};
+use gaudi_emu::nic::formats::EQE_QP_ERR as QP_ERR;
+use gaudi_emu::roce::{aeth, op, Endpoint, Gid, Packet, Reth};
+use std::process::Command;
+
+/// Ports 0 and 1 of a linked emulator at their factory addresses, with
+/// requester `qa` on port 0 writing to responder `qb` on port 1.
+fn factory_pair(e: &mut Emu, qa: u32, qb: u32, key: u32) -> (Port, Port) {
+    let a = Port::up_factory(e, 0);
+    let b = Port::up_factory(e, 1);
+    a.requester(e, qa, &b, qb, key);
+    b.responder(e, qb, &a, qa, key);
+    (a, b)
+}
+
+/// Frames dropped on the link are resent (the responder's sequence NAKs,
+/// the timer for the last), and the data lands; frames corrupted on the
+/// link fail the receiver's ICRC check, are counted there and resent.
+#[test]
+fn retransmission_after_injected_drop() {
+    let mut e = linked();
+    let (qa, qb) = (3u32, 4u32);
+    let (mut a, _b) = factory_pair(&mut e, qa, qb, 0x1234);
+    let len = 16 * 1024;
+    let src = e.ram.alloc(len, 4096);
+    let dst = e.ram.alloc(len, 4096);
+    let data = fill(&e, src, len, 3);
+    e.ctl("drop 0 3");
+    a.put_wqe(&e, qa, 0, 0, Linear(src, dst, len as u32, 1));
+    a.ring(&mut e, qa, 1);
+    assert_eq!(a.cqes(&mut e, 1), [(qa, 1, 0, 1)]);
+    assert_eq!(e.ram.slice(dst, len), &data[..], "landed after resending");
+    assert_eq!(e.stat("port 0 injected"), 3);
+    assert!(e.stat("port 0 retransmits") >= 3);
+    // Corruption: the receiver drops frames with a bad ICRC.
+    let data = fill(&e, src, len, 4);
+    e.ctl("corrupt 0 2");
+    a.put_wqe(&e, qa, 1, 1, Linear(src, dst, len as u32, 2));
+    a.ring(&mut e, qa, 2);
+    assert_eq!(a.cqes(&mut e, 1), [(qa, 1, 1, 2)]);
+    assert_eq!(e.ram.slice(dst, len), &data[..]);
+    assert_eq!(e.stat("port 1 icrc_errors"), 2);
+    assert_eq!(e.stat("port 0 injected"), 5);
+    assert!(a.events(&e).is_empty());
+    assert_eq!(e.stat("dma_audit"), 0);
+}
+
+/// With the link down the requester's timer runs out: after its retries
+/// the QP errs (QP_ERR, syndrome 0x40), and the port reported the link.
+#[test]
+fn retry_exhaustion_after_link_down() {
+    let mut e = linked();
+    let (qa, qb) = (3u32, 4u32);
+    let (mut a, _b) = factory_pair(&mut e, qa, qb, 0x1234);
+    let src = e.ram.alloc(4096, 4096);
+    let dst = e.ram.alloc(4096, 4096);
+    e.ctl("link 0 down");
+    assert_eq!(
+        a.wait_events(&e, |v| !v.is_empty()),
+        [(EQE_LINK_STATUS, 0, 0)]
+    );
+    let tx = e.stat("port 0 tx");
+    a.put_wqe(&e, qa, 0, 0, Linear(src, dst, 4096, 1));
+    a.ring(&mut e, qa, 1);
+    assert_eq!(a.wait_events(&e, |v| !v.is_empty()), [(QP_ERR, qa, 0x40)]);
+    assert_eq!(e.stat("port 0 tx"), tx, "nothing sent on a link down");
+    e.ctl("link 0 up");
+    assert_eq!(
+        a.wait_events(&e, |v| !v.is_empty()),
+        [(EQE_LINK_STATUS, 0, 1)]
+    );
+}
+
+/// The frames of a WRITE and its acknowledgement, captured on the
+/// requester's port, are what Wireshark dissects as RoCE v2, and their
+/// ICRC is the one computed bit by bit.
+#[test]
+fn capture_decodes_as_roce_with_valid_icrc() {
+    let mut e = linked();
+    let (qa, qb) = (3u32, 4u32);
+    let (mut a, _b) = factory_pair(&mut e, qa, qb, 0x1234);
+    let pcap = e.dir.join("port0.pcap");
+    e.ctl(&format!("capture 0 {}", pcap.display()));
+    // Three packets at MTU 1 KiB.
+    let src = e.ram.alloc(3000, 4096);
+    let dst = e.ram.alloc(3000, 4096);
+    fill(&e, src, 3000, 9);
+    a.put_wqe(&e, qa, 0, 0, Linear(src, dst, 3000, 1));
+    a.ring(&mut e, qa, 1);
+    assert_eq!(a.cqes(&mut e, 1), [(qa, 1, 0, 1)]);
+    e.ctl("capture 0 off");
+    let text = tshark_fields(
+        &pcap,
+        &[
+            "frame.protocols",
+            "infiniband.bth.opcode",
+            "infiniband.bth.psn",
+            "infiniband.invariant.crc",
+        ],
+    );
+    let rows: Vec<Vec<&str>> = text.lines().map(|l| l.split(',').collect()).collect();
+    let data = "eth:ethertype:ip:udp:infiniband:data";
+    let ack = "eth:ethertype:ip:udp:infiniband";
+    let psn = |r: &Vec<&str>| r[2].parse::<u32>().unwrap();
+    // FIRST, MIDDLE, LAST out, PSNs in a row; the ACK of the last back.
+    assert_eq!(rows.len(), 4, "{text}");
+    let p0 = psn(&rows[0]);
+    let fields: Vec<(&str, &str, u32)> = rows.iter().map(|r| (r[0], r[1], psn(r))).collect();
+    assert_eq!(
+        fields,
+        [
+            (data, "6", p0),
+            (data, "7", p0 + 1),
+            (data, "8", p0 + 2),
+            (ack, "17", p0 + 2)
+        ],
+        "{text}"
+    );
+    // Wireshark decodes the ICRC but does not check it: check what it
+    // decoded against an independent, bit-by-bit computation.
+    let frames = read_pcap(&pcap);
+    assert_eq!(frames.len(), rows.len());
+    for (f, r) in frames.iter().zip(&rows) {
+        check_icrc(f, r[3]);
+        let mut g = f.clone();
+        let i = g.len() - 5;
+        g[i] ^= 1;
+        assert_ne!(
+            icrc_bitwise(&g),
+            u32::from_le_bytes(g[g.len() - 4..].try_into().unwrap())
+        );
+    }
+}
+
+/// Deterministic test data.
+fn pattern(len: usize, seed: u32) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(2_654_435_761) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x as u8
+        })
+        .collect()
+}
+
+/// Wireshark's `fields` of every frame of `pcap`, a line per frame, comma
+/// separated.
+fn tshark_fields(pcap: &Path, fields: &[&str]) -> String {
+    let out = Command::new("tshark")
+        .arg("-r")
+        .arg(pcap)
+        .args(["-T", "fields", "-E", "separator=,"])
+        .args(fields.iter().flat_map(|f| ["-e", f]))
+        .output()
+        .expect("run tshark (Debian package tshark)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Frame `f`'s ICRC is what Wireshark decoded (`wire`, its hex field) and
+/// what a bit-by-bit computation gives.
+fn check_icrc(f: &[u8], wire: &str) {
+    let icrc = &f[f.len() - 4..];
+    let wire = u32::from_str_radix(wire.trim_start_matches("0x"), 16).unwrap();
+    assert_eq!(wire, u32::from_be_bytes(icrc.try_into().unwrap()));
+    assert_eq!(
+        icrc_bitwise(f),
+        u32::from_le_bytes(icrc.try_into().unwrap()),
+        "ICRC valid"
+    );
+}
+
+/// Frames of a pcap file (little-endian, microsecond format).
+fn read_pcap(path: &Path) -> Vec<Vec<u8>> {
+    let b = std::fs::read(path).unwrap();
+    assert_eq!(&b[..4], &0xa1b2_c3d4u32.to_le_bytes());
+    let mut off = 24;
+    let mut out = Vec::new();
+    while off + 16 <= b.len() {
+        let n = u32::from_le_bytes(b[off + 8..off + 12].try_into().unwrap()) as usize;
+        out.push(b[off + 16..off + 16 + n].to_vec());
+        off += 16 + n;
+    }
+    out
+}
+
+/// The RoCEv2 ICRC (IBA Annex A17) of an Ethernet/IPv4 or IPv6 frame,
+/// computed bit by bit: CRC-32 over 8 bytes of 0xff, the IP header with
+/// its variant fields set to ones (IPv4: TOS, TTL and checksum; IPv6, as
+/// rxe masks them: traffic class, flow label and hop limit), the UDP
+/// header with its checksum set to ones, the BTH with resv8a set to ones,
+/// and the rest up to the ICRC.
+fn icrc_bitwise(frame: &[u8]) -> u32 {
+    let mut msg = vec![0xffu8; 8];
+    let body = &frame[14..frame.len() - 4];
+    let mut masked = body.to_vec();
+    let udp = if frame[12..14] == [0x86, 0xdd] {
+        masked[0] |= 0x0f;
+        masked[1..4].fill(0xff);
+        masked[7] = 0xff;
+        40
+    } else {
+        masked[1] = 0xff;
+        masked[8] = 0xff;
+        masked[10] = 0xff;
+        masked[11] = 0xff;
+        20
+    };
+    masked[udp + 6] = 0xff;
+    masked[udp + 7] = 0xff;
+    masked[udp + 8 + 4] = 0xff;
+    msg.extend_from_slice(&masked);
+    let mut crc = u32::MAX;
+    for byte in msg {
+        for bit in 0..8 {
+            let b = (byte >> bit) & 1;
+            let top = crc & 1;
+            crc >>= 1;
+            if (top ^ u32::from(b)) != 0 {
+                crc ^= 0xedb8_8320;
+            }
+        }
+    }
+    !crc
+}
+
+/// RoCEv2 over IPv6 as the device encodes it is what Wireshark dissects
+/// as such, with the GRH fields where IPv6 has them, and its ICRC is the
+/// one computed bit by bit with rxe's IPv6 masks.
+#[test]
+fn ipv6_frames_decode_as_roce_in_wireshark() {
+    let dir = std::env::temp_dir().join(format!("gaudi-emu-ipv6-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let pcap = dir.join("ipv6.pcap");
+    let gid = |n: u8| Gid([0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, n]);
+    let ep = |n: u8| Endpoint {
+        mac: [2, 0, 0, 0, 0, n],
+        ip: gid(n),
+    };
+    let payload = pattern(300, 4);
+    let pkts = [
+        Packet {
+            src: ep(1),
+            dst: ep(2),
+            tclass: 0x68,
+            flow_label: 0x1_2345,
+            hop_limit: 9,
+            sport: 0xd001,
+            opcode: op::WRITE_ONLY_IMM,
+            dqpn: 0x44,
+            ackreq: true,
+            psn: 77,
+            reth: Some(Reth {
+                va: 0x7000,
+                rkey: 0x1234,
+                len: 300,
+            }),
+            imm: Some(0xabcd),
+            payload: &payload,
+            ..Default::default()
+        },
+        Packet {
+            src: ep(2),
+            dst: ep(1),
+            sport: 0xd002,
+            opcode: op::ACK,
+            dqpn: 0x55,
+            psn: 77,
+            aeth: Some((aeth::ACK, 1)),
+            ..Default::default()
+        },
+    ];
+    let frames: Vec<Vec<u8>> = pkts.iter().map(|p| p.encode(0)).collect();
+    // The emulator's own pcap header, then one record per frame.
+    let mut w = gaudi_emu::engine::open_capture(pcap.to_str().unwrap()).unwrap();
+    for f in &frames {
+        let len = (f.len() as u32).to_le_bytes();
+        for part in [&[0u8; 8][..], &len, &len, f] {
+            std::io::Write::write_all(&mut w, part).unwrap();
+        }
+    }
+    std::io::Write::flush(&mut w).unwrap();
+    drop(w);
+    let text = tshark_fields(
+        &pcap,
+        &[
+            "frame.protocols",
+            "ipv6.tclass",
+            "ipv6.flow",
+            "ipv6.hlim",
+            "ipv6.dst",
+            "infiniband.bth.opcode",
+            "infiniband.bth.destqp",
+            "infiniband.invariant.crc",
+        ],
+    );
+    std::fs::remove_dir_all(&dir).ok();
+    let rows: Vec<Vec<&str>> = text.lines().map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len(), 2, "{text}");
+    assert_eq!(
+        rows[0][..7],
+        [
+            "eth:ethertype:ipv6:udp:infiniband:data",
+            "0x00000068",
+            "0x012345",
+            "9",
+            "2001:db8::2",
+            "11",
+            "0x000044"
+        ],
+        "{text}"
+    );
+    assert_eq!(
+        rows[1][..7],
+        [
+            "eth:ethertype:ipv6:udp:infiniband",
+            "0x00000000",
+            "0x000000",
+            "64",
+            "2001:db8::1",
+            "17",
+            "0x000055"
+        ],
+        "{text}"
+    );
+    for (f, r) in frames.iter().zip(&rows) {
+        check_icrc(f, r[7]);
+    }
+}
+
+// ---- The chip services: identity, interrupts, reset, fatal ------------
+
+/// Send `cmd` to the control socket and return its first reply line.
+fn ctl_reply(e: &Emu, cmd: &str) -> String {
+    use std::io::{BufRead, Write};
+    let mut s = std::os::unix::net::UnixStream::connect(e.dir.join("ctl.sock")).unwrap();
+    writeln!(s, "{cmd}").unwrap();
+    let mut l = String::new();
+    std::io::BufReader::new(s).read_line(&mut l).unwrap();
+    l
+}
+
+/// What the services say of the device's size (ports, HBM), the test
+/// interrupt, and the function's bus mastering: without it the device
+/// reaches no host memory and raises no interrupt, counted apart from the
+/// DMA audit. HBM is reachable through BAR4.
+#[test]
+fn registers_and_capabilities() {
+    let args: Vec<String> = ["--ports", "5", "--devmem", "8"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let mut e = Emu::start(Path::new(EMU), &args, 64);
+    assert_eq!(e.rd(SVC_PORT_MASK), 0x1f);
+    assert_eq!((e.rd(SVC_HBM_SIZE_LO), e.rd(SVC_HBM_SIZE_HI)), (8 << 20, 0));
+    assert_eq!(e.rd(SVC_MAC_LO + 8 * 4), 0xa300_0004);
+    assert_eq!(e.rd(SVC_MAC_LO + 8 * 5), 0, "no port 5");
+    assert_eq!(e.rd(SVC_STATUS), SVC_STATUS_READY);
+    // Outside the services and the NIC, BAR0 reads as 0 and ignores writes.
+    e.wr(0x100, 0x1234_5678);
+    assert_eq!(e.rd(0x100), 0);
+    // The test interrupt.
+    e.irqs();
+    e.wr(SVC_IRQ_TEST, 0);
+    assert_eq!(e.irqs(), 1);
+    assert_eq!(e.rd(SVC_IRQ_CAUSE), SVC_CAUSE_TEST);
+    e.wr(SVC_IRQ_CAUSE, SVC_CAUSE_TEST);
+    assert_eq!(e.rd(SVC_IRQ_CAUSE), 0);
+    // Bus mastering off: an event the NIC would write is not written, and
+    // no interrupt is raised.
+    let mut p = Port::up(&mut e, 0, 1);
+    e.config_write16(4, 0x0002);
+    assert!(ctl_reply(&e, "nic-event 0 2 5 0").starts_with("err "));
+    assert!(e.stat("dma_no_master") >= 1);
+    e.wr(SVC_IRQ_TEST, 0);
+    assert_eq!(e.irqs(), 0, "no interrupt");
+    assert_eq!(e.stat("irq_no_master"), 1);
+    e.config_write16(4, 0x0006);
+    assert!(p.events(&e).is_empty(), "the event was lost, not queued");
+    e.ctl("nic-event 0 2 5 0");
+    assert_eq!(p.events(&e), [(QP_ERR, 5, 0)]);
+    e.wr(SVC_IRQ_TEST, 0);
+    assert!(e.irqs() >= 1);
+    assert_eq!(e.stat("irq_no_master"), 1);
+    assert_eq!(e.stat("dma_audit"), 0);
+    // Device memory is reachable through BAR4.
+    let mut b = [0u8; 4];
+    e.region_read(4, 0, &mut b);
+    assert_eq!(b, [0; 4]);
+}
+
+/// Faults of the control interface: delayed frames arrive later; a fatal
+/// error is reported (SVC_STATUS.FATAL, the fatal cause on vector 0) until
+/// a reset; malformed commands are refused, not obeyed.
+#[test]
+fn control_interface_faults() {
+    let mut e = linked();
+    let (qa, qb) = (3u32, 4u32);
+    let (mut a, _b) = factory_pair(&mut e, qa, qb, 0x1234);
+    // Delay: frames still arrive, later.
+    e.ctl("delay 0 30");
+    let src = e.ram.alloc(4096, 4096);
+    let dst = e.ram.alloc(4096, 4096);
+    let data = fill(&e, src, 4096, 11);
+    let t0 = Instant::now();
+    a.put_wqe(&e, qa, 0, 0, Linear(src, dst, 4096, 1));
+    a.ring(&mut e, qa, 1);
+    assert_eq!(a.cqes(&mut e, 1), [(qa, 1, 0, 1)]);
+    assert!(t0.elapsed() >= Duration::from_millis(30));
+    assert_eq!(e.ram.slice(dst, 4096), &data[..]);
+    e.ctl("delay 0 0");
+    // Device fatal: reported once, cleared by a reset.
+    e.irqs();
+    e.ctl("fatal");
+    e.ctl("fatal");
+    assert_eq!(e.irqs(), 1);
+    assert_eq!(e.rd(SVC_STATUS), SVC_STATUS_READY | SVC_STATUS_FATAL);
+    assert_eq!(e.rd(SVC_IRQ_CAUSE), SVC_CAUSE_FATAL);
+    e.wr(SVC_RESET, SVC_RESET_MAGIC);
+    wait_ready(&mut e);
+    assert_eq!(
+        (e.rd(SVC_STATUS), e.rd(SVC_IRQ_CAUSE)),
+        (SVC_STATUS_READY, 0)
+    );
+    // Refused.
+    let err = |c: &str| ctl_reply(&e, c);
+    assert!(err("link 99 down").starts_with("err no port 99"));
+    assert!(err("bogus").starts_with("err unknown command"));
+    assert!(err("peek 0x1000 4").starts_with("err asid=N required"));
+    assert!(err("poke 0x1000 00").starts_with("err asid=N required"));
+    assert!(err("fuzz-nic 0 70000 1").contains("at most 65536"));
+    assert!(err("peek asid=1 0x1000 4").starts_with("err fault"));
+}
+
+/// Wait for SVC_STATUS.READY, at most 5 s.
+fn wait_ready(e: &mut Emu) {
+    let t0 = Instant::now();
+    while e.rd(SVC_STATUS) & SVC_STATUS_READY == 0 {
+        assert!(t0.elapsed() < Duration::from_secs(5), "not ready");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// After a reset SVC_STATUS.READY reads 0 for the reset delay; meanwhile
+/// the test interrupt is ignored.
+#[test]
+fn ready_stays_0_during_the_reset_delay() {
+    let args: Vec<String> = ["--ports", "1", "--reset-delay-ms", "400"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let mut e = Emu::start(Path::new(EMU), &args, 64);
+    assert_eq!(
+        e.rd(SVC_STATUS),
+        SVC_STATUS_READY,
+        "power-on is not a reset"
+    );
+    e.irqs();
+    let t0 = Instant::now();
+    e.wr(SVC_RESET, SVC_RESET_MAGIC);
+    assert_eq!(e.rd(SVC_STATUS) & SVC_STATUS_READY, 0);
+    e.wr(SVC_IRQ_TEST, 0);
+    assert_eq!(e.irqs(), 0);
+    wait_ready(&mut e);
+    assert!(t0.elapsed() >= Duration::from_millis(400));
+    e.wr(SVC_IRQ_TEST, 0);
+    assert_eq!(e.irqs(), 1);
+}
+
+/// Under --strict a reset takes 50 ms without --reset-delay-ms (the
+/// gateway's delay: `qpc_gateway`); --cmd-delay-us is for strict mode
+/// only.
+#[test]
+fn strict_mode_commands_and_resets_take_their_time() {
+    let args: Vec<String> = ["--ports", "1", "--strict"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let mut e = Emu::start(Path::new(EMU), &args, 64);
+    let t0 = Instant::now();
+    e.wr(SVC_RESET, SVC_RESET_MAGIC);
+    assert_eq!(e.rd(SVC_STATUS) & SVC_STATUS_READY, 0);
+    wait_ready(&mut e);
+    assert!(t0.elapsed() >= Duration::from_millis(50));
+    let dir = std::env::temp_dir().join(format!("gaudi-emu-usage-{}", std::process::id()));
+    let st = Command::new(EMU)
+        .arg("--socket")
+        .arg(&dir)
+        .args(["--cmd-delay-us", "5"])
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert_eq!(st.code(), Some(2));
 }

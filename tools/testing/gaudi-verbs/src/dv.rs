@@ -507,7 +507,7 @@ impl Context {
         m.state = u32::from(crate::QPS_INIT);
         self.modify_qp_set(handle, qp.port, &m)?;
         // The QP sends from the port's IPv4 address (a GID of its network interface).
-        let own = self.query_port(u64::from(qp.port))?.ipv4;
+        let own = crate::port_ipv4(&self.query_port(u64::from(qp.port))?);
         let port = u8::try_from(qp.port).map_err(io::Error::other)?;
         crate::roce_address(port, own, Some(ipv4))?;
         m = gaudi_ib_qp_set_modify {

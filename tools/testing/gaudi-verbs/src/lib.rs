@@ -420,6 +420,32 @@ pub fn gid_index(ib: &str, port: u8, gid: &[u8; 16]) -> Option<u8> {
     })
 }
 
+/// The IPv4 address the tests give a port: the one QUERY_PORT reports (the first of the port's
+/// network interface, which the NIC sends from), or, for a port without one, 10.I.P.1 with I
+/// and P the last two bytes of its emulated MAC (the emulator instance and the port index).
+pub fn port_ipv4(info: &uapi::gaudi_ib_port_info) -> [u8; 4] {
+    if info.ipv4 != [0; 4] {
+        info.ipv4
+    } else {
+        [10, info.mac[3], info.mac[5], 1]
+    }
+}
+
+/// The first IPv4 address among the RoCE v2 GIDs of `port` of the gaudi device (the lowest
+/// index), as sysfs shows them.
+pub fn first_ipv4_gid(port: u8) -> Option<[u8; 4]> {
+    let ib = ib_name().ok()?;
+    (0..=255u8).find_map(|i| {
+        let g = gid_at(&ib, port, i)?;
+        let v2 = std::fs::read_to_string(format!(
+            "/sys/class/infiniband/{ib}/ports/{port}/gid_attrs/types/{i}"
+        ))
+        .is_ok_and(|t| t.trim() == "RoCE v2");
+        (v2 && g[..12] == [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff])
+            .then(|| [g[12], g[13], g[14], g[15]])
+    })
+}
+
 /// Make `port` of the gaudi device a RoCE v2 endpoint at `ipv4`: its network interface up with
 /// that address (a /32), a host route to `peer` through it (the core resolves the peer's MAC
 /// with ARP on that interface, also when the peer is another port of this host), and the

@@ -1,18 +1,18 @@
 # SPDX-License-Identifier: GPL-2.0
 # Debian's ibv_devinfo, through libibverbs and the device's rdma-core
-# provider, lists gaudi_0 with every port ACTIVE on Ethernet, the limits the
-# emulator was started with (gaudi.emu_* kernel parameters of the session:
-# QPs, CQs per port, entries per CQ), the device's VERSION register as
-# firmware version, and each port's GIDs: the default fe80:: GID of its MAC,
-# and the IPv4 GID of an address added to port 1's interface. A send queue
-# holds at most 1024 requests (its QP's 64 KiB slot of the port's send WQ
-# array, 2048 WQEs, half of them for the ring's headroom; design.rst),
-# whatever the emulator's own limit.
+# provider, lists gaudi_0 with every port ACTIVE on Ethernet, the NIC's
+# limits (1024 QPs per port: a port's context tables; the driver's CQs: 1024
+# per port of 8192 entries), the device model (the chip services'
+# SVC_VERSION, 2.0) as firmware version, and each port's GIDs: the default
+# fe80:: GID of its MAC, and the IPv4 GID of an address added to port 1's
+# interface. A send queue holds at most 1024 requests (its QP's 64 KiB slot
+# of the port's send WQ array, 2048 WQEs, half of them for the ring's
+# headroom; design.rst).
 . /lib/gaudi/guest-lib.sh
 ports=$(kparam ports 24)
-max_qps=$(kparam emu_max_qps 1024)
-max_cqs=$(kparam emu_max_cqs 1024)
-max_cqe=$(kparam emu_max_cqe 8192)
+max_qps=1024
+max_cqs=1024
+max_cqe=8192
 max_sqe=1024
 load_driver
 ibv_devinfo -l >/tmp/devs.txt 2>&1 || { cat /tmp/devs.txt; fail "ibv_devinfo -l failed"; }
@@ -37,7 +37,7 @@ expect hca_id gaudi_0
 expect transport InfiniBand
 expect vendor_id 0x1da3
 expect vendor_part_id 4128
-expect fw_ver 1.5.0
+expect fw_ver 2.0.0
 expect node_guid 001d:a3ff:fe00:0000
 expect phys_port_cnt "$ports"
 expect max_qp $((max_qps * ports))

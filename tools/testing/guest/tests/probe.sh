@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: GPL-2.0
-# gaudi_ib binds the emulated Gaudi2 and validated its identification.
+# gaudi_ib binds the emulated Gaudi2 after validating its identification and
+# device model (the chip services' SVC_ID and SVC_VERSION) and resetting it.
 . /lib/gaudi/guest-lib.sh
 devs=$(gaudi_devices)
 [ -n "$devs" ] || fail "no 1da3:1020 device on the PCI bus"
@@ -7,7 +8,8 @@ grep -q '^gaudi_ib ' /proc/modules || insmod /lib/modules/gaudi_ib.ko $(gaudi_mo
 for d in $devs; do
 	drv=$(bound_driver "$d")
 	[ "$drv" = gaudi_ib ] || fail "$d bound to '${drv:-nothing}', expected gaudi_ib"
-	dmesg | grep -q "gaudi_ib $d: identified Gaudi2 NIC" || fail "$d: no identification line"
-	dmesg | grep -q "gaudi_ib $d: DMA self-test passed" || fail "$d: no DMA self-test"
+	dmesg | grep -q "gaudi_ib $d: identified Gaudi2 NIC, device model 2\.0$" ||
+		fail "$d: no identification line for device model 2.0"
+	dmesg | grep -q "gaudi_ib $d: probe complete" || fail "$d: probe did not complete"
 	echo "$d bound to $drv"
 done

@@ -2,8 +2,7 @@
 //! The Gaudi2 NIC as the silicon is (device model 2.0,
 //! Documentation/infiniband/gaudi/device-model.rst): its registers at their
 //! configuration-space offsets for all 24 ports, and the blocks behind
-//! them. It lives in BAR0 beside the registers of model 1.5
-//! (device-model-1.rst) until the driver has moved to it.
+//! them, in BAR0 beside the chip services ([`crate::chip`]).
 //!
 //! Implemented so far: the register decode of every port (registers keep
 //! what software writes), and the QPC gateway over the context tables in
@@ -178,6 +177,8 @@ pub struct NicAudits {
     pub eq_dropped: u32,
     pub cqe_dropped: u32,
     pub db_overruns: u32,
+    /// Events written over entries software had not consumed.
+    pub eq_overwritten: u32,
 }
 
 /// The MSI-X vector of port `port`'s event queue on the emulated function
@@ -255,6 +256,7 @@ impl Nic {
             a.eq_dropped += q.counts.eq_dropped;
             a.cqe_dropped += q.counts.cqe_dropped;
             a.db_overruns += q.counts.db_overruns;
+            a.eq_overwritten += q.counts.eq_overwritten;
         }
         a
     }
@@ -473,6 +475,23 @@ impl Nic {
     /// Test hook (the control interface's `fuzz-nic`): post `ev` on the
     /// port's EQ as the NIC posts its events. Returns whether the EQ took
     /// it.
+    /// Test hook: `n` completion events of the kernel's RC CQ on `port`'s
+    /// EQ at once (their interrupts after the last): more than the EQ holds
+    /// overrun it. Returns how many were written over an unconsumed entry.
+    pub fn eq_flood(&mut self, port: usize, n: u32, mem: &mut dyn Memory) -> u32 {
+        let before = self.queues[port].counts.eq_overwritten;
+        for _ in 0..n {
+            let ev = Event {
+                ty: formats::EQE_COMP,
+                data1: 1,
+                data2: 0,
+            };
+            self.event(port, ev, mem);
+        }
+        self.irqs.dedup();
+        self.queues[port].counts.eq_overwritten - before
+    }
+
     pub fn inject_event(&mut self, port: usize, ev: Event, mem: &mut dyn Memory) -> bool {
         let before = self.queues[port].counts.eq_dropped;
         self.event(port, ev, mem);

@@ -45,6 +45,9 @@ pub struct QueueCounts {
     pub cqe_dropped: u32,
     /// Doorbells lost to a full FIFO.
     pub db_overruns: u32,
+    /// Events written over an entry software had not consumed (the EQ full,
+    /// with overrun).
+    pub eq_overwritten: u32,
 }
 
 /// A port's doorbell FIFOs, its EQ's and CQs' running state.
@@ -148,7 +151,8 @@ impl PortQueues {
         let size = 1u32 << log_size.min(24);
         let pi = regs.get(QPC0_EVENT_QUE_PRODUCER_INDEX, port, 0) & INDEX_MASK;
         let ci = regs.get(QPC0_EVENT_QUE_CONSUMER_INDEX, port, 0) & INDEX_MASK;
-        if pi.wrapping_sub(ci) & INDEX_MASK >= size && cfg & EQ_CFG_OVERRUN_EN == 0 {
+        let full = pi.wrapping_sub(ci) & INDEX_MASK >= size;
+        if full && cfg & EQ_CFG_OVERRUN_EN == 0 {
             self.counts.eq_dropped += 1;
             log::info!("port {port}: event {ev:?} dropped: EQ full");
             return false;
@@ -165,6 +169,9 @@ impl PortQueues {
             self.counts.eq_dropped += 1;
             log::warn!("port {port}: EQ entry at {at:#x} unreachable");
             return false;
+        }
+        if full {
+            self.counts.eq_overwritten += 1;
         }
         let pi = (pi + 1) & INDEX_MASK;
         regs.set(QPC0_EVENT_QUE_PRODUCER_INDEX, port, 0, pi);

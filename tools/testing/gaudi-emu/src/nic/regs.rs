@@ -12,7 +12,36 @@
 //! at or above it [`ODD_HI`]. Macro-shared blocks (RXB, TXB, TMR, MAC)
 //! exist once per macro.
 
-use crate::regs::Field;
+/// A field of a register: bits `hi` down to `lo`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Field {
+    pub name: &'static str,
+    pub hi: u32,
+    pub lo: u32,
+}
+
+impl Field {
+    pub const fn new(name: &'static str, hi: u32, lo: u32) -> Self {
+        assert!(lo <= hi && hi < 32);
+        Self { name, hi, lo }
+    }
+
+    /// The field's bits, in place.
+    pub const fn mask(self) -> u32 {
+        (u32::MAX >> (31 - (self.hi - self.lo))) << self.lo
+    }
+
+    /// The field's value in register value `reg`.
+    pub const fn get(self, reg: u32) -> u32 {
+        (reg & self.mask()) >> self.lo
+    }
+
+    /// `v` moved into the field's bits (bits of `v` that do not fit are
+    /// dropped).
+    pub const fn put(self, v: u32) -> u32 {
+        (v << self.lo) & self.mask()
+    }
+}
 
 /// Size of BAR0: SRAM and configuration space.
 pub const BAR0_SIZE: u64 = 0x1000_0000;
@@ -257,6 +286,16 @@ pub fn nic_cfg(bar0: u64) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fields() {
+        let f = Field::new("mid", 27, 16);
+        assert_eq!(f.mask(), 0x0fff_0000);
+        assert_eq!(f.get(0xffff_ffff), 0xfff);
+        assert_eq!(f.put(0x1_2345), 0x0345_0000);
+        assert_eq!(Field::new("all", 31, 0).mask(), u32::MAX);
+        assert_eq!(Field::new("bit", 1, 1).mask(), 2);
+    }
 
     #[test]
     fn port_addressing_follows_the_chip() {

@@ -141,7 +141,7 @@ pub(crate) fn connect_pair(ctx: &Context, set: &mut QpSet, a: u32, b: u32, rkey:
             h,
             set.qp(from),
             peer.mac,
-            peer.ipv4,
+            gaudi_verbs::port_ipv4(&peer),
             index,
             remote,
             local,
@@ -725,7 +725,7 @@ pub(crate) fn dv_write_source(args: &[String]) {
         crate::test_name(),
         set.resp.index,
         mac_str(info.mac),
-        std::net::Ipv4Addr::from(info.ipv4)
+        std::net::Ipv4Addr::from(gaudi_verbs::port_ipv4(&info))
     ));
     let (rkey, raddr, rlen) = (
         kv_num(&t, "rkey") as u32,
@@ -1016,8 +1016,18 @@ pub(crate) fn log_ratelimited(args: &[String]) {
     // Port 1's QP through RESET, INIT and RTR to RTS again; port 2's stays
     // in RTS (nothing reached it).
     let reconnect = |qp: &mut DvQp| {
-        ctx.connect_dv(h, qp, peer.mac, peer.ipv4, index, dmr.rkey, 0, MTU_4096, 14)
-            .unwrap_or_else(|e| fail(format!("QP set {index}: port 1 back to RTS: {e}")))
+        ctx.connect_dv(
+            h,
+            qp,
+            peer.mac,
+            gaudi_verbs::port_ipv4(&peer),
+            index,
+            dmr.rkey,
+            0,
+            MTU_4096,
+            14,
+        )
+        .unwrap_or_else(|e| fail(format!("QP set {index}: port 1 back to RTS: {e}")))
     };
     let mut emu = emu();
     let faults0 = stat(&mut emu, "mmu_faults");

@@ -1048,7 +1048,7 @@ impl State {
             let to = *r.pick(&peers).unwrap();
             let peer = self.ports.get(to as usize - 1).copied().unwrap_or_default();
             let (mac, ip) = if r.chance(80) {
-                (peer.mac, peer.ipv4)
+                (peer.mac, gaudi_verbs::port_ipv4(&peer))
             } else {
                 let v = r.next().to_le_bytes();
                 (v[..6].try_into().unwrap(), v[4..].try_into().unwrap())

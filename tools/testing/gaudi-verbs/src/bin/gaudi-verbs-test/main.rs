@@ -239,7 +239,8 @@ fn uverbs(args: &[String]) {
             .unwrap_or_else(|e| fail(format!("QUERY_PORT {p}: {e}")));
         let idx = (p - 1) as u8;
         let mac = [0x02, 0x1d, 0xa3, inst, 0, idx];
-        let ip = [10, inst, idx, 1];
+        // The first IPv4 address of the port's interface (none: 0.0.0.0).
+        let ip = gaudi_verbs::first_ipv4_gid(p as u8).unwrap_or_default();
         check(
             info.port_num == p
                 && info.mac == mac
@@ -712,10 +713,14 @@ fn av_refused() {
         .unwrap_or_else(|e| fail(format!("alloc PD: {e}")));
     let a = end(&ctx, &pd, 1, None);
     let b = end(&ctx, &pd, 2, None);
-    let sgid = roce_address(1, a.info.ipv4, Some(b.info.ipv4))
-        .unwrap_or_else(|e| fail(format!("port 1 address: {e}")));
-    let sgid2 =
-        roce_address(2, b.info.ipv4, None).unwrap_or_else(|e| fail(format!("port 2 address: {e}")));
+    let sgid = roce_address(
+        1,
+        gaudi_verbs::port_ipv4(&a.info),
+        Some(gaudi_verbs::port_ipv4(&b.info)),
+    )
+    .unwrap_or_else(|e| fail(format!("port 1 address: {e}")));
+    let sgid2 = roce_address(2, gaudi_verbs::port_ipv4(&b.info), None)
+        .unwrap_or_else(|e| fail(format!("port 2 address: {e}")));
     let ib = ib_name().unwrap_or_else(|e| fail(format!("{e}")));
     let empty = (0..16u8)
         .rev()
@@ -734,7 +739,7 @@ fn av_refused() {
         rq_psn: 1,
         ah: Ah {
             port_num: 1,
-            dgid: gid_v4(b.info.ipv4),
+            dgid: gid_v4(gaudi_verbs::port_ipv4(&b.info)),
             sgid_index: sgid,
             hop_limit: 64,
             ..Default::default()
@@ -1638,7 +1643,7 @@ fn end_sge(
         .query_port(u64::from(port))
         .unwrap_or_else(|e| fail(format!("query port {port}: {e}")));
     // Peers reach the port at its address from the start.
-    roce_address(port, info.ipv4, None)
+    roce_address(port, gaudi_verbs::port_ipv4(&info), None)
         .unwrap_or_else(|e| fail(format!("port {port} address: {e}")));
     End { cq, qp, port, info }
 }
@@ -1702,7 +1707,7 @@ fn connect_psn(
     mtu: (u8, u8),
     psn: u32,
 ) {
-    let sgid_index = roce_address(e.port, e.info.ipv4, Some(ipv4))
+    let sgid_index = roce_address(e.port, gaudi_verbs::port_ipv4(&e.info), Some(ipv4))
         .unwrap_or_else(|err| fail(format!("port {} address: {err}", e.port)));
     connect_av(
         ctx,
@@ -1838,8 +1843,24 @@ fn ipv6_refused(ctx: &Context, e: &End, (dgid, sgid_index, dest_qpn): ([u8; 16],
 fn loopback_pair(ctx: &Context, pd: &Pd, pa: u8, pb: u8, rkey: u32) -> (End, End) {
     let a = end(ctx, pd, pa, None);
     let b = end(ctx, pd, pb, None);
-    connect(ctx, &a, b.info.mac, b.info.ipv4, b.qp.qpn, rkey, 0);
-    connect(ctx, &b, a.info.mac, a.info.ipv4, a.qp.qpn, 0, rkey);
+    connect(
+        ctx,
+        &a,
+        b.info.mac,
+        gaudi_verbs::port_ipv4(&b.info),
+        b.qp.qpn,
+        rkey,
+        0,
+    );
+    connect(
+        ctx,
+        &b,
+        a.info.mac,
+        gaudi_verbs::port_ipv4(&a.info),
+        a.qp.qpn,
+        0,
+        rkey,
+    );
     (a, b)
 }
 
@@ -2171,8 +2192,24 @@ fn write_loopback(args: &[String]) {
     // once, in error (the flush of the rest is not a second completion).
     let g = end_sge(&ctx, &pd, pa, (16, 32), (4, 220), None);
     let h = end(&ctx, &pd, pb, None);
-    connect(&ctx, &g, h.info.mac, h.info.ipv4, h.qp.qpn, dmr.rkey, 0);
-    connect(&ctx, &h, g.info.mac, g.info.ipv4, g.qp.qpn, 0, dmr.rkey);
+    connect(
+        &ctx,
+        &g,
+        h.info.mac,
+        gaudi_verbs::port_ipv4(&h.info),
+        h.qp.qpn,
+        dmr.rkey,
+        0,
+    );
+    connect(
+        &ctx,
+        &h,
+        g.info.mac,
+        gaudi_verbs::port_ipv4(&g.info),
+        g.qp.qpn,
+        0,
+        dmr.rkey,
+    );
     check(
         g.qp.max_send_sge == 4 && g.qp.max_send_wr >= 16 && g.qp.max_inline_data == 256,
         format!(
@@ -2327,8 +2364,24 @@ fn write_loopback(args: &[String]) {
         .unwrap_or_else(|e| fail(format!("completion channel: {e}")));
     let c = end(&ctx, &pd, pa, Some(&ch));
     let d = end(&ctx, &pd, pb, None);
-    connect(&ctx, &c, d.info.mac, d.info.ipv4, d.qp.qpn, dmr.rkey, 0);
-    connect(&ctx, &d, c.info.mac, c.info.ipv4, c.qp.qpn, 0, dmr.rkey);
+    connect(
+        &ctx,
+        &c,
+        d.info.mac,
+        gaudi_verbs::port_ipv4(&d.info),
+        d.qp.qpn,
+        dmr.rkey,
+        0,
+    );
+    connect(
+        &ctx,
+        &d,
+        c.info.mac,
+        gaudi_verbs::port_ipv4(&c.info),
+        c.qp.qpn,
+        0,
+        dmr.rkey,
+    );
     ctx.req_notify_cq(&c.cq)
         .unwrap_or_else(|e| fail(format!("req_notify_cq: {e}")));
     check(
@@ -2410,9 +2463,21 @@ fn rkey_rebind(_args: &[String]) {
             c.modify_qp(&e.qp, &reset)
                 .unwrap_or_else(|err| fail(format!("QP {} to RESET: {err}", e.qp.qpn)));
         }
-        connect(tc, to, a.info.mac, a.info.ipv4, a.qp.qpn, 0, tk);
-        let sgid = roce_address(a.port, a.info.ipv4, Some(to.info.ipv4))
-            .unwrap_or_else(|err| fail(format!("port {} address: {err}", a.port)));
+        connect(
+            tc,
+            to,
+            a.info.mac,
+            gaudi_verbs::port_ipv4(&a.info),
+            a.qp.qpn,
+            0,
+            tk,
+        );
+        let sgid = roce_address(
+            a.port,
+            gaudi_verbs::port_ipv4(&a.info),
+            Some(gaudi_verbs::port_ipv4(&to.info)),
+        )
+        .unwrap_or_else(|err| fail(format!("port {} address: {err}", a.port)));
         let keys = key.map(|k| gaudi_ib_modify_qp {
             flags: GAUDI_IB_MODIFY_QP_REMOTE_RKEY,
             remote_rkey: k,
@@ -2421,7 +2486,7 @@ fn rkey_rebind(_args: &[String]) {
         connect_av_keys(
             ctx,
             &a,
-            (gid_v4(to.info.ipv4), sgid, to.qp.qpn),
+            (gid_v4(gaudi_verbs::port_ipv4(&to.info)), sgid, to.qp.qpn),
             keys,
             (MTU_4096, 14),
             0x100,
@@ -2701,8 +2766,24 @@ fn reconnect_keys(ctx: &Context, a: &End, b: &End, remote: u32, local: u32) {
         ctx.modify_qp(&e.qp, &reset)
             .unwrap_or_else(|err| fail(format!("QP {} to RESET: {err}", e.qp.qpn)));
     }
-    connect(ctx, a, b.info.mac, b.info.ipv4, b.qp.qpn, remote, 0);
-    connect(ctx, b, a.info.mac, a.info.ipv4, a.qp.qpn, 0, local);
+    connect(
+        ctx,
+        a,
+        b.info.mac,
+        gaudi_verbs::port_ipv4(&b.info),
+        b.qp.qpn,
+        remote,
+        0,
+    );
+    connect(
+        ctx,
+        b,
+        a.info.mac,
+        gaudi_verbs::port_ipv4(&a.info),
+        a.qp.qpn,
+        0,
+        local,
+    );
 }
 
 /// `write-errors`: dropped and corrupted frames are retransmitted and the
@@ -2927,9 +3008,9 @@ fn local_gid(args: &[String], e: &End) -> ([u8; 16], u8) {
         .position(|a| a == "--addr")
         .and_then(|i| args.get(i + 1))
     else {
-        let i = roce_address(e.port, e.info.ipv4, None)
+        let i = roce_address(e.port, gaudi_verbs::port_ipv4(&e.info), None)
             .unwrap_or_else(|err| fail(format!("port {} address: {err}", e.port)));
-        return (gid_v4(e.info.ipv4), i);
+        return (gid_v4(gaudi_verbs::port_ipv4(&e.info)), i);
     };
     let addr: std::net::IpAddr = spec
         .split('/')
@@ -3088,7 +3169,7 @@ fn write_target(args: &[String]) {
         test_name(),
         e.qp.qpn,
         mac_str(e.info.mac),
-        std::net::Ipv4Addr::from(e.info.ipv4),
+        std::net::Ipv4Addr::from(gaudi_verbs::port_ipv4(&e.info)),
         gid_hex(&gid),
         mr.rkey,
         iova,
@@ -3104,7 +3185,7 @@ fn write_target(args: &[String]) {
     };
     if let Some(ip) = std::net::Ipv6Addr::from(dgid).to_ipv4_mapped() {
         // A host route to a peer outside the port's subnets.
-        roce_address(e.port, e.info.ipv4, Some(ip.octets()))
+        roce_address(e.port, gaudi_verbs::port_ipv4(&e.info), Some(ip.octets()))
             .unwrap_or_else(|err| fail(format!("route to {ip}: {err}")));
     }
     if ipv6_refused(&ctx, &e, (dgid, sgid_index, kv_num(&l, "qpn") as u32)) {
@@ -3209,7 +3290,7 @@ fn write_source(args: &[String]) {
         test_name(),
         e.qp.qpn,
         mac_str(e.info.mac),
-        std::net::Ipv4Addr::from(e.info.ipv4),
+        std::net::Ipv4Addr::from(gaudi_verbs::port_ipv4(&e.info)),
         gid_hex(&gid)
     ));
     let (rkey, raddr, rlen) = (
@@ -3236,7 +3317,7 @@ fn write_source(args: &[String]) {
     };
     if let Some(ip) = std::net::Ipv6Addr::from(dgid).to_ipv4_mapped() {
         // A host route to a peer outside the port's subnets.
-        roce_address(e.port, e.info.ipv4, Some(ip.octets()))
+        roce_address(e.port, gaudi_verbs::port_ipv4(&e.info), Some(ip.octets()))
             .unwrap_or_else(|err| fail(format!("route to {ip}: {err}")));
     }
     println!(

@@ -153,13 +153,13 @@ fn queries(ctx: &Context, ports: u32, inst: u8) {
     );
     every_port(
         ports,
-        "GAUDI_IB_METHOD_QUERY_PORT: the emulator's MAC and IPv4 address, link up",
+        "GAUDI_IB_METHOD_QUERY_PORT: the emulator's MAC, the interface's first IPv4 address, link up",
         |p| {
             let i = ctx.query_port(p.into()).map_err(|e| format!("{e}"))?;
             let idx = (p - 1) as u8;
             if i.port_num == p
                 && i.mac == [0x02, 0x1d, 0xa3, inst, 0, idx]
-                && i.ipv4 == [10, inst, idx, 1]
+                && i.ipv4 == gaudi_verbs::first_ipv4_gid(p as u8).unwrap_or_default()
                 && i.flags == GAUDI_IB_PORT_LINK_UP
                 && i.speed_mbps == 100_000
             {

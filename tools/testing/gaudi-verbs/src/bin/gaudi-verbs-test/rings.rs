@@ -18,8 +18,24 @@ fn sized_pair(
 ) -> (End, End) {
     let a = end_sized(ctx, pd, 1, (sq, cqe), channel);
     let b = end_sized(ctx, pd, 2, (2, 16), None);
-    connect(ctx, &a, b.info.mac, b.info.ipv4, b.qp.qpn, rkey, 0);
-    connect(ctx, &b, a.info.mac, a.info.ipv4, a.qp.qpn, 0, rkey);
+    connect(
+        ctx,
+        &a,
+        b.info.mac,
+        gaudi_verbs::port_ipv4(&b.info),
+        b.qp.qpn,
+        rkey,
+        0,
+    );
+    connect(
+        ctx,
+        &b,
+        a.info.mac,
+        gaudi_verbs::port_ipv4(&a.info),
+        a.qp.qpn,
+        0,
+        rkey,
+    );
     (a, b)
 }
 

@@ -100,7 +100,7 @@ impl Rig {
             &self.ctx,
             a,
             b.info.mac,
-            b.info.ipv4,
+            gaudi_verbs::port_ipv4(&b.info),
             b.qp.qpn,
             rkey,
             0,
@@ -110,7 +110,7 @@ impl Rig {
             &self.ctx,
             b,
             a.info.mac,
-            a.info.ipv4,
+            gaudi_verbs::port_ipv4(&a.info),
             a.qp.qpn,
             0,
             rkey,
@@ -538,8 +538,24 @@ pub(crate) fn cq_no_overflow(_args: &[String]) {
     for i in 0..QPS {
         let a = end_sized(&ctx, &pd, 1, (WRS as u32, WRS as u32), None);
         let b = end(&ctx, &pd, 2, None);
-        connect(&ctx, &a, b.info.mac, b.info.ipv4, b.qp.qpn, dmr.rkey, 0);
-        connect(&ctx, &b, a.info.mac, a.info.ipv4, a.qp.qpn, 0, dmr.rkey);
+        connect(
+            &ctx,
+            &a,
+            b.info.mac,
+            gaudi_verbs::port_ipv4(&b.info),
+            b.qp.qpn,
+            dmr.rkey,
+            0,
+        );
+        connect(
+            &ctx,
+            &b,
+            a.info.mac,
+            gaudi_verbs::port_ipv4(&a.info),
+            a.qp.qpn,
+            0,
+            dmr.rkey,
+        );
         check(
             a.qp.max_send_wr as usize >= WRS && a.cq.cqe as usize >= WRS,
             format!(

@@ -661,7 +661,7 @@ pub(crate) fn uapi_bad_attrs(_args: &[String]) {
         .ctx
         .query_port(1)
         .unwrap_or_else(|e| fail(format!("query port 1: {e}")));
-    gaudi_verbs::roce_address(1, own.ipv4, None)
+    gaudi_verbs::roce_address(1, gaudi_verbs::port_ipv4(&own), None)
         .unwrap_or_else(|e| fail(format!("port 1 address: {e}")));
     modify(&mut c, "QP_SET_MODIFY to RTR", h, 1, &rtr, 0);
     let rts = gaudi_ib_qp_set_modify {

@@ -12,7 +12,7 @@ fn pair_at_psn(ctx: &Context, pd: &Pd, rkey: u32, psn: u32) -> (End, End) {
     connect_psn(
         ctx,
         &a,
-        (b.info.mac, b.info.ipv4, b.qp.qpn),
+        (b.info.mac, gaudi_verbs::port_ipv4(&b.info), b.qp.qpn),
         rkey,
         0,
         (MTU_4096, 14),
@@ -21,7 +21,7 @@ fn pair_at_psn(ctx: &Context, pd: &Pd, rkey: u32, psn: u32) -> (End, End) {
     connect_psn(
         ctx,
         &b,
-        (a.info.mac, a.info.ipv4, a.qp.qpn),
+        (a.info.mac, gaudi_verbs::port_ipv4(&a.info), a.qp.qpn),
         0,
         rkey,
         (MTU_4096, 14),
