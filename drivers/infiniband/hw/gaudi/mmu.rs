@@ -354,10 +354,20 @@ pub(crate) enum Place {
     At(u64),
 }
 
-/// A translation domain: its page tables and the device VAs in use.
+/// A range of device VA taken out of a domain whose reuse waits: for the work the device
+/// may still execute in the domain from before it left (see `chip::AddressSpace`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Held {
+    pub(crate) range: VaRange,
+    /// The work epoch the range left in.
+    pub(crate) epoch: u64,
+}
+
+/// A translation domain: its page tables, the device VAs in use and those whose reuse waits.
 pub(crate) struct Domain {
     pub(crate) tables: PageTables,
     pub(crate) space: Pin<KBox<VaSpace>>,
+    pub(crate) held: KVec<Held>,
 }
 
 impl Domain {
@@ -403,14 +413,18 @@ impl Domain {
         match res {
             Ok(()) => Ok(range),
             Err(e) => {
-                Self::unmap(this, dev, range, shift, mapped, invalidate);
+                // The range was never handed out: no work names it.
+                Self::unmap(this, dev, range, shift, mapped, invalidate, &|m, r| {
+                    m.give_back(dev, r)
+                });
                 Err(e)
             }
         }
     }
 
-    /// Take the first `pages` pages of `1 << shift` bytes of `range` out of the domain and give
-    /// the range back; returns once `invalidate` has made the device forget their translations.
+    /// Take the first `pages` pages of `1 << shift` bytes of `range` out of the domain and hand
+    /// the range to `release` (with the domain locked), once `invalidate` has made the device
+    /// forget their translations.
     pub(crate) fn unmap(
         this: &Mutex<Self>,
         dev: &Device,
@@ -418,6 +432,7 @@ impl Domain {
         shift: u32,
         pages: u64,
         invalidate: &dyn Fn(),
+        release: &dyn Fn(&mut Domain, VaRange),
     ) {
         let mut freed = KVec::new();
         let mut m = this.lock();
@@ -442,7 +457,12 @@ impl Domain {
         // Only now may the tables that left the tree be freed, and the VAs be handed out
         // again: a new region at them must not meet translations cached for this one.
         drop(freed);
-        if let Err(e) = this.lock().space.free(range) {
+        release(&mut this.lock(), range);
+    }
+
+    /// Make `range` free for the next allocation.
+    pub(crate) fn give_back(&mut self, dev: &Device, range: VaRange) {
+        if let Err(e) = self.space.free(range) {
             dev_warn!(
                 dev,
                 "device VAs {:#x}+{:#x} not reusable: {:?}\n",
@@ -450,6 +470,22 @@ impl Domain {
                 range.len,
                 e
             );
+        }
+    }
+
+    /// Give back the held ranges that left in epoch `drained` or before.
+    pub(crate) fn reclaim(&mut self, dev: &Device, drained: u64) {
+        let mut i = 0;
+        while i < self.held.len() {
+            let h = self.held[i];
+            if h.epoch <= drained {
+                let last = self.held.len() - 1;
+                self.held.swap(i, last);
+                self.held.pop();
+                self.give_back(dev, h.range);
+            } else {
+                i += 1;
+            }
         }
     }
 }

@@ -280,6 +280,8 @@ pub(crate) struct Sq {
     /// WQEs before this index are done (completed by the NIC or flushed);
     /// their entries are free once their completions are polled (`ci`).
     pub(crate) retired: u16,
+    /// By slot: the address-space epoch the WQE was posted in (`AddressSpace::post_work`).
+    pub(crate) epochs: KVec<bool>,
 }
 
 impl Sq {
@@ -288,8 +290,22 @@ impl Sq {
         usize::from(index) & (self.wr_ids.len() - 1)
     }
 
+    /// The WQEs before index `to` retired: the device executes no more of them.
+    pub(crate) fn retire_to(&mut self, space: &AddressSpace, to: u16) {
+        let n = to.wrapping_sub(self.retired);
+        if n > self.pi.wrapping_sub(self.retired) {
+            return;
+        }
+        for _ in 0..n {
+            space.retire_work(self.epochs[self.slot(self.retired)]);
+            self.retired = self.retired.wrapping_add(1);
+        }
+    }
+
     /// Back to RESET: the device forgot the queue, which starts over at index 0.
-    pub(crate) fn reset(&mut self) {
+    pub(crate) fn reset(&mut self, space: &AddressSpace) {
+        let pi = self.pi;
+        self.retire_to(space, pi);
         self.state = QpState::Reset;
         self.owner_err = false;
         self.err_reported = false;
@@ -373,6 +389,8 @@ impl QpData {
         lens.resize(size, 0, GFP_KERNEL)?;
         let mut cont = KVec::with_capacity(size, GFP_KERNEL)?;
         cont.resize(size, false, GFP_KERNEL)?;
+        let mut epochs = KVec::with_capacity(size, GFP_KERNEL)?;
+        epochs.resize(size, false, GFP_KERNEL)?;
         // Sized by user space: charged to the poster's memory cgroup.
         let rq = p.max_recv_wr as usize;
         let mut recvs = KVec::with_capacity(rq, GFP_KERNEL_ACCOUNT)?;
@@ -412,6 +430,7 @@ impl QpData {
                 encap: None,
                 wq_map: None,
                 retired: 0,
+                epochs,
             }),
         }))
     }
@@ -754,6 +773,7 @@ fn post_one(
         sq.wr_ids[slot] = wr.wr_id();
         sq.lens[slot] = total;
         sq.cont[slot] = i > 0;
+        sq.epochs[slot] = v.space.post_work();
         sq.pi = sq.pi.wrapping_add(1);
         remote = remote.wrapping_add(u64::from(len));
     }

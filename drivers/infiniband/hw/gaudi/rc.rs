@@ -95,7 +95,7 @@ pub(crate) type Flushed = KVec<(Wc, Option<u16>)>;
 /// send WQ array, and the data of its inline requests.
 pub(crate) struct V2 {
     /// The PD's address space, where the send queue is entered from INIT (`Sq::wq_map`).
-    space: Arc<AddressSpace>,
+    pub(crate) space: Arc<AddressSpace>,
     pub(crate) wq: Coherent<[u32]>,
     /// Inline requests' data, one `queue::INLINE_MAX` area per send queue entry, and where it is
     /// in the ASID (dropped before the memory).
@@ -397,7 +397,8 @@ impl QpData {
                 let _wq_map = {
                     let mut sq = self.sq_lock();
                     let m = sq.wq_map.take();
-                    sq.reset();
+                    // Taken off the NIC (or the device is gone): nothing of it executes.
+                    sq.reset(&v.space);
                     m
                 };
                 return Ok(());
@@ -555,7 +556,7 @@ impl QpData {
             return Err(EPROTO);
         }
         let slot = sq.slot(index);
-        sq.retired = index.wrapping_add(1);
+        sq.retire_to(&self.v2().space, index.wrapping_add(1));
         let wc = Wc {
             wr_id: sq.wr_ids[slot],
             status: WcStatus::Success,
@@ -589,7 +590,9 @@ impl QpData {
         let mut status = if owner { WcStatus::WrFlushErr } else { first };
         while sq.retired != sq.pi {
             let slot = sq.slot(sq.retired);
-            sq.retired = sq.retired.wrapping_add(1);
+            // The QP is stopped in error: the device executes none of its WQEs.
+            let next = sq.retired.wrapping_add(1);
+            sq.retire_to(&self.v2().space, next);
             let last = sq.retired == sq.pi || !sq.cont[sq.slot(sq.retired)];
             if !last {
                 continue;

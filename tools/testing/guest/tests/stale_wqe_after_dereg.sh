@@ -5,7 +5,9 @@
 # source is gone from the poster's address space, and the WRITE completes
 # in error (a standard verbs QP) or stops its QP with no CQE (a QP set's),
 # one fault of the device MMU; nothing lands at the destination and the
-# other context's memory keeps its bytes.
+# other context's memory keeps its bytes. A region the poster's own PD
+# registers at once (standard verbs) gets other device VAs than the held
+# WRITE's, which come back once the WRITE retired.
 . /lib/gaudi/guest-lib.sh
 load_driver
 gaudi-verbs-test stale-wqe-after-dereg ||

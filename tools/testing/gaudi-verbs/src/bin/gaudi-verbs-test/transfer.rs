@@ -667,8 +667,9 @@ pub(crate) fn cq_no_overflow(_args: &[String]) {
 /// work completion in error; a QP set's: the QP in ERR, no CQE), the device
 /// MMU counts one fault, nothing lands at the destination (which the other
 /// context's bytes would have reached had the device read them), and the
-/// other context's memory keeps its bytes. Both paths, each from a fresh
-/// QP.
+/// other context's memory keeps its bytes. A standard verbs QP's PD
+/// registering at once gets other device VAs than the held WRITE's, which
+/// are reused once it retired. Both paths, each from a fresh QP.
 pub(crate) fn stale_wqe_after_dereg(_args: &[String]) {
     let len = 64 * 1024;
     let mut emu = emu();
@@ -702,6 +703,29 @@ pub(crate) fn stale_wqe_after_dereg(_args: &[String]) {
         }
         ctx.dereg_mr(smr)
             .unwrap_or_else(|e| fail(format!("{what}: dereg_mr with the WRITE held: {e}")));
+        // The same protection domain registers memory at once: the device VAs the held WRITE
+        // names are not reused while it may still execute (the kernel counts the WQEs it
+        // writes; a QP set's are user space's).
+        let mut mine = None;
+        if !dv {
+            let mut m = Mapping::new(len);
+            fill(m.bytes(), 13);
+            let mr = ctx
+                .reg_mr(
+                    &pd,
+                    m.addr(),
+                    len as u64,
+                    m.addr(),
+                    IB_UVERBS_ACCESS_LOCAL_WRITE,
+                )
+                .unwrap_or_else(|e| fail(format!("{what}: reg_mr at once: {e}")));
+            let va = crate::dv::mr_info(&ctx, &mr, "new source").mmu_va;
+            check(
+                va != src_va,
+                format!("{what}: a region registered in the same PD at once is at {va:#x}, not at the held WRITE's {src_va:#x}"),
+            );
+            mine = Some((m, mr));
+        }
         // Another context registers memory at once.
         let other = open_ctx();
         let opd = other
@@ -742,6 +766,28 @@ pub(crate) fn stale_wqe_after_dereg(_args: &[String]) {
             theirs.bytes()[..] == theirs_copy[..],
             format!("{what}: the other context's memory keeps its bytes"),
         );
+        if let Some((_m, mr)) = mine {
+            // The WRITE retired in error: its device VAs are free again, the lowest.
+            ctx.dereg_mr(mr)
+                .unwrap_or_else(|e| fail(format!("{what}: dereg_mr: {e}")));
+            let again = Mapping::new(len);
+            let mr = ctx
+                .reg_mr(
+                    &pd,
+                    again.addr(),
+                    len as u64,
+                    again.addr(),
+                    IB_UVERBS_ACCESS_LOCAL_WRITE,
+                )
+                .unwrap_or_else(|e| fail(format!("{what}: reg_mr after the WRITE retired: {e}")));
+            let va = crate::dv::mr_info(&ctx, &mr, "after").mmu_va;
+            check(
+                va == src_va,
+                format!("{what}: once the held WRITE retired, its device VAs {src_va:#x} are reused (a new region at {va:#x})"),
+            );
+            ctx.dereg_mr(mr)
+                .unwrap_or_else(|e| fail(format!("{what}: dereg_mr: {e}")));
+        }
         if let Some(s) = set {
             ctx.destroy_qp_set(s)
                 .unwrap_or_else(|e| fail(format!("destroy QP set: {e}")));
