@@ -180,8 +180,11 @@ impl ChipMmu {
                 } else {
                     (*r & 0xffff_ffff) | (u64::from(v) << 32)
                 };
-                // A root takes effect with the next invalidation of the
-                // ASID, as a hop-0 change does.
+                // A root takes effect at once for walks not cached (0:
+                // the ASID translates nothing, cached entries included);
+                // what was cached from the old tables lasts until the
+                // ASID's invalidation, which the driver issues after
+                // every root write.
                 let root = *r;
                 let m = self
                     .mmus

@@ -139,34 +139,46 @@ impl RegionHash {
         self.h ^ self.len
     }
 }
-use crate::engine::{open_capture, Captures};
+use crate::engine::{open_capture, Captures, Waker};
 use crate::hotplug::Qmp;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+/// Serve the control socket; `waker` wakes the engine after every command
+/// (which may have given the device work: `nic-hold PORT off`, `poke`, ...).
 pub fn serve(
     listener: UnixListener,
     device: Arc<Mutex<Device>>,
     captures: Captures,
     qmp: Option<Arc<Qmp>>,
+    waker: Waker,
 ) {
     for conn in listener.incoming().flatten() {
         let device = device.clone();
         let captures = captures.clone();
         let qmp = qmp.clone();
-        std::thread::spawn(move || session(conn, &device, &captures, qmp.as_deref()));
+        let waker = waker.clone();
+        std::thread::spawn(move || session(conn, &device, &captures, qmp.as_deref(), &waker));
     }
 }
 
-fn session(conn: UnixStream, device: &Mutex<Device>, captures: &Captures, qmp: Option<&Qmp>) {
+fn session(
+    conn: UnixStream,
+    device: &Mutex<Device>,
+    captures: &Captures,
+    qmp: Option<&Qmp>,
+    waker: &Waker,
+) {
     let Ok(mut out) = conn.try_clone() else {
         return;
     };
     for line in BufReader::new(conn).lines() {
         let Ok(line) = line else { return };
-        let reply = match command(line.trim(), device, captures, qmp) {
+        let result = command(line.trim(), device, captures, qmp);
+        waker.wake();
+        let reply = match result {
             Ok(mut lines) => {
                 lines.push("ok".into());
                 lines.join("\n")

@@ -644,6 +644,31 @@ impl Device {
         nic.step(now, &mut bus);
         self.nic_irqs();
     }
+
+    /// When [`Device::step`] and [`Device::take_tx`] next have something to
+    /// do if nothing arrives meanwhile (a frame, a register write, a reset
+    /// or a control command, each of which wakes the engine): `now` or
+    /// earlier if they have work already, else the earliest of the frames
+    /// held back on the ports (`delay`, `reorder`), the end of a reset's
+    /// delay and the NIC's timers ([`crate::nic::Nic::next_deadline`]);
+    /// `None` if nothing is pending. (A register read that finishes a
+    /// gateway operation does so at or after the operation's end, which is
+    /// one of the NIC's deadlines.)
+    pub fn next_deadline(&self, now: Instant) -> Option<Instant> {
+        let held = self.ports.iter().flat_map(|p| p.tx.iter().map(|(t, _)| *t));
+        // The NIC's frames are taken whatever the device's state.
+        let frames = self.nic.has_tx(self.ports.len()).then_some(now);
+        // As step() does nothing while stopped or resetting.
+        let nic = if self.fatal || !self.ready {
+            None
+        } else {
+            match self.busy_until {
+                Some(t) if t > now => Some(t),
+                _ => self.nic.next_deadline(now),
+            }
+        };
+        held.chain(frames).chain(nic).min()
+    }
 }
 
 fn set_lo(r: &mut u64, v: u32) {

@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 //! The device's clock and wires: one thread moves frames between the
 //! ports and their links (UDP datagrams carrying Ethernet frames, as
-//! QEMU's `-netdev dgram` does) and advances the device's timers.
+//! QEMU's `-netdev dgram` does) and advances the device's timers. It
+//! sleeps between rounds until a frame arrives, a [`Waker`] wakes it or the
+//! device's next deadline comes ([`Device::next_deadline`]), so that an
+//! idle device costs no CPU.
 
 use crate::device::Device;
 use std::fs::File;
@@ -10,9 +13,17 @@ use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixDatagram;
 use std::sync::{Arc, Mutex};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-/// Wakes the engine when the device has work (a doorbell was written).
+/// The longest the engine waits between rounds when the device has
+/// nothing pending: a bound on the delay of work whose coming
+/// [`Device::next_deadline`] did not foresee and no one woke the engine for.
+const MAX_WAIT: Duration = Duration::from_millis(50);
+
+/// Wakes the engine when the device may have work: after every register
+/// write (a doorbell, a gateway operation), configuration write, reset and
+/// control command. The engine otherwise sleeps until the device's next
+/// deadline ([`Device::next_deadline`]) or a frame.
 #[derive(Clone)]
 pub struct Waker(Arc<UnixDatagram>);
 
@@ -164,6 +175,11 @@ impl Engine {
 
     pub fn run(self) -> ! {
         let mut buf = vec![0u8; 65536];
+        // The ports of the links, in the order of their descriptors after
+        // the waker's.
+        let ports: Vec<usize> = (0..self.links.len())
+            .filter(|&p| self.links[p].is_some())
+            .collect();
         let mut fds: Vec<libc::pollfd> = std::iter::once(self.wake_rx.as_raw_fd())
             .chain(self.links.iter().flatten().map(|l| l.socket.as_raw_fd()))
             .map(|fd| libc::pollfd {
@@ -172,17 +188,45 @@ impl Engine {
                 revents: 0,
             })
             .collect();
-        // What the sends of the last round counted, for the device's
-        // counters in the next.
         let mut counts = vec![LinkCount::default(); self.links.len()];
+        // The first round looks at everything.
+        let mut wait = Duration::ZERO;
         loop {
-            // SAFETY: `fds` is a valid array of pollfd of the given length.
-            unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 1) };
-            while self.wake_rx.recv(&mut buf).is_ok() {}
+            let ts = libc::timespec {
+                tv_sec: wait.as_secs() as libc::time_t,
+                tv_nsec: wait.subsec_nanos() as libc::c_long,
+            };
+            // SAFETY: `fds` is a valid array of pollfd of the given length,
+            // `ts` a valid timespec, and a null signal mask leaves the
+            // thread's as it is.
+            let n = unsafe {
+                libc::ppoll(
+                    fds.as_mut_ptr(),
+                    fds.len() as libc::nfds_t,
+                    &ts,
+                    std::ptr::null(),
+                )
+            };
+            if n < 0 {
+                // Interrupted (no revents were set): look at everything.
+                fds.iter_mut().for_each(|f| f.revents = libc::POLLIN);
+            }
+            if fds[0].revents != 0 {
+                while self.wake_rx.recv(&mut buf).is_ok() {}
+            }
             let mut rx = Vec::new();
-            for (port, link) in self.links.iter().enumerate() {
-                let Some(link) = link else { continue };
-                // Bound the batch so that one busy link cannot starve the rest.
+            for (fd, &port) in fds[1..].iter().zip(&ports) {
+                // A socket with nothing to read (nor an error to clear)
+                // has dropped nothing either: the host drops datagrams
+                // only while the receive buffer holds some.
+                if fd.revents == 0 {
+                    continue;
+                }
+                let Some(link) = &self.links[port] else {
+                    continue;
+                };
+                // Bound the batch so that one busy link cannot starve the
+                // rest; what is left makes the next poll return at once.
                 for _ in 0..256 {
                     match link.socket.recv(&mut buf) {
                         Ok(n) => {
@@ -198,19 +242,9 @@ impl Engine {
             }
             let now = Instant::now();
             let mut tx = Vec::new();
-            {
+            let next = {
                 let mut d = self.device.lock().unwrap();
-                for (port, n) in counts.iter_mut().enumerate() {
-                    let c = &mut d.ports[port].counters;
-                    c.link_sent = c.link_sent.wrapping_add(n.sent);
-                    c.link_send_errors = c.link_send_errors.wrapping_add(n.send_errors);
-                    c.link_received = c.link_received.wrapping_add(n.received);
-                    c.link_lost = c.link_lost.wrapping_add(n.lost);
-                    *n = LinkCount {
-                        drops: n.drops,
-                        ..Default::default()
-                    };
-                }
+                Self::count(&mut d, &mut counts);
                 for (port, frame) in &rx {
                     capture(&self.captures, *port, frame);
                     d.receive(*port, frame, now);
@@ -221,7 +255,8 @@ impl Engine {
                         tx.push((port, f));
                     }
                 }
-            }
+                d.next_deadline(Instant::now())
+            };
             for (port, f) in tx {
                 capture(&self.captures, port, &f);
                 if let Some(link) = &self.links[port] {
@@ -234,6 +269,31 @@ impl Engine {
                     }
                 }
             }
+            if counts.iter().any(|c| c.sent != 0 || c.send_errors != 0) {
+                Self::count(&mut self.device.lock().unwrap(), &mut counts);
+            }
+            // Until the device's next deadline, or until something
+            // arrives: a frame, or a wake (a register write, a control
+            // command); in any case at most MAX_WAIT, in case a deadline
+            // escaped next_deadline().
+            wait = next.map_or(MAX_WAIT, |t| {
+                t.saturating_duration_since(Instant::now()).min(MAX_WAIT)
+            });
+        }
+    }
+
+    /// Add what the engine counted on the links to the ports' counters.
+    fn count(d: &mut Device, counts: &mut [LinkCount]) {
+        for (port, n) in counts.iter_mut().enumerate() {
+            let c = &mut d.ports[port].counters;
+            c.link_sent = c.link_sent.wrapping_add(n.sent);
+            c.link_send_errors = c.link_send_errors.wrapping_add(n.send_errors);
+            c.link_received = c.link_received.wrapping_add(n.received);
+            c.link_lost = c.link_lost.wrapping_add(n.lost);
+            *n = LinkCount {
+                drops: n.drops,
+                ..Default::default()
+            };
         }
     }
 }

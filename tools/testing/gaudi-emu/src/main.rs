@@ -178,14 +178,14 @@ fn main() {
         let _ = std::fs::remove_file(&path);
         let listener =
             UnixListener::bind(&path).unwrap_or_else(|e| usage(&format!("control socket: {e}")));
-        let (device, captures) = (device.clone(), engine.captures.clone());
+        let (device, captures, waker) = (device.clone(), engine.captures.clone(), waker.clone());
         let qmp = qmp.clone().map(|monitor| {
             Arc::new(Qmp {
                 monitor,
                 socket: socket.clone(),
             })
         });
-        std::thread::spawn(move || gaudi_emu::ctrl::serve(listener, device, captures, qmp));
+        std::thread::spawn(move || gaudi_emu::ctrl::serve(listener, device, captures, qmp, waker));
     }
     std::thread::spawn(move || engine.run());
 
@@ -215,6 +215,7 @@ fn main() {
             d.reset();
             d.memory().unmap(0, u64::MAX);
         }
+        waker.wake();
         let _ = vectors.set(0, 0, Vec::new());
         backend = Backend::new(device.clone(), vectors.clone(), waker.clone(), msi);
         r = server.run(&mut backend);

@@ -209,6 +209,7 @@ impl ServerBackend for Backend {
                 self.config.write(offset, data);
                 let on = self.config.bus_master();
                 self.device.lock().unwrap().set_bus_master(on);
+                self.waker.wake();
             }
             VFIO_PCI_BAR0_REGION_INDEX => {
                 Self::bar0_access(offset, data.len())?;
@@ -259,6 +260,7 @@ impl ServerBackend for Backend {
 
     fn reset(&mut self) -> std::io::Result<()> {
         self.device.lock().unwrap().reset();
+        self.waker.wake();
         Ok(())
     }
 

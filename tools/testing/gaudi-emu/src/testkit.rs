@@ -183,6 +183,25 @@ impl Emu {
         self.client.region_read(region, off, buf).unwrap();
     }
 
+    /// The CPU time the emulator process has used, user and system (to the
+    /// clock tick, 10 ms on most systems).
+    pub fn cpu_time(&self) -> Duration {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id()))
+            .expect("emulator's /proc stat");
+        // The fields after the command name in parentheses, from field 3
+        // (state): utime and stime are fields 14 and 15.
+        let rest = &stat[stat.rfind(')').expect("stat format") + 1..];
+        let f: Vec<u64> = rest
+            .split_whitespace()
+            .skip(11)
+            .take(2)
+            .map(|x| x.parse().expect("stat field"))
+            .collect();
+        // SAFETY: sysconf has no preconditions.
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+        Duration::from_micros((f[0] + f[1]) * 1_000_000 / hz)
+    }
+
     /// Number of MSI-X vector 0 interrupts since the last call.
     pub fn irqs(&mut self) -> u64 {
         let mut b = [0u8; 8];

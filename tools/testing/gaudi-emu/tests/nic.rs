@@ -1806,3 +1806,40 @@ fn strict_mode_commands_and_resets_take_their_time() {
         .unwrap();
     assert_eq!(st.code(), Some(2));
 }
+
+/// A device at rest costs no CPU: with 24 ports, links and a WRITE done,
+/// the emulator sleeps until a frame, a register write, a control command
+/// or a deadline of its own (a timer, a held frame) instead of polling
+/// (which cost over 1% of a CPU).
+#[test]
+fn idle_device_sleeps() {
+    let p = udp_ports(2);
+    let args: Vec<String> = vec![
+        "--strict".into(),
+        "--link".into(),
+        format!("0={}:{}", p, p + 1),
+        "--link".into(),
+        format!("1={}:{}", p + 1, p),
+    ];
+    let mut e = Emu::start(Path::new(EMU), &args, 64);
+    let (qa, qb) = (3u32, 4u32);
+    let (mut a, _b) = factory_pair(&mut e, qa, qb, 0x1234);
+    for port in 2..24 {
+        Port::up(&mut e, port, port as u8);
+    }
+    let src = e.ram.alloc(65536, 4096);
+    let dst = e.ram.alloc(65536, 4096);
+    let data = fill(&e, src, 65536, 7);
+    a.put_wqe(&e, qa, 0, 0, Linear(src, dst, 65536, 1));
+    a.ring(&mut e, qa, 1);
+    assert_eq!(a.cqes(&mut e, 1), [(qa, 1, 0, 1)]);
+    assert_eq!(e.ram.slice(dst, 65536), &data[..]);
+    std::thread::sleep(Duration::from_millis(100));
+    let t0 = e.cpu_time();
+    std::thread::sleep(Duration::from_secs(3));
+    let used = e.cpu_time() - t0;
+    assert!(
+        used <= Duration::from_millis(20),
+        "{used:?} of CPU in 3 s at rest"
+    );
+}

@@ -71,6 +71,11 @@ impl Gateway {
         self.due.is_some()
     }
 
+    /// When the operation under way finishes.
+    pub fn due(&self) -> Option<Instant> {
+        self.due
+    }
+
     /// Software writes GW_MASK, GW_DATA or GW_CTRL: `word` of the array, or
     /// GW_CTRL for `None`. False if dropped because the gateway is busy.
     pub fn write_mask(&mut self, word: usize, v: u32) -> bool {

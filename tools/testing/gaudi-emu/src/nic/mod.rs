@@ -204,6 +204,10 @@ pub struct Nic {
     gw_delay: Duration,
     /// Ports that take no doorbell from their FIFOs (test hook).
     held: [bool; regs::PORTS],
+    /// A requester's state changed outside [`Nic::step`]'s pass over the
+    /// requesters (an acknowledgement, a context written with
+    /// DOORBELL_FORCE): the next step may have packets to send.
+    kick: bool,
     unknown: u32,
     unreachable: u32,
     cq_ci_refused: u32,
@@ -230,6 +234,7 @@ impl Nic {
             irqs: Vec::new(),
             gw_delay,
             held: [false; regs::PORTS],
+            kick: false,
             unknown: 0,
             unreachable: 0,
             cq_ci_refused: 0,
@@ -341,6 +346,7 @@ impl Nic {
                     // write with DOORBELL_FORCE kicks the QP.
                     if doorbell_force {
                         self.reqs.entry((port, qpn)).or_default();
+                        self.kick = true;
                     } else {
                         self.reqs.remove(&(port, qpn));
                     }
@@ -581,11 +587,32 @@ impl Nic {
         }
     }
 
+    /// Whether any of the first `ports` ports has frames to send
+    /// ([`Nic::take_tx`]).
+    pub fn has_tx(&self, ports: usize) -> bool {
+        self.tx.iter().take(ports).any(|t| !t.is_empty())
+    }
+
+    /// When [`Nic::step`] next has something to do, with nothing arriving
+    /// meanwhile (no frame, no register access): `now` if it has work
+    /// already (doorbells in the FIFOs of a port not held, a requester
+    /// kicked), else the earliest of the gateway operations' ends and the
+    /// requesters' retransmission timeouts; `None` if nothing is pending.
+    pub fn next_deadline(&self, now: Instant) -> Option<Instant> {
+        let doorbells = (0..regs::PORTS).any(|p| !self.held[p] && self.queues[p].has_doorbells());
+        if self.kick || doorbells {
+            return Some(now);
+        }
+        let gateways = self.gateways.iter().filter_map(Gateway::due);
+        let timers = self.reqs.values().filter_map(rdma::Req::deadline);
+        gateways.chain(timers).min()
+    }
+
     /// Doorbells, sending, timers.
     pub fn step(&mut self, now: Instant, mem: &mut dyn Memory) {
         for port in 0..regs::PORTS {
             self.settle(port, now, mem);
-            if self.held[port] {
+            if self.held[port] || !self.queues[port].has_doorbells() {
                 continue;
             }
             let dbs = self.queues[port].drain(port, &self.regs, mem);
@@ -598,6 +625,9 @@ impl Nic {
                 self.deliver(port, out, mem);
             }
         }
+        // Every requester is pumped below: what changes one from here on
+        // (an acknowledgement looped back by another) asks for the next step.
+        self.kick = false;
         let keys: Vec<(usize, u32)> = self.reqs.keys().copied().collect();
         for (port, qpn) in keys {
             let mut out = rdma::Out::default();
@@ -699,6 +729,7 @@ impl Nic {
                 return false;
             };
             rdma::ack(&self.regs, mem, st, &mut out, port, &pkt, now);
+            self.kick = true;
             self.deliver(port, out, mem);
             return true;
         }

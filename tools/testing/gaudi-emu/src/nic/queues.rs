@@ -13,6 +13,8 @@ pub const FIFOS: usize = 32;
 pub const FIFO_ENTRIES: usize = 64;
 /// The kernel's secured FIFO.
 pub const FIFO_SECURED: usize = 30;
+// A bit per FIFO in `PortQueues::nonempty`.
+const _: () = assert!(FIFOS <= 32);
 /// CQs per port.
 pub const CQS: usize = 16;
 /// The EQ's interrupt (QPC interrupt 9).
@@ -57,6 +59,8 @@ pub struct PortQueues {
     fifo_ci: [u32; FIFOS],
     /// FIRST32 written, waiting for SECOND32, per FIFO.
     first32: [Option<u32>; FIFOS],
+    /// The FIFOs holding doorbells, a bit each.
+    nonempty: u32,
     /// Armed CQs: the index the producer index must pass.
     armed: [Option<u32>; CQS],
     pub counts: QueueCounts,
@@ -68,6 +72,7 @@ impl Default for PortQueues {
             fifos: (0..FIFOS).map(|_| Default::default()).collect(),
             fifo_ci: [0; FIFOS],
             first32: [None; FIFOS],
+            nonempty: 0,
             armed: [None; CQS],
             counts: QueueCounts::default(),
         }
@@ -98,14 +103,23 @@ impl PortQueues {
             return false;
         }
         q.push_back(Doorbell { fifo, pi, qpn });
+        self.nonempty |= 1 << fifo;
         true
+    }
+
+    /// Whether any FIFO holds a doorbell.
+    pub fn has_doorbells(&self) -> bool {
+        self.nonempty != 0
     }
 
     /// Take every doorbell waiting, FIFO by FIFO in order; each FIFO's
     /// consumer index is written back where its CI_UPD_ADDR says.
     pub fn drain(&mut self, port: usize, regs: &Regs, mem: &mut dyn Memory) -> Vec<Doorbell> {
         let mut out = Vec::new();
-        for f in 0..FIFOS {
+        let mut fifos = std::mem::take(&mut self.nonempty);
+        while fifos != 0 {
+            let f = fifos.trailing_zeros() as usize;
+            fifos &= fifos - 1;
             let n = self.fifos[f].len();
             if n == 0 {
                 continue;

@@ -64,6 +64,25 @@ pub struct Req {
     /// The WQE being sent: its index, words, bytes sent and first PSN.
     cur: Option<(u32, [u64; 4], u64, u32)>,
     last_progress: Option<Instant>,
+    /// The retransmission timeout of the context as last read.
+    timeout: Option<Duration>,
+}
+
+impl Req {
+    /// When [`timers`] next has something to do: the retransmission
+    /// timeout after the last progress, with packets unacknowledged.
+    pub fn deadline(&self) -> Option<Instant> {
+        if self.pending.is_empty() && self.cur.is_none() {
+            return None;
+        }
+        self.last_progress?.checked_add(self.timeout?)
+    }
+}
+
+/// The retransmission timeout of a requester context: 2^(TM_GRANULARITY
+/// + 2) us.
+fn timeout_of(c: &[u64; 16]) -> Duration {
+    Duration::from_micros(1u64 << (f::<ReqQpc>("TM_GRANULARITY").get(c) + 2).min(40))
 }
 
 /// The responder's transient state: the WRITE under way.
@@ -276,6 +295,7 @@ pub fn pump(
     if g("VALID", &c) == 0 || g("ERROR", &c) != 0 {
         return false;
     }
+    st.timeout = Some(timeout_of(&c));
     if g("CONGESTION_WIN", &c) == 0 && g("CONGESTION_MODE", &c) == 2 {
         // Stopped (teardown) with work outstanding.
         return true;
@@ -483,7 +503,8 @@ pub fn timers(
     if g("VALID", &c) == 0 || g("ERROR", &c) != 0 {
         return;
     }
-    let timeout = Duration::from_micros(1u64 << (g("TM_GRANULARITY", &c) + 2).min(40));
+    let timeout = timeout_of(&c);
+    st.timeout = Some(timeout);
     if now.duration_since(t0) < timeout {
         return;
     }

@@ -201,7 +201,7 @@ regs! {
     RXE0_CQ_LOG_MAX_SIZE = 0x544_a108;
     RXE0_CQ_ARM_TIMEOUT_EN = 0x544_a110;
     RXE0_CQ_ARM_TIMEOUT = 0x544_a114;
-    RXE0_CQ_CFG_0 = 0x544_a180 [32, 4] {f("write_pi_en", 3, 3), f("overrun_en", 1, 1), f("enable", 0, 0)};
+    RXE0_CQ_CFG_0 = 0x544_a180 [32, 4] {f("cmpl_event_per_cqe", 4, 4), f("write_pi_en", 3, 3), f("overrun_en", 1, 1), f("enable", 0, 0)};
     RXE0_CQ_WRITE_INDEX_0 = 0x544_a200 [32, 4];
     RXE0_CQ_PRODUCER_INDEX_0 = 0x544_a280 [32, 4];
     RXE0_CQ_CONSUMER_INDEX_0 = 0x544_a300 [32, 4];
