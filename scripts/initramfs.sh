@@ -70,6 +70,8 @@ install -m 0755 "$TOP/tools/testing/vm/init" "$root/init"
 cp "$TOP/tools/testing/guest/guest-lib.sh" "$TOP/tools/testing/guest/pyverbs-run.py" \
 	"$TOP/tools/testing/guest/pyverbs-skips.txt" "$root/lib/gaudi/"
 cp -r "$RDMA_TESTS" "$root/lib/gaudi/rdma-core-tests"
+# Compiled here with the environment's Python, the guest's: not in every run.
+in_env python3 -m compileall -q "$root/lib/gaudi/rdma-core-tests" >/dev/null
 mkdir -p "$root/lib/gaudi/pyverbs"
 cp "${PYVERBS_MODS[@]}" "$root/lib/gaudi/pyverbs/"
 cp "$TOP"/tools/testing/guest/tests/*.sh "$root/tests/"

@@ -18,8 +18,10 @@ usage: pyverbs-run.py RESULTS TESTS_DIR [run_tests.py arguments]
 """
 
 import errno
+import functools
 import os
 import sys
+import time
 import unittest
 from importlib.machinery import SourceFileLoader
 
@@ -37,7 +39,19 @@ def reason_of(err):
     return text.splitlines()[0] if text else type(exc).__name__
 
 
+# Seconds each test took, for the slowest's list at the end.
+TIMES = {}
+
+
 class Result(unittest.TextTestResult):
+    def startTest(self, test):
+        self.t0 = time.monotonic()
+        super().startTest(test)
+
+    def stopTest(self, test):
+        super().stopTest(test)
+        TIMES[test.id()] = time.monotonic() - self.t0
+
     def report(self, status, test, reason=""):
         reason = " ".join(str(reason).split())
         print(f"{status}\t{test.id()}\t{reason}", file=RESULTS, flush=True)
@@ -81,8 +95,23 @@ class Result(unittest.TextTestResult):
 
 
 tests = SourceFileLoader("tests", os.path.join(TESTS, "__init__.py")).load_module()
+# The set-up of every traffic test asks `rdma link` and `ip addr` (a process
+# each) for the port's interface and its address, which the guest test set
+# up before the run and which no test changes: ask once.
+base = sys.modules["tests.base"]
+for helper in ("get_net_name", "get_ip_mac_address"):
+    setattr(
+        base.RDMATestCase,
+        helper,
+        staticmethod(functools.cache(getattr(base.RDMATestCase, helper))),
+    )
 parser.parse_args()
-unittest.main(
+prog = unittest.main(
     module=tests,
     testRunner=unittest.TextTestRunner(resultclass=Result, stream=sys.stderr, verbosity=2),
+    exit=False,
 )
+print(f"# {sum(TIMES.values()):.1f} s in {len(TIMES)} tests; the slowest:", file=sys.stderr)
+for name, secs in sorted(TIMES.items(), key=lambda t: -t[1])[:15]:
+    print(f"#   {secs:6.1f} s  {name}", file=sys.stderr)
+sys.exit(not prog.result.wasSuccessful())

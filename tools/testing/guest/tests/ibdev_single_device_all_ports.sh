@@ -30,9 +30,9 @@ while [ $p -le "$ports" ]; do
 	echo "$links" | grep -q "^link gaudi_0/$p .* netdev $ifc *\$" ||
 		fail "port $p: rdma link show does not name netdev $ifc"
 	want=$(printf 'fe80:0000:0000:0000:001d:a3ff:fe00:00%02x' $((p - 1)))
-	gid=$(cat $sys/$p/gids/0) || fail "port $p: no GID 0"
+	read -r gid <$sys/$p/gids/0 || fail "port $p: no GID 0"
 	[ "$gid" = "$want" ] || fail "port $p: GID 0 is $gid, expected $want"
-	type=$(cat $sys/$p/gid_attrs/types/0) || fail "port $p: no GID 0 type"
+	read -r type <$sys/$p/gid_attrs/types/0 || fail "port $p: no GID 0 type"
 	[ "$type" = "RoCE v2" ] || fail "port $p: GID 0 type is '$type'"
 	p=$((p + 1))
 done

@@ -2,7 +2,7 @@
 # Two hosts, each with its own Gaudi2, port 1 linked to port 1: the ports'
 # network interfaces carry IP between them (netdev_traffic_target is the
 # other side). Linux resolves the addresses (ARP, and IPv6 neighbour
-# discovery through multicast), ping works over IPv4 and IPv6, 64 MiB sent
+# discovery through multicast), ping works over IPv4 and IPv6, 16 MiB sent
 # over TCP arrive with the same SHA-256, and the interface counters agree:
 # what one side sent is what the other received, in frames and bytes. The
 # management network only carries the checksum and the counters.
@@ -28,7 +28,7 @@ echo "$ifc ($mac): ping over IPv4 and IPv6, the peer's port resolved by Linux"
 # entries stay, so that no reachability probe crosses the link meanwhile.
 ip neigh replace 10.10.0.2 lladdr 02:1d:a3:01:00:00 dev "$ifc" nud permanent
 ip neigh replace fd00:10::2 lladdr 02:1d:a3:01:00:00 dev "$ifc" nud permanent
-head -c $((64 << 20)) /dev/urandom >/tmp/data
+head -c $((16 << 20)) /dev/urandom >/tmp/data
 sum=$(sha256sum </tmp/data | cut -d' ' -f1)
 # Counters from here on, on both sides: the interface is quiet. The other
 # side takes its own when it hears of these, and then listens for the data.
@@ -42,7 +42,7 @@ t0=$(uptime_cs)
 nc -w 30 10.10.0.2 5001 </tmp/data || fail "sending to 10.10.0.2:5001 failed"
 t1=$(uptime_cs)
 rm -f /tmp/data
-echo "64 MiB sent over TCP in $(((t1 - t0) / 100)).$(((t1 - t0) % 100 / 10)) s"
+echo "16 MiB sent over TCP in $(((t1 - t0) / 100)).$(((t1 - t0) % 100 / 10)) s"
 retrans=$(awk '/^Tcp:/ { if (h) { print $13; exit } h = 1 }' /proc/net/snmp)
 echo "TCP segments resent: $retrans; $(ethtool -S "$ifc" | tr -s ' \n' ' ')"
 echo "emulator: $(emu_ctl stat | grep '^port 0 ')"

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: GPL-2.0
 # The other side of netdev_traffic: port 1's interface at 10.10.0.2 and
-# fd00:10::2 receives 64 MiB over TCP; the sender's checksum and interface
+# fd00:10::2 receives 16 MiB over TCP; the sender's checksum and interface
 # counters come over the management network and must match what arrived
 # here: the SHA-256 of the data, and each side's sent frames and bytes the
 # other side's received ones.
@@ -42,15 +42,15 @@ set -- $(delta "$start" "$2 $3 $4 $5")
 s_tx=$1 s_txb=$2 s_rx=$3 s_rxb=$4
 set -- $(delta "$mine0" "$mine1")
 tx=$1 txb=$2 rx=$3 rxb=$4
-verdict="ok: 64 MiB arrived intact; $s_tx frames ($s_txb bytes) one way, $tx ($txb) back"
-if [ "$got" != "$sum" ] || [ "$size" != $((64 << 20)) ]; then
+verdict="ok: 16 MiB arrived intact; $s_tx frames ($s_txb bytes) one way, $tx ($txb) back"
+if [ "$got" != "$sum" ] || [ "$size" != $((16 << 20)) ]; then
 	verdict="FAIL: $size bytes with SHA-256 $got, sent $sum"
 elif [ "$s_tx" != "$rx" ] || [ "$s_txb" != "$rxb" ]; then
 	verdict="FAIL: the sender sent $s_tx frames ($s_txb bytes), $ifc received $rx ($rxb)"
 elif [ "$tx" != "$s_rx" ] || [ "$txb" != "$s_rxb" ]; then
 	verdict="FAIL: $ifc sent $tx frames ($txb bytes), the sender received $s_rx ($s_rxb)"
-elif [ "$s_txb" -lt $((64 << 20)) ]; then
-	verdict="FAIL: the sender sent only $s_txb bytes for 64 MiB"
+elif [ "$s_txb" -lt $((16 << 20)) ]; then
+	verdict="FAIL: the sender sent only $s_txb bytes for 16 MiB"
 fi
 # What this side's device dropped (want of a buffer, filter) says where a
 # missing frame went.

@@ -54,8 +54,19 @@ done
 # The suite from the source the provider is built from, with the project's
 # patches to it (tools/rdma-core/patches).
 t=/tmp/rdma-core-tests
-cp -r /lib/gaudi/rdma-core-tests /env$t
+# (Compiled when the image was made: keep the sources' times.)
+cp -a /lib/gaudi/rdma-core-tests /env$t
 cp /lib/gaudi/pyverbs-run.py /env/tmp/
+# Other vendors' tests (test_mlx5_*, test_efa*) can only skip here ("not an
+# mlx5/EFA device"), each after a full set-up: they are not loaded, and each
+# module counts as a skip for the list's entry of those vendors.
+: >/tmp/excluded
+for f in /env$t/test_mlx5_*.py /env$t/test_efa*.py; do
+	[ -e "$f" ] || continue
+	m=${f##*/}
+	printf 'excluded\ttests.%s\tanother vendor'"'"'s tests, not loaded\n' "${m%.py}" >>/tmp/excluded
+	rm -f "$f"
+done
 
 t0=$(uptime_cs)
 chroot /env env PYTHONDONTWRITEBYTECODE=1 python3 /tmp/pyverbs-run.py \
@@ -66,7 +77,8 @@ total=$(wc -l </tmp/results)
 [ "$total" -gt 0 ] || {
 	fail "the suite ran no test"
 }
-for s in pass fail error skip unsupported; do
+cat /tmp/excluded >>/tmp/results
+for s in pass fail error skip unsupported excluded; do
 	echo "$s: $(awk -F '\t' -v s=$s '$1 == s' /tmp/results | wc -l)"
 done
 echo "$total tests in $(((t1 - t0) / 100)) s"
@@ -87,7 +99,7 @@ NR == FNR { if ($1 != "" && $1 !~ /^#/) { n++; ent[n] = $1; re[n] = glob($1) } n
 {
 	hit = 0
 	for (i = 1; i <= n && !hit; i++) if ($2 ~ re[i]) hit = i
-	skipped = $1 == "skip" || $1 == "unsupported"
+	skipped = $1 == "skip" || $1 == "unsupported" || $1 == "excluded"
 	if (skipped && !hit) print "  skipped, not in the list: " $2 " (" $3 ")"
 	if (hit && !skipped) print "  in the list, did not skip: " $2 " (" $1 ")"
 	if (hit) used[hit] = 1

@@ -3,10 +3,10 @@
 # 1000 in the soak): every one removes the InfiniBand device and the
 # ports' network interfaces and brings them back, the kernel log has no
 # warning, the emulator sees no DMA or interrupt without bus mastering;
-# what leaked shows in the session's kmemleak scan. Its own session (with
-# a longer time limit): under TCG with KASAN, 40 cycles of a 2-port device
-# take about 80 s; each of 24 ports adds about 0.1 s of network device
-# registration and removal to a cycle.
+# what leaked shows in the session's kmemleak scan. It runs first in the
+# queues session (2 ports; a longer time limit): under TCG with KASAN, 40
+# cycles of a 2-port device take about 80 s; each of 24 ports adds about
+# 0.1 s of network device registration and removal to a cycle.
 . /lib/gaudi/guest-lib.sh
 debugfs
 d=$(gaudi_devices | head -n 1)

@@ -3,10 +3,10 @@
 # kernel's soft-RoCE (rxe) on a virtio-net NIC on the link of port 1, and a
 # libibverbs program there (write_to_rxe_target) registers a region and
 # hands over its address, rkey, QP number and addresses; this host writes
-# 1 B to 16 MiB into it at the 1024-byte path MTU rxe uses on Ethernet, and
+# 1 B to 4 MiB into it at the 1024-byte path MTU rxe uses on Ethernet, and
 # the rxe side checks every byte.
 . /lib/gaudi/guest-lib.sh
 load_driver
 peer=$(exchange_up) || exit 1
-gaudi-verbs-test write-source --peer "$peer" --port 1 --max-mib 16 ||
+gaudi-verbs-test write-source --peer "$peer" --port 1 --max-mib 4 ||
 	fail "WRITEs to the rxe host failed"

@@ -6,4 +6,4 @@
 exchange_up >/dev/null || exit 1
 data=$(rxe_up 02:00:00:00:00:02 10.0.0.2)
 rdma link show rxe0/1
-rxe-peer rxe0 "$data" 16 || fail "rxe-peer failed"
+rxe-peer rxe0 "$data" 4 || fail "rxe-peer failed"

@@ -403,7 +403,7 @@ pub(crate) fn wait_set_err(ctx: &Context, handle: u32, limit: std::time::Duratio
         if state == u32::from(QPS_ERR) || began.elapsed() >= limit {
             return state;
         }
-        std::thread::sleep(std::time::Duration::from_millis(10));
+        std::thread::sleep(std::time::Duration::from_millis(1));
     }
 }
 
