@@ -60,12 +60,13 @@ PAIRS=(
 # Gaudi2 (port 1 linked) and rxe on a virtio-net NIC (linked too).
 if [ "${BENCH:-0}" = 1 ]; then
 	SESSIONS=(
-		"bench_local|--ports 2 --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|bench_local||gaudi.ports=2|3072"
+		"bench_local|--ports 2 --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|bench_local||gaudi.ports=2 gaudi.test_limit=1700|3072"
 	)
 	PAIRS=(
-		"bench_two_hosts|--ports 2 --link 0=@P0@:@P1@|bench_two_hosts|gaudi.ports=2 gaudi.mgmt=10.99.0.1 gaudi.peer=10.99.0.2 gaudi.data=10.0.9.1 gaudi.peer_data=10.0.9.2 @TSC@|--instance 1 --ports 2 --link 0=@P1@:@P0@|bench_two_hosts_target|gaudi.ports=2 gaudi.mgmt=10.99.0.2 gaudi.peer=10.99.0.1 gaudi.data=10.0.9.2 @TSC@|2048|$(nic data @D1@ @D0@ 02:00:00:00:09:02)|$(nic data @D0@ @D1@ 02:00:00:00:09:01)"
+		"bench_two_hosts|--ports 2 --link 0=@P0@:@P1@|bench_two_hosts|gaudi.ports=2 gaudi.mgmt=10.99.0.1 gaudi.peer=10.99.0.2 gaudi.data=10.0.9.1 gaudi.peer_data=10.0.9.2 gaudi.test_limit=1700 @TSC@|--instance 1 --ports 2 --link 0=@P1@:@P0@|bench_two_hosts_target|gaudi.ports=2 gaudi.mgmt=10.99.0.2 gaudi.peer=10.99.0.1 gaudi.data=10.0.9.2 gaudi.test_limit=1700 @TSC@|2048|$(nic data @D1@ @D0@ 02:00:00:00:09:02)|$(nic data @D0@ @D1@ 02:00:00:00:09:01)"
 	)
-	# Every figure is measured BENCH_RUNS (5) times (guest-lib.sh).
+	# Every figure is measured BENCH_RUNS (5) times (guest-lib.sh); a test
+	# may take most of the session (init's limit is 900 s).
 	VM_TIMEOUT=${VM_TIMEOUT:-1800}
 fi
 # The soak (SOAK=1, "make soak"): 1000 unbind/bind and 1000 rmmod/insmod
@@ -77,9 +78,9 @@ fi
 if [ "${SOAK:-0}" = 1 ]; then
 	SOAK_SECONDS=${SOAK_SECONDS:-3600}
 	SESSIONS=(
-		"soak_cycles|--strict|probe,rebind||gaudi.ports=24 gaudi.cycles=1000|1024"
+		"soak_cycles|--strict|probe,rebind||gaudi.ports=24 gaudi.cycles=1000 gaudi.test_limit=$((SOAK_SECONDS + 1700))|1024"
 		"soak_huge1g|--strict|probe,mr_register||gaudi.ports=24 hugepagesz=1G hugepages=1 gaudi.huge1g=1|5120"
-		"soak_traffic|--strict --ports 2 --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|soak_traffic||gaudi.ports=2 gaudi.soak_seconds=$SOAK_SECONDS acpi=force|1024|2"
+		"soak_traffic|--strict --ports 2 --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|soak_traffic||gaudi.ports=2 gaudi.soak_seconds=$SOAK_SECONDS gaudi.test_limit=$((SOAK_SECONDS + 1700)) acpi=force|1024|2"
 	)
 	PAIRS=()
 	VM_TIMEOUT=${VM_TIMEOUT:-$((SOAK_SECONDS + 1800))}
@@ -89,7 +90,7 @@ if [ "${FUZZ:-0}" = 1 ]; then
 	FUZZ_SECONDS=${FUZZ_SECONDS:-3000}
 	echo "# fuzz seed $FUZZ_SEED"
 	SESSIONS=(
-		"fuzz_long|--strict --ports 2 --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|fuzz_uverbs||gaudi.ports=2 gaudi.fuzz_calls=${FUZZ_CALLS:-1000000} gaudi.fuzz_seconds=$FUZZ_SECONDS gaudi.fuzz_seed=$FUZZ_SEED|2048"
+		"fuzz_long|--strict --ports 2 --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|fuzz_uverbs||gaudi.ports=2 gaudi.fuzz_calls=${FUZZ_CALLS:-1000000} gaudi.fuzz_seconds=$FUZZ_SECONDS gaudi.fuzz_seed=$FUZZ_SEED gaudi.test_limit=$((FUZZ_SECONDS + 800))|2048"
 	)
 	PAIRS=()
 	VM_TIMEOUT=${VM_TIMEOUT:-$((FUZZ_SECONDS + 900))}
