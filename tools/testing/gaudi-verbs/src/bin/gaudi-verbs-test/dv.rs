@@ -1107,7 +1107,7 @@ fn asid_numbers(emu: &mut EmuCtl, va: u64) -> Vec<u32> {
 /// The bus address of the byte at `va` of this process (the guest has no
 /// IOMMU: its physical address), from `/proc/self/pagemap` (root sees the
 /// frame numbers).
-fn bus_address(va: u64) -> u64 {
+pub(crate) fn bus_address(va: u64) -> u64 {
     use std::io::{Read, Seek, SeekFrom};
     let mut f = std::fs::File::open("/proc/self/pagemap")
         .unwrap_or_else(|e| fail(format!("/proc/self/pagemap: {e}")));

@@ -42,10 +42,12 @@
 //!       fail; N (default 1000) register/deregister cycles; the emulator's
 //!       MMU fault count moves exactly by the faults provoked, its DMA
 //!       audit stays 0.
-//!   gaudi-verbs-test mr-no-foreign-frames [--window-pages N]
-//!       small and odd-length regions at every 4 KiB iova of a 2 MiB window
-//!       (N pages, default 512), of ordinary memory and inside a 2 MiB huge
-//!       page, a THP split to 8 KiB (if the kernel has THP) and an 8 KiB
+//!   gaudi-verbs-test mr-no-foreign-frames [--window-pages N] [--stride S]
+//!       small and odd-length regions at 4 KiB iovas of a 2 MiB window (N
+//!       pages, default 512): the one whose device VA is congruent to the
+//!       memory's physical address modulo 2 MiB, its neighbours and every
+//!       S-th (default 32; 1: every iova), of ordinary memory and inside a
+//!       2 MiB huge page, a THP split to 8 KiB (if the kernel has THP) and an 8 KiB
 //!       HBM block registered from its dma-buf: 4 KiB device pages only,
 //!       nothing mapped next to the pinned pages, the ends read as written.
 //!   gaudi-verbs-test rkey-bounds

@@ -77,7 +77,8 @@ fn contained(
 }
 
 /// Register `len` bytes at byte `off` of `map` with `iova`, check what the
-/// device sees ([`contained`]) and deregister; the faults provoked.
+/// device sees ([`contained`]) and deregister; the faults provoked and the
+/// region's device VA.
 #[allow(clippy::too_many_arguments)]
 fn host_region(
     ctx: &Context,
@@ -88,7 +89,7 @@ fn host_region(
     len: usize,
     iova: u64,
     what: &str,
-) -> u64 {
+) -> (u64, u64) {
     let addr = map.addr() + off as u64;
     let b = &map.bytes()[off..off + len];
     let ends = (b[0], b[len - 1]);
@@ -96,16 +97,23 @@ fn host_region(
         .reg_mr(pd, addr, len as u64, iova, RW)
         .unwrap_or_else(|e| fail(format!("{what}: reg_mr of {len} B at iova {iova:#x}: {e}")));
     let r = contained(emu, &mr, iova, len as u64, ends);
+    let va = mr.resp.mmu_va;
     ctx.dereg_mr(mr)
         .unwrap_or_else(|e| fail(format!("{what}: dereg_mr: {e}")));
-    r.unwrap_or_else(|e| fail(format!("{what}: {len} B at iova {iova:#x}: {e}")))
+    let faults = r.unwrap_or_else(|e| fail(format!("{what}: {len} B at iova {iova:#x}: {e}")));
+    (faults, va)
 }
 
 /// Regions of the shapes `(length, offset in the first page)` starting in
-/// page `page` of `map`, each at every iova `k * 4 KiB + offset` for `k`
-/// below `window`: one of them is congruent to the physical address modulo
-/// 2 MiB, whatever the memory; a driver that chose device pages by that
-/// congruence alone would map 2 MiB there. The faults provoked.
+/// page `page` of `map`, each at iovas `k * 4 KiB + offset` for `k` below
+/// `window`. The case that matters is the iova whose device VA is congruent
+/// to the first page's physical address modulo 2 MiB: a driver that chose
+/// device pages by that congruence alone would map 2 MiB there. With
+/// `stride` 1 every `k` is registered (one of them is that case, whatever
+/// the memory); otherwise the physical address comes from
+/// `/proc/self/pagemap` and the congruent `k`, its neighbours, every
+/// `stride`-th `k` and the last are registered, and the sweep fails unless
+/// one of them was congruent. The faults provoked.
 #[allow(clippy::too_many_arguments)]
 fn sweep(
     ctx: &Context,
@@ -115,26 +123,47 @@ fn sweep(
     page: usize,
     shapes: &[(usize, usize)],
     window: u64,
+    stride: u64,
     what: &str,
 ) -> u64 {
     let mut faults = 0;
+    let off = page * PAGE as usize;
+    let pa = dv::bus_address(map.addr() + off as u64) % HUGE;
     for &(len, lead) in shapes {
         let t = std::time::Instant::now();
-        for k in 0..window {
+        // The device VA of a region at iova k * 4 KiB + lead is that iova
+        // plus an offset fixed for the PD (a multiple of 4 KiB), which the
+        // first registration shows.
+        let (f, va) = host_region(ctx, pd, emu, map, off + lead, len, lead as u64, what);
+        faults += f;
+        let shift = (va - lead as u64) % HUGE;
+        let k0 = (pa + HUGE - shift) % HUGE / PAGE;
+        let ks: Vec<u64> = (1..window)
+            .filter(|&k| stride <= 1 || k % stride == 0 || k + 1 == window || k0.abs_diff(k) <= 1)
+            .collect();
+        let mut congruent = (va - lead as u64) % HUGE == pa;
+        for &k in &ks {
             let iova = k * PAGE + lead as u64;
-            faults += host_region(
+            let (f, va) = host_region(
                 ctx,
                 pd,
                 emu,
                 map,
-                page * PAGE as usize + lead,
+                off + lead,
                 len,
                 iova,
                 &format!("{what}, iova {iova:#x}"),
             );
+            faults += f;
+            congruent |= (va - lead as u64) % HUGE == pa;
         }
+        check(
+            congruent,
+            format!("{what}: one of the iovas has its device VA congruent to the physical address {pa:#x} modulo 2 MiB (k = {k0})"),
+        );
         println!(
-            "ok: {what}: {len} B at byte {lead} of a page, at {window} iovas ({:#x} to {:#x}): 4 KiB device pages, nothing mapped next to the pinned pages, the ends read as written ({:?})",
+            "ok: {what}: {len} B at byte {lead} of a page, at {} of the {window} iovas {:#x} to {:#x} (the one whose device VA is congruent to the memory's physical address modulo 2 MiB among them, k = {k0}): 4 KiB device pages, nothing mapped next to the pinned pages, the ends read as written ({:?})",
+            ks.len() + 1,
             lead,
             (window - 1) * PAGE + lead as u64,
             t.elapsed()
@@ -252,6 +281,7 @@ fn hbm_region(ctx: &Context, pd: &Pd, emu: &mut EmuCtl) -> u64 {
 /// the DMA audit does not move.
 pub(crate) fn mr_no_foreign_frames(args: &[String]) {
     let window = arg(args, "--window-pages", Some(512));
+    let stride = arg(args, "--stride", Some(32));
     let ctx = open_ctx();
     let pd = ctx
         .alloc_pd()
@@ -274,6 +304,7 @@ pub(crate) fn mr_no_foreign_frames(args: &[String]) {
         3,
         &[(8192, 0), (5000, 100), (12289, 0)],
         window,
+        stride,
         "inside a 2 MiB huge page",
     );
     let base = huge.addr();
@@ -287,7 +318,7 @@ pub(crate) fn mr_no_foreign_frames(args: &[String]) {
             base + tail as u64,
         ),
     ] {
-        faults += host_region(&ctx, &pd, &mut emu, &mut huge, off, 8192, iova, what);
+        faults += host_region(&ctx, &pd, &mut emu, &mut huge, off, 8192, iova, what).0;
         println!("ok: {what}: 4 KiB device pages, nothing mapped next to the pinned pages");
     }
     // The control: the whole page may and does get one device page.
@@ -319,6 +350,7 @@ pub(crate) fn mr_no_foreign_frames(args: &[String]) {
         1,
         &[(8192, 0)],
         window,
+        stride,
         "ordinary memory",
     );
     drop(map);
@@ -331,7 +363,7 @@ pub(crate) fn mr_no_foreign_frames(args: &[String]) {
         let va = thp.addr() + off as u64;
         for iova in [va, 1 << 30] {
             let what = format!("8 KiB left of a split THP, at iova {iova:#x}");
-            faults += host_region(&ctx, &pd, &mut emu, &mut thp, off, 8192, iova, &what);
+            faults += host_region(&ctx, &pd, &mut emu, &mut thp, off, 8192, iova, &what).0;
             println!("ok: {what}: 4 KiB device pages, nothing mapped next to the pinned pages");
         }
     }
