@@ -814,8 +814,22 @@ impl Method for Query {
         let mut state = s.state;
         let (mut sq_psn, mut rq_psn) = (s.attrs.sq_psn, s.attrs.rq_psn);
         if s.on_device {
-            shared.gateway_read(dev.parent(), p.port, set.index, true, &mut r)?;
-            shared.gateway_read(dev.parent(), p.port, set.index, false, &mut q)?;
+            shared.gateway_read(
+                dev.parent(),
+                p.port,
+                set.index,
+                true,
+                &[nic::req::ERROR, nic::req::NTS_PSN],
+                &mut r,
+            )?;
+            shared.gateway_read(
+                dev.parent(),
+                p.port,
+                set.index,
+                false,
+                &[nic::res::EXPECTED_PSN],
+                &mut q,
+            )?;
             // The NIC stopped the QP: an error of its requester or responder.
             if nic::req::ERROR.get(&r) != 0 {
                 state = IB_QPS_ERR;

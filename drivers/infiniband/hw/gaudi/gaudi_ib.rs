@@ -608,7 +608,7 @@ impl pci::Driver for GaudiIbDriver {
                 removed: Atomic::new(false),
                 nic: queues,
                 nic_tables,
-                gateway <- kernel::new_mutex!(()),
+                gateway <- kernel::new_mutex!(nic::Gateways::new()),
                 asids <- kernel::new_mutex!(chip::Asids::new()?),
                 secured_db <- kernel::new_spinlock_irq!(()),
                 encaps <- kernel::new_mutex!({

@@ -377,6 +377,11 @@ impl Field {
         }
     }
 
+    /// The 32-bit gateway data words that hold the field.
+    pub(crate) fn words(self) -> core::ops::RangeInclusive<usize> {
+        (self.lsb / 32) as usize..=((self.lsb + self.width - 1) / 32) as usize
+    }
+
     /// Set every bit of the field in `words`: a gateway mask for it.
     pub(crate) fn select(self, words: &mut [u64]) {
         self.set(words, u64::MAX);
@@ -571,6 +576,57 @@ fn addr_31_7(addr: u64) -> (u32, u32) {
     ((addr >> 32) as u32, ((addr as u32) >> 7) & 0x1ff_ffff)
 }
 
+/// What the driver knows of the ports' gateway registers, kept under the lock that serialises
+/// their operations, so that an operation writes only what it needs: for each port, the
+/// GW_MASK words that may hold a value other than 0, and whether the last operation was seen
+/// finished.
+///
+/// Only a write of 0 to a mask word already known to hold 0 is skipped, and a GW_DATA word only
+/// when its mask word is 0 (the NIC takes no bit of it). No public source says whether the
+/// gateway registers keep their values after an operation (hbl_cn rewrites all 32 pairs every
+/// time); either way a mask word last written 0 holds 0, so the saving assumes nothing.
+pub(crate) struct Gateways {
+    ports: [GatewayRegs; PORTS],
+}
+
+#[derive(Clone, Copy)]
+struct GatewayRegs {
+    /// Bit `i`: GW_MASK word `i` may not be 0 (all set when unknown, as after probe).
+    mask_set: u32,
+    /// The last operation was seen finished: GW_BUSY reads 0.
+    idle: bool,
+}
+
+impl Gateways {
+    /// Nothing known: the first operation of each port writes every mask word.
+    pub(crate) const fn new() -> Self {
+        Self {
+            ports: [GatewayRegs {
+                mask_set: u32::MAX,
+                idle: false,
+            }; PORTS],
+        }
+    }
+
+    fn port(&mut self, port: usize) -> Result<&mut GatewayRegs> {
+        self.ports.get_mut(port).ok_or(EINVAL)
+    }
+}
+
+/// The gateway's GW_MASK and GW_DATA words.
+const GW_WORDS: usize = 32;
+const _: () = assert!(GW_WORDS <= u32::BITS as usize);
+
+/// The GW_MASK and GW_DATA words that hold a requester context (128 bytes) or a responder one
+/// (32).
+const fn gateway_words(requester: bool) -> usize {
+    if requester {
+        REQ_QPC_WORDS * 2
+    } else {
+        RES_QPC_WORDS * 2
+    }
+}
+
 /// Wait until `port`'s gateway is idle (hbl_cn gives up after one second).
 fn gateway_wait(bar: &Bar<'_>, port: usize) -> Result {
     let busy = || -> Result<bool> {
@@ -583,72 +639,118 @@ fn gateway_wait(bar: &Bar<'_>, port: usize) -> Result {
 
 /// Start the operation the gateway's mask and data words describe on QP `qpn`'s requester or
 /// responder context, and wait until it is done.
-fn gateway_start(bar: &Bar<'_>, port: usize, qpn: u32, requester: bool) -> Result {
+fn gateway_start(
+    bar: &Bar<'_>,
+    gw: &mut GatewayRegs,
+    port: usize,
+    qpn: u32,
+    requester: bool,
+) -> Result {
     let ctrl = QPC0_GW_CTRL::zeroed()
         .try_with_qpn(qpn)?
         .with_requester(requester);
     bar.try_write(PortLoc::<QPC0_GW_CTRL>::of(port).ok_or(EINVAL)?, ctrl)?;
+    gw.idle = false;
     bar.try_write(
         PortLoc::<QPC0_GW_BUSY>::of(port).ok_or(EINVAL)?,
         QPC0_GW_BUSY::zeroed().with_r(true),
     )?;
-    gateway_wait(bar, port)
+    gateway_wait(bar, port)?;
+    gw.idle = true;
+    Ok(())
+}
+
+/// Write the gateway's 32 mask words for an operation: `mask(i)` for word `i`. The registers
+/// end as hbl_cn's sequence leaves them; a word known to hold 0 already is not written again.
+fn gateway_masks(
+    bar: &Bar<'_>,
+    gw: &mut GatewayRegs,
+    port: usize,
+    mask: impl Fn(usize) -> u32,
+) -> Result {
+    if !gw.idle {
+        gateway_wait(bar, port)?;
+        gw.idle = true;
+    }
+    for i in 0..GW_WORDS {
+        let m = mask(i);
+        if m == 0 && gw.mask_set & (1 << i) == 0 {
+            continue;
+        }
+        bar.try_write(
+            PortArrayLoc::<QPC0_GW_MASK_0>::of(port, i).ok_or(EINVAL)?,
+            QPC0_GW_MASK_0::from_raw(m),
+        )?;
+        if m == 0 {
+            gw.mask_set &= !(1 << i);
+        } else {
+            gw.mask_set |= 1 << i;
+        }
+    }
+    Ok(())
 }
 
 /// Run one gateway operation on QP `qpn` of `port`: replace the context bits whose `mask` bit
-/// is set with those of `data`. The caller serialises a port's gateway operations.
+/// is set with those of `data`. The caller serialises a port's gateway operations and passes
+/// what is known of them in `gw`.
 pub(crate) fn gateway_write(
     bar: &Bar<'_>,
+    gw: &mut Gateways,
     port: usize,
     qpn: u32,
     requester: bool,
     data: &[u64],
     mask: &[u64],
 ) -> Result {
-    gateway_wait(bar, port)?;
-    // All 32 mask and data words, as hbl_cn writes them: beyond a responder context's 8
-    // they are 0.
-    for i in 0..32 {
-        let half = |w: &[u64]| (w.get(i / 2).copied().unwrap_or(0) >> (32 * (i % 2))) as u32;
-        bar.try_write(
-            PortArrayLoc::<QPC0_GW_MASK_0>::of(port, i).ok_or(EINVAL)?,
-            QPC0_GW_MASK_0::from_raw(half(mask)),
-        )?;
-        bar.try_write(
-            PortArrayLoc::<QPC0_GW_DATA_0>::of(port, i).ok_or(EINVAL)?,
-            QPC0_GW_DATA_0::from_raw(half(data)),
-        )?;
+    let gw = gw.port(port)?;
+    let half = |w: &[u64], i: usize| (w.get(i / 2).copied().unwrap_or(0) >> (32 * (i % 2))) as u32;
+    let words = gateway_words(requester);
+    // Mask words beyond the context are 0, as hbl_cn writes them.
+    gateway_masks(bar, gw, port, |i| if i < words { half(mask, i) } else { 0 })?;
+    for i in 0..words {
+        if half(mask, i) != 0 {
+            bar.try_write(
+                PortArrayLoc::<QPC0_GW_DATA_0>::of(port, i).ok_or(EINVAL)?,
+                QPC0_GW_DATA_0::from_raw(half(data, i)),
+            )?;
+        }
     }
-    gateway_start(bar, port, qpn, requester)?;
-    Ok(())
+    gateway_start(bar, gw, port, qpn, requester)
 }
 
-/// Read QP `qpn`'s context of `port` through the gateway into `out` (16 words for a requester
-/// context, 4 for a responder one): an operation whose mask is all 0. The caller serialises a
-/// port's gateway operations.
+/// Read `fields` of QP `qpn`'s context of `port` through the gateway into `out` (16 words for a
+/// requester context, 4 for a responder one): an operation whose mask is all 0, after which
+/// only the data words holding the fields are read (the other words of `out` are left as they
+/// are). The caller serialises a port's gateway operations and passes what is known of them in
+/// `gw`.
 pub(crate) fn gateway_read(
     bar: &Bar<'_>,
+    gw: &mut Gateways,
     port: usize,
     qpn: u32,
     requester: bool,
+    fields: &[Field],
     out: &mut [u64],
 ) -> Result {
-    gateway_wait(bar, port)?;
-    for i in 0..32 {
-        bar.try_write(
-            PortArrayLoc::<QPC0_GW_MASK_0>::of(port, i).ok_or(EINVAL)?,
-            QPC0_GW_MASK_0::zeroed(),
-        )?;
+    let gw = gw.port(port)?;
+    let words = gateway_words(requester);
+    gateway_masks(bar, gw, port, |_| 0)?;
+    gateway_start(bar, gw, port, qpn, requester)?;
+    let mut wanted = 0u32;
+    for f in fields {
+        for i in f.words() {
+            if i < words.min(out.len() * 2) {
+                wanted |= 1 << i;
+            }
+        }
     }
-    gateway_start(bar, port, qpn, requester)?;
-    for (i, w) in out.iter_mut().enumerate().take(16) {
-        let half = |j: usize| -> Result<u64> {
-            Ok(u64::from(
-                bar.try_read(PortArrayLoc::<QPC0_GW_DATA_0>::of(port, j).ok_or(EINVAL)?)?
-                    .into_raw(),
-            ))
-        };
-        *w = half(2 * i)? | (half(2 * i + 1)? << 32);
+    for i in (0..words).filter(|i| wanted & (1 << i) != 0) {
+        let v = bar
+            .try_read(PortArrayLoc::<QPC0_GW_DATA_0>::of(port, i).ok_or(EINVAL)?)?
+            .into_raw();
+        let w = out.get_mut(i / 2).ok_or(EINVAL)?;
+        let shift = 32 * (i % 2);
+        *w = (*w & !(u64::from(u32::MAX) << shift)) | (u64::from(v) << shift);
     }
     Ok(())
 }

@@ -338,8 +338,8 @@ pub(crate) fn teardown(shared: &Shared, dev: &Device<Bound>, port: usize, qpn: u
     for _ in 0..20 {
         let mut r = [0u64; nic::REQ_QPC_WORDS];
         let mut s = [0u64; nic::RES_QPC_WORDS];
-        shared.gateway_read(dev, port, qpn, true, &mut r)?;
-        shared.gateway_read(dev, port, qpn, false, &mut s)?;
+        shared.gateway_read(dev, port, qpn, true, &[req::IN_WORK], &mut r)?;
+        shared.gateway_read(dev, port, qpn, false, &[res::IN_WORK], &mut s)?;
         if req::IN_WORK.get(&r) == 0 && res::IN_WORK.get(&s) == 0 {
             break;
         }
@@ -530,8 +530,22 @@ impl QpData {
         let mut r = [0u64; nic::REQ_QPC_WORDS];
         let mut s = [0u64; nic::RES_QPC_WORDS];
         let shared = self.shared();
-        shared.gateway_read(dev, port as usize - 1, self.qpn(), true, &mut r)?;
-        shared.gateway_read(dev, port as usize - 1, self.qpn(), false, &mut s)?;
+        shared.gateway_read(
+            dev,
+            port as usize - 1,
+            self.qpn(),
+            true,
+            &[req::NTS_PSN],
+            &mut r,
+        )?;
+        shared.gateway_read(
+            dev,
+            port as usize - 1,
+            self.qpn(),
+            false,
+            &[res::EXPECTED_PSN],
+            &mut s,
+        )?;
         Ok((
             req::NTS_PSN.get(&r) as u32,
             res::EXPECTED_PSN.get(&s) as u32,
@@ -777,7 +791,7 @@ pub(crate) fn recheck_errors(ib: &rdma::Device<GaudiRdma>, shared: &Shared, port
     for qpn in qpns {
         let mut r = [0u64; nic::REQ_QPC_WORDS];
         if shared
-            .gateway_read(ib.parent(), port, qpn, true, &mut r)
+            .gateway_read(ib.parent(), port, qpn, true, &[req::ERROR], &mut r)
             .is_ok()
             && req::ERROR.get(&r) != 0
         {

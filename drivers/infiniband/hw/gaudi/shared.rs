@@ -56,9 +56,9 @@ pub(crate) struct Shared {
     /// Physical address (for the NIC) of the ports' context tables in device memory; 0 if the
     /// device has none.
     pub(crate) nic_tables: u64,
-    /// Serialises the ports' QPC gateway operations.
+    /// Serialises the ports' QPC gateway operations, with what is known of their registers.
     #[pin]
-    pub(crate) gateway: Mutex<()>,
+    pub(crate) gateway: Mutex<nic::Gateways>,
     /// The ASIDs protection domains hold.
     #[pin]
     pub(crate) asids: Mutex<chip::Asids>,
@@ -92,26 +92,41 @@ impl Shared {
         if self.nic_tables == 0 || self.fatal.load(Relaxed) {
             return Err(ENODEV);
         }
-        let _g = self.gateway.lock();
-        nic::gateway_write(bar, port, qpn, requester, data, mask)
+        nic::gateway_write(
+            bar,
+            &mut self.gateway.lock(),
+            port,
+            qpn,
+            requester,
+            data,
+            mask,
+        )
     }
 
-    /// Read QP `qpn`'s context on `port` through the port's gateway into `out`. Sleeps.
-    /// `ENODEV` once the device stopped.
+    /// Read `fields` of QP `qpn`'s context on `port` through the port's gateway into `out`
+    /// (its other words are left as they are). Sleeps. `ENODEV` once the device stopped.
     pub(crate) fn gateway_read(
         &self,
         dev: &device::Device<Bound>,
         port: usize,
         qpn: u32,
         requester: bool,
+        fields: &[nic::Field],
         out: &mut [u64],
     ) -> Result {
         if self.nic_tables == 0 || self.fatal.load(Relaxed) {
             return Err(ENODEV);
         }
         let bar = self.bar.access(dev)?;
-        let _g = self.gateway.lock();
-        nic::gateway_read(bar, port, qpn, requester, out)
+        nic::gateway_read(
+            bar,
+            &mut self.gateway.lock(),
+            port,
+            qpn,
+            requester,
+            fields,
+            out,
+        )
     }
 
     /// An encapsulation of `port` sending from `ip` (big-endian as a number), programmed if it
