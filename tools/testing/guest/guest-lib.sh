@@ -428,6 +428,40 @@ rxe_up() {
 	echo "$nic"
 }
 
+# The link between the two hosts' Gaudi2 and soft-RoCE: port 2 of this
+# host's Gaudi2 (RXE_LINK_GAUDI) and, on the other host, a virtio-net NIC
+# with MAC RXE_NIC_MAC running rxe (RXE_LINK_RXE); the hosts exchange
+# addresses and verdicts over the Gaudi2 link of port 1 (exchange_up).
+RXE_LINK_GAUDI=10.0.1.1
+RXE_LINK_RXE=10.0.1.2
+RXE_NIC_MAC=02:00:00:00:00:02
+
+# Bring up the network interface of port 2 (dev_port 1) of the Gaudi2 with
+# RXE_LINK_GAUDI/24, the side of the link to the rxe host; prints its name.
+rxe_link_up() {
+	d=$(gaudi_devices | head -n 1)
+	n=
+	for i in /sys/class/net/*; do
+		[ "$(basename "$(readlink "$i/device" 2>/dev/null)")" = "$d" ] || continue
+		[ "$(cat "$i/dev_port" 2>/dev/null)" = 1 ] || continue
+		n=$(basename "$i")
+	done
+	[ -n "$n" ] || fail "no network interface of port 2 of $d"
+	ip addr replace "$RXE_LINK_GAUDI/24" dev "$n" || fail "$n: cannot add $RXE_LINK_GAUDI"
+	ip link set "$n" up || fail "$n: cannot bring it up"
+	echo "$n"
+}
+
+# rxe0 on this host's NIC of the link to the other host's Gaudi2 port 2
+# (RXE_LINK_RXE/24), unless it is there already; prints the NIC's name.
+rxe_link_rxe_up() {
+	if rdma link show rxe0/1 >/dev/null 2>&1; then
+		nic_with_mac "$RXE_NIC_MAC"
+	else
+		rxe_up "$RXE_NIC_MAC" "$RXE_LINK_RXE"
+	fi
+}
+
 # The value of counter $1 (dma_audit, stale_translation, ...) of the
 # emulator's "stat" reply.
 emu_stat() {
@@ -458,8 +492,8 @@ uptime_cs() {
 }
 
 # Run perftest program $2 as client of the server at $3 (further arguments
-# passed on), on port 1 of gaudi_0 (of PERFTEST_DEV if set), its output in
-# file $1. Only a refused connection (the server not listening yet:
+# passed on), on port 1 of gaudi_0 (port PERFTEST_PORT of PERFTEST_DEV if
+# set), its output in file $1. Only a refused connection (the server not listening yet:
 # perftest's client gives up at once) is tried again, for up to 30 s; a run
 # is killed after PERFTEST_TIMEOUT seconds (300).
 perftest_client() {
@@ -469,7 +503,7 @@ perftest_client() {
 	shift 3
 	i=0
 	while :; do
-		timeout "${PERFTEST_TIMEOUT:-300}" "$prog" -d "${PERFTEST_DEV:-gaudi_0}" -i 1 -F "$@" "$server" >"$out" 2>&1 && return 0
+		timeout "${PERFTEST_TIMEOUT:-300}" "$prog" -d "${PERFTEST_DEV:-gaudi_0}" -i "${PERFTEST_PORT:-1}" -F "$@" "$server" >"$out" 2>&1 && return 0
 		grep -q "Couldn't connect to $server" "$out" || return 1
 		i=$((i + 1))
 		[ $i -lt 30 ] || return 1
@@ -484,15 +518,16 @@ perftest_sizes() {
 	[ "$n" = "$2" ] || { echo "$n result lines, expected $2" >&2; return 1; }
 }
 
-# The index in the GID table of port 1 of RDMA device $1 of the RoCE v2
-# GID of IPv4 address $2 (waiting up to 5 s for the core to add it).
+# The index in the GID table of port $3 (1 if not given) of RDMA device $1
+# of the RoCE v2 GID of IPv4 address $2 (waiting up to 5 s for the core to
+# add it).
 gid_index_v4() {
 	want=$(echo "$2" | awk -F. '{ printf "0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x", $1, $2, $3, $4 }')
 	i=0
 	while [ $i -lt 50 ]; do
-		for g in /sys/class/infiniband/"$1"/ports/1/gids/*; do
+		for g in /sys/class/infiniband/"$1"/ports/"${3:-1}"/gids/*; do
 			[ "$(cat "$g" 2>/dev/null)" = "$want" ] || continue
-			[ "$(cat "/sys/class/infiniband/$1/ports/1/gid_attrs/types/${g##*/}" 2>/dev/null)" = "RoCE v2" ] || continue
+			[ "$(cat "/sys/class/infiniband/$1/ports/${3:-1}/gid_attrs/types/${g##*/}" 2>/dev/null)" = "RoCE v2" ] || continue
 			echo "${g##*/}"
 			return 0
 		done

@@ -4,9 +4,8 @@
 # for the benchmark.
 . /lib/gaudi/guest-lib.sh
 peer=$(exchange_up) || exit 1
-me=10.98.0.$(kparam mgmt "" | sed 's/.*\.//')
-[ -e /sys/class/infiniband/rxe0 ] || rxe_up 02:00:00:00:00:02 "$me" >/dev/null
-x=$(gid_index_v4 rxe0 "$me") || fail "no RoCE v2 GID of $me on rxe0"
+rxe_link_rxe_up >/dev/null || exit 1
+x=$(gid_index_v4 rxe0 "$RXE_LINK_RXE") || fail "no RoCE v2 GID of $RXE_LINK_RXE on rxe0"
 i=0
 while :; do
 	ib_write_bw -d rxe0 -i 1 -x "$x" -F -s 65536 -n 50 -u 18 --report_gbits "$peer" >/tmp/bw.txt 2>&1 && break
