@@ -340,9 +340,12 @@ with_leak_scan() { # TESTS
 # The sessions run two at a time (a single-VM session keeps one CPU busy
 # under TCG); a pair of VMs takes both CPUs. Pairs and sessions that take
 # both CPUs go first, then the single sessions longest first, each
-# reported as it finishes.
+# reported as it finishes. A session whose guests have all begun their
+# last test (kmemleak_clean: 6 s of waiting for the youngest objects to
+# age, then a scan) gives its CPUs to the next one, whose boot fills that
+# wait.
 SLOTS=${VM_SLOTS:-$(($(nproc) < 2 ? 1 : 2))}
-declare -A job_desc job_t0 job_slots
+declare -A job_desc job_t0 job_slots job_tail
 free=$SLOTS
 queue=()
 for s in "${PAIRS[@]}"; do
@@ -373,7 +376,7 @@ start_job() { # INDEX DESC
 		# main 310 s, queues (rebind first) 303 s, dv 301 s, pyverbs 199 s.
 		case "$name" in write | strict | concurrency) limit=$((VM_TIMEOUT * 2)) ;; main | queues) limit=$((VM_TIMEOUT * 3)) ;; pyverbs | dv) limit=$((VM_TIMEOUT * 4)) ;; esac
 		tests=$(with_leak_scan "$tests")
-		rm -f "$CACHE/vm/$name.status"
+		rm -f "$CACHE/vm/$name.status" "$CACHE/vm/$name/console.log"
 		(
 			st=0
 			vm_start "$name" "$(ports "$emu_args")" "$tests" "$(ports "$qemu_args")" "$kernel_args" "$mem" "$limit" "$cpus"
@@ -392,7 +395,8 @@ start_job() { # INDEX DESC
 		tests_b=$(with_leak_scan "$tests_b")
 		mgmt_a=$(ports "$(nic mgmt @M0@ @M1@ 02:00:00:99:00:01)")
 		mgmt_b=$(ports "$(nic mgmt @M1@ @M0@ 02:00:00:99:00:02)")
-		rm -f "$CACHE/vm/${name}_a.status" "$CACHE/vm/${name}_b.status"
+		rm -f "$CACHE/vm/${name}_a.status" "$CACHE/vm/${name}_b.status" \
+			"$CACHE/vm/${name}_a/console.log" "$CACHE/vm/${name}_b/console.log"
 		(
 			sa=0 sb=0
 			vm_start "${name}_a" "$(ports "$emu_a")" "$tests_a" "$mgmt_a $(ports "$qemu_a")" "$(ports "$kargs_a")" "$mem" "$limit"
@@ -410,10 +414,32 @@ start_job() { # INDEX DESC
 	free=$((free - job_slots[$!]))
 }
 
+# The guests of job PID: its session's name, or the pair's two.
+job_vms() { # PID
+	local kind name
+	IFS='|' read -r kind name _ <<<"${job_desc[$1]}"
+	if [ "$kind" = single ]; then echo "$name"; else echo "${name}_a ${name}_b"; fi
+}
+
+# Whether job PID has ended.
+job_done() { # PID
+	local running
+	running=$(jobs -rp)
+	[[ $'\n'$running$'\n' != *$'\n'$1$'\n'* ]]
+}
+
+# Whether every guest of job PID has begun kmemleak_clean, its last test.
+job_in_tail() { # PID
+	local v
+	for v in $(job_vms "$1"); do
+		grep -qE $'^== test kmemleak_clean\r?$' "$CACHE/vm/$v/console.log" 2>/dev/null || return 1
+	done
+}
+
 finish_job() { # PID
 	local pid=$1 kind name ta tb limit st
 	IFS='|' read -r kind name ta tb limit <<<"${job_desc[$pid]}"
-	free=$((free + job_slots[$pid]))
+	[ -n "${job_tail[$pid]:-}" ] || free=$((free + job_slots[$pid]))
 	if [ "$kind" = single ]; then
 		limit=$tb
 		st=$(cat "$CACHE/vm/$name.status" 2>/dev/null || echo 1)
@@ -425,7 +451,7 @@ finish_job() { # PID
 		vm_report "${name}_a" "$ta" "$(cat "$CACHE/vm/${name}_a.status" 2>/dev/null || echo 1)" "$limit"
 		vm_report "${name}_b" "$tb" "$(cat "$CACHE/vm/${name}_b.status" 2>/dev/null || echo 1)" "$limit"
 	fi
-	unset "job_desc[$pid]" "job_t0[$pid]" "job_slots[$pid]"
+	unset "job_desc[$pid]" "job_t0[$pid]" "job_slots[$pid]" "job_tail[$pid]"
 }
 
 t_vms=$SECONDS
@@ -446,9 +472,16 @@ while [ "$next" -lt "${#queue[@]}" ] || [ "${#job_desc[@]}" -gt 0 ]; do
 			continue
 		fi
 	fi
-	done_pid=
-	wait -n -p done_pid "${!job_desc[@]}" || true
-	[ -n "$done_pid" ] && [ -n "${job_desc[$done_pid]:-}" ] && finish_job "$done_pid"
+	for pid in "${!job_desc[@]}"; do
+		if job_done "$pid"; then
+			wait "$pid" || true
+			finish_job "$pid"
+		elif [ -z "${job_tail[$pid]:-}" ] && [ "$next" -lt "${#queue[@]}" ] && job_in_tail "$pid"; then
+			job_tail[$pid]=1
+			free=$((free + job_slots[$pid]))
+		fi
+	done
+	sleep 0.5
 done
 echo "# VM sessions: $((SECONDS - t_vms)) s ($SLOTS at a time)"
 
