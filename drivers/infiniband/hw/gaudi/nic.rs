@@ -379,7 +379,7 @@ impl Field {
 
     /// The 32-bit gateway data words that hold the field.
     pub(crate) fn words(self) -> core::ops::RangeInclusive<usize> {
-        (self.lsb / 32) as usize..=((self.lsb + self.width - 1) / 32) as usize
+        (self.lsb / 32) as usize..=((self.lsb + self.width.max(1) - 1) / 32) as usize
     }
 
     /// Set every bit of the field in `words`: a gateway mask for it.
