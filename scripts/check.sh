@@ -47,9 +47,8 @@ SESSIONS=(
 # what a test must keep off the Gaudi link (netdev_traffic's counters):
 # 10.99.0.1 (A) and 10.99.0.2 (B); the other tests exchange over the Gaudi
 # link itself (exchange_up in guest-lib.sh).
-# Emulator arguments "none": B has no Gaudi2. In "two_hosts", B also runs
-# the kernel's soft-RoCE on a virtio-net NIC on the link of A's port 2
-# (@D0@/@D1@), the peer of the rxe tests.
+# In "two_hosts", B also runs the kernel's soft-RoCE on a virtio-net NIC on
+# the link of A's port 2 (@D0@/@D1@), the peer of the rxe tests.
 RXE_NIC=$(nic data @D1@ @D0@ 02:00:00:00:00:02)
 PAIRS=(
 	"two_hosts|--strict --ports 2 --link 0=@P0@:@P1@ --link 1=@D0@:@D1@|write_two_hosts,write_av,dv_write_two_hosts,hbm_dmabuf_p2p,netdev_traffic,perftest_write_bw,perftest_write_imm_bw,perftest_write_lat,rc_pingpong_refused,write_to_rxe,write_from_rxe,perftest_gaudi_to_rxe,perftest_rxe_to_gaudi|gaudi.ports=2 gaudi.mgmt=10.99.0.1 gaudi.peer=10.99.0.2 @TSC@|--strict --instance 1 --ports 2 --link 0=@P1@:@P0@|write_two_hosts_target,write_av_target,dv_write_two_hosts_target,hbm_dmabuf_p2p_target,netdev_traffic_target,perftest_write_bw_target,perftest_write_imm_bw_target,perftest_write_lat_target,rc_pingpong_refused_target,write_to_rxe_target,write_from_rxe_target,perftest_gaudi_to_rxe_target,perftest_rxe_to_gaudi_target|gaudi.ports=2 gaudi.mgmt=10.99.0.2 gaudi.peer=10.99.0.1 @TSC@|2048|$RXE_NIC"

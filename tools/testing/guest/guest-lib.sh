@@ -328,10 +328,21 @@ up_and_ping() {
 	done
 }
 
+# The network interface of port $1 (dev_port $1 - 1) of the Gaudi2, if it
+# has one.
+port_if() {
+	_pd=$(gaudi_devices | head -n 1)
+	for _pi in /sys/class/net/*; do
+		[ "$(basename "$(readlink "$_pi/device" 2>/dev/null)")" = "$_pd" ] || continue
+		[ "$(cat "$_pi/dev_port" 2>/dev/null)" = $(($1 - 1)) ] || continue
+		echo "${_pi##*/}"
+		return 0
+	done
+}
+
 # The exchange of the two-host tests (addresses, keys, checks) over the
-# link of port 1 itself: its network interface, or on a host without a
-# Gaudi2 the NIC on that link (MAC 02:00:00:00:00:02), gets 10.98.0.N/24,
-# N the last octet of gaudi.mgmt; prints the peer's exchange address
+# link of port 1 itself: its network interface gets 10.98.0.N/24, N the
+# last octet of gaudi.mgmt; prints the peer's exchange address
 # (10.98.0.M, M that of gaudi.peer) once it answers. Messages go to
 # standard error.
 exchange_up() {
@@ -340,17 +351,8 @@ exchange_up() {
 	[ -n "$me" ] && [ -n "$them" ] || fail "gaudi.mgmt and gaudi.peer are needed"
 	me=10.98.0.${me##*.}
 	them=10.98.0.${them##*.}
-	d=$(gaudi_devices | head -n 1)
-	xifc=
-	if [ -n "$d" ]; then
-		load_driver
-		for i in /sys/class/net/*; do
-			[ "$(basename "$(readlink "$i/device" 2>/dev/null)")" = "$d" ] || continue
-			[ "$(cat "$i/dev_port")" = 0 ] && xifc=$(basename "$i")
-		done
-	else
-		xifc=$(nic_with_mac 02:00:00:00:00:02)
-	fi
+	load_driver
+	xifc=$(port_if 1)
 	[ -n "$xifc" ] || fail "no interface on the link of port 1"
 	up_and_ping "$xifc" "$me" "$them"
 	echo "exchange over $xifc (the Gaudi link): $me, peer $them answers" >&2
@@ -369,14 +371,8 @@ nic_with_mac() {
 # address $1/24 and IPv6 address $2/64, MTU 9000, and no IPv6
 # autoconfiguration traffic of its own; prints its name.
 data_if_up() {
-	d=$(gaudi_devices | head -n 1)
-	for i in /sys/class/net/*; do
-		[ "$(basename "$(readlink "$i/device" 2>/dev/null)")" = "$d" ] || continue
-		[ "$(cat "$i/dev_port" 2>/dev/null || echo 0)" = 0 ] || continue
-		n=$(basename "$i")
-		break
-	done
-	[ -n "${n:-}" ] || fail "no network interface of $d"
+	n=$(port_if 1)
+	[ -n "$n" ] || fail "no network interface of port 1"
 	sysctl -qw "net.ipv6.conf.$n.accept_ra=0" "net.ipv6.conf.$n.router_solicitations=0" 2>/dev/null || true
 	ip link set "$n" mtu 9000 || fail "$n: MTU 9000 refused"
 	ip addr add "$1/24" dev "$n" || fail "$n: cannot add $1"
@@ -439,14 +435,8 @@ RXE_NIC_MAC=02:00:00:00:00:02
 # Bring up the network interface of port 2 (dev_port 1) of the Gaudi2 with
 # RXE_LINK_GAUDI/24, the side of the link to the rxe host; prints its name.
 rxe_link_up() {
-	d=$(gaudi_devices | head -n 1)
-	n=
-	for i in /sys/class/net/*; do
-		[ "$(basename "$(readlink "$i/device" 2>/dev/null)")" = "$d" ] || continue
-		[ "$(cat "$i/dev_port" 2>/dev/null)" = 1 ] || continue
-		n=$(basename "$i")
-	done
-	[ -n "$n" ] || fail "no network interface of port 2 of $d"
+	n=$(port_if 2)
+	[ -n "$n" ] || fail "no network interface of port 2"
 	ip addr replace "$RXE_LINK_GAUDI/24" dev "$n" || fail "$n: cannot add $RXE_LINK_GAUDI"
 	ip link set "$n" up || fail "$n: cannot bring it up"
 	echo "$n"
