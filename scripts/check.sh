@@ -110,7 +110,7 @@ n=0 passed=0 failed=0 skipped=0
 # The KUnit tests of ours, as SUITE.TEST: the #[test] functions of every
 # kunit_tests module in our files of the kernel crate, and the doctests of
 # those files (the kernel build lists them in doctests_kernel_generated.rs).
-OUR_KUNIT_FILES='rust/kernel/rdma rust/kernel/dma_buf.rs rust/kernel/ratelimit.rs rust/kernel/random.rs'
+OUR_KUNIT_FILES='rust/kernel/rdma rust/kernel/dma_buf.rs rust/kernel/ratelimit.rs rust/kernel/random.rs rust/kernel/io/ops.rs'
 kunit_expected() {
 	local f
 	# shellcheck disable=SC2086
@@ -119,7 +119,7 @@ kunit_expected() {
 			suite != "" && /#\[test\]/ { t = 1; next }
 			t && /fn [a-z0-9_]+/ { match($0, /fn [a-z0-9_]+/); print suite "." substr($0, RSTART + 3, RLENGTH - 3); t = 0 }' "$TOP/$f"
 	done
-	grep -o -E 'rust_doctest_kernel_(rdma|dma_buf|ratelimit|random)[a-z0-9_]*_rs_[0-9]+' \
+	grep -o -E 'rust_doctest_kernel_(rdma|dma_buf|ratelimit|random|io_ops)[a-z0-9_]*_rs_[0-9]+' \
 		"$KOUT/rust/doctests_kernel_generated.rs" 2>/dev/null | sort -u | sed 's/^/rust_doctests_kernel./'
 }
 
