@@ -7,8 +7,9 @@
 //! [`include/linux/skbuff.h`](srctree/include/linux/skbuff.h).
 //!
 //! A driver implements [`Driver`] for a type of its own and registers one `struct net_device`
-//! per Ethernet port with [`Registration::new`], which ties the device to the bound parent
-//! device: it is unregistered when the parent is unbound (or the returned [`Devres`] dropped).
+//! per Ethernet port with [`Registration::new`] (or [`Registration::new_auxiliary`]), which
+//! ties the device to the bound device the registration was made for: it is unregistered when
+//! that device is unbound (or the returned [`Devres`] dropped).
 //! Each device has one transmit queue, one NAPI context and the driver's data
 //! ([`Driver::Data`]).
 //!
@@ -32,7 +33,7 @@
 //! [`Device::wake_queue`]).
 
 use crate::{
-    bindings,
+    auxiliary, bindings,
     device::{self, Bound},
     devres::Devres,
     error::{from_result, to_result, VTABLE_DEFAULT_ERROR},
@@ -203,9 +204,14 @@ impl NetDev {
 ///
 /// `ndev` points to a `struct net_device` allocated by [`Registration::new`] whose private
 /// area holds a pointer to this `Device`, and `napi` was added to it with [`poll_callback`].
+/// `bound` is the device the registration was made for, bound (and so alive) while the
+/// `struct net_device` is registered; `ndev`'s `dev.parent` is `bound` or, for an auxiliary
+/// device, its parent, bound while `bound` is.
 #[pin_data]
 pub struct Device<T: Driver> {
     ndev: NonNull<bindings::net_device>,
+    /// The device the registration was made for, bound while this device exists.
+    bound: NonNull<bindings::device>,
     /// Descriptors of the transmit and receive rings (for `ethtool -g`).
     rings: (u32, u32),
     #[pin]
@@ -224,11 +230,15 @@ unsafe impl<T: Driver> Sync for Device<T> {}
 impl<T: Driver> Device<T> {
     fn new(
         ndev: NonNull<bindings::net_device>,
+        bound: &device::Device<Bound>,
         rings: (u32, u32),
         data: impl PinInit<T::Data, Error>,
     ) -> impl PinInit<Self, Error> {
+        // `device::Device` is a transparent wrapper of `struct device`.
+        let bound = NonNull::from(bound).cast::<bindings::device>();
         try_pin_init!(Self {
             ndev,
+            bound,
             rings,
             napi: Opaque::zeroed(),
             data <- data,
@@ -266,13 +276,16 @@ impl<T: Driver> Device<T> {
         unsafe { &*self.as_raw().cast::<NetDev>() }
     }
 
-    /// The parent device the registration was made for: bound while this device exists (the
-    /// registration is unregistered at the latest when the parent is unbound), so callbacks
-    /// may allocate DMA memory for it.
+    /// The parent device: the one the registration was made for, or the function of the
+    /// auxiliary device it was made for. It is bound while this device exists (the
+    /// registration is unregistered at the latest when the device it was made for is unbound,
+    /// and an auxiliary device's parent is bound while it is), so callbacks may allocate DMA
+    /// memory for it.
     pub fn parent(&self) -> &device::Device<Bound> {
-        // SAFETY: `dev.parent` was set to the bound parent before registration and is not
-        // changed; a `&Device<T>` exists only while the registration, a `Devres` of the parent
-        // revoked before the parent's unbind completes, lives, so the parent is bound.
+        // SAFETY: `dev.parent` was set to a bound parent before registration and is not
+        // changed; a `&Device<T>` exists only while the registration, a `Devres` of the device
+        // it was made for (the parent, or an auxiliary device of it) revoked before that
+        // device's unbind completes, lives, so the parent is bound.
         unsafe {
             device::Device::<device::Normal>::from_raw((*self.as_raw()).dev.parent).as_bound()
         }
@@ -498,9 +511,10 @@ impl Drop for SkBuff {
 
 /// A registered Ethernet device.
 ///
-/// Created by [`Registration::new`] inside a [`Devres`]: the device is unregistered, the
-/// driver's data dropped and the `struct net_device` freed when the parent device is unbound
-/// (or when the [`Devres`] is dropped, if that comes first).
+/// Created by [`Registration::new`] or [`Registration::new_auxiliary`] inside a [`Devres`] of
+/// the device the registration was made for: the network device is unregistered, the driver's
+/// data dropped and the `struct net_device` freed when that device is unbound (or when the
+/// [`Devres`] is dropped, if that comes first).
 ///
 /// # Invariants
 ///
@@ -558,6 +572,28 @@ impl<T: Driver> Registration<T> {
         opts: &Options,
         data: impl PinInit<T::Data, Error>,
     ) -> Result<Devres<Self>> {
+        Self::register(parent, parent, opts, data)
+    }
+
+    /// Allocate an Ethernet device with `data` for the auxiliary device `adev`, and register it
+    /// as a child of `adev`'s parent (the function whose port it is, as `/sys/class/net/*/device`
+    /// shows). It stays registered until `adev` is unbound or the returned [`Devres`] is
+    /// dropped.
+    pub fn new_auxiliary(
+        adev: &auxiliary::Device<Bound>,
+        opts: &Options,
+        data: impl PinInit<T::Data, Error>,
+    ) -> Result<Devres<Self>> {
+        Self::register(adev.as_ref(), adev.parent(), opts, data)
+    }
+
+    /// Register for `bound`, as a child of `parent`, which stays bound while `bound` is.
+    fn register(
+        bound: &device::Device<Bound>,
+        parent: &device::Device<Bound>,
+        opts: &Options,
+        data: impl PinInit<T::Data, Error>,
+    ) -> Result<Devres<Self>> {
         // SAFETY: Allocates a device with room for one pointer in its private area, one
         // transmit and one receive queue.
         let ndev = unsafe {
@@ -565,7 +601,7 @@ impl<T: Driver> Registration<T> {
         };
         let ndev = NonNull::new(ndev).ok_or(ENOMEM)?;
         let dev = KBox::pin_init(
-            Device::new(ndev, (opts.tx_ring, opts.rx_ring), data),
+            Device::new(ndev, bound, (opts.tx_ring, opts.rx_ring), data),
             GFP_KERNEL,
         );
         let dev = match dev {
@@ -599,7 +635,7 @@ impl<T: Driver> Registration<T> {
             return Err(e);
         }
         // INVARIANT: The device is registered and owned by the registration.
-        Devres::new::<core::convert::Infallible>(parent, Self { dev })
+        Devres::new::<core::convert::Infallible>(bound, Self { dev })
     }
 
     /// The device.
@@ -807,17 +843,23 @@ unsafe extern "C" fn get_drvinfo_callback<T: Driver>(
 ) {
     // SAFETY: The device is registered while the core calls its operations.
     let dev = unsafe { Device::<T>::from_raw(ndev) };
-    // SAFETY: `info` is valid for writes; the parent (the bound device the registration was
-    // made for) is live while the device is registered, with its driver and name.
+    // SAFETY: `info` is valid for writes; the bound device the registration was made for and
+    // the parent (the same, or the function of an auxiliary device) are live while the device
+    // is registered, the first with its driver, the second with its name.
     unsafe {
         let info = &mut *info;
         let parent = (*ndev).dev.parent;
-        let driver = (*parent).driver;
+        // The driver is the one of the device the registration was made for; the bus address
+        // the one of the function.
+        let driver = (*dev.bound.as_ptr()).driver;
         if !driver.is_null() {
-            copy_cstr(
-                &mut info.driver,
-                CStr::from_char_ptr((*driver).name).to_bytes(),
-            );
+            // The module's name (an auxiliary driver's name is "module.driver").
+            let name = if (*driver).mod_name.is_null() {
+                (*driver).name
+            } else {
+                (*driver).mod_name
+            };
+            copy_cstr(&mut info.driver, CStr::from_char_ptr(name).to_bytes());
         }
         copy_cstr(
             &mut info.bus_info,

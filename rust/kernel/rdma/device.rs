@@ -64,7 +64,7 @@
 //! ```
 
 use crate::{
-    bindings,
+    auxiliary, bindings,
     device::{self, Bound},
     devres::Devres,
     error::{from_result, to_result, VTABLE_DEFAULT_ERROR},
@@ -278,11 +278,16 @@ impl<T: Driver> Device<T> {
         &self.data
     }
 
-    /// The parent device (the PCI function, for a PCI driver), bound while `self` exists.
+    /// The parent device (the PCI function, for a PCI driver or an auxiliary driver of one),
+    /// bound while `self` exists.
     pub fn parent(&self) -> &device::Device<Bound> {
         // SAFETY: `Registration::new` set `dev.parent` to a bound device and hands the
         // registration out as a `Devres` of that device, dropped at the latest while it is being
-        // unbound; a `&Device<T>` does not outlive the registration (type invariants).
+        // unbound; `Registration::new_auxiliary` set it to the parent of a bound auxiliary
+        // device, which stays bound while the auxiliary device is (the auxiliary device's
+        // registration is dropped while its parent's driver is being unbound), and hands the
+        // registration out as a `Devres` of the auxiliary device. A `&Device<T>` does not
+        // outlive the registration (type invariants).
         unsafe { device::Device::from_raw((*self.as_raw()).__bindgen_anon_1.dev.parent) }
     }
 

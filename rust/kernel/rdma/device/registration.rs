@@ -6,9 +6,10 @@ use super::*;
 
 /// A registered RDMA device.
 ///
-/// Created by [`Registration::new`], which hands it out inside a [`Devres`]: the device is
-/// unregistered, its data dropped and the `struct ib_device` released when the parent device is
-/// unbound (or when the [`Devres`] is dropped, if that comes first).
+/// Created by [`Registration::new`] or [`Registration::new_auxiliary`], which hand it out inside
+/// a [`Devres`] of the device the registration was made for (the parent, or an auxiliary device
+/// of it): the RDMA device is unregistered, its data dropped and the `struct ib_device` released
+/// when that device is unbound (or when the [`Devres`] is dropped, if that comes first).
 ///
 /// # Invariants
 ///
@@ -39,8 +40,8 @@ pub struct Options<'a> {
     ///
     /// The RDMA device holds a reference to each until it is unregistered; a network device
     /// unregistered before the RDMA device makes its unregistration wait for that, so
-    /// register the network devices first against the same parent, as their [`Devres`] are
-    /// then released after this one.
+    /// register the network devices first for the same device, as their [`Devres`] are then
+    /// released after this one.
     pub netdevs: &'a [&'a NetDev],
     /// Node GUID (an EUI-64, for example derived from a MAC address), 0 for none.
     pub node_guid: u64,
@@ -197,6 +198,38 @@ impl<T: Driver> Registration<T> {
     where
         Error: From<E>,
     {
+        Self::register(parent, parent, module, opts, data)
+    }
+
+    /// Allocate an RDMA device with the driver's data `data` for the auxiliary device `adev`,
+    /// and register it as a child of `adev`'s parent (the function that does the DMA, as
+    /// `/sys/class/infiniband/*/device` shows).
+    ///
+    /// It stays registered until `adev` is unbound or the returned [`Devres`] is dropped.
+    pub fn new_auxiliary<E>(
+        adev: &auxiliary::Device<Bound>,
+        module: &'static ThisModule,
+        opts: Options<'_>,
+        data: impl PinInit<T::Data, E>,
+    ) -> Result<Devres<Self>>
+    where
+        Error: From<E>,
+    {
+        Self::register(adev.as_ref(), adev.parent(), module, opts, data)
+    }
+
+    /// Register for `bound`, as a child of `parent`, which does the DMA and stays bound while
+    /// `bound` is.
+    fn register<E>(
+        bound: &device::Device<Bound>,
+        parent: &device::Device<Bound>,
+        module: &'static ThisModule,
+        opts: Options<'_>,
+        data: impl PinInit<T::Data, E>,
+    ) -> Result<Devres<Self>>
+    where
+        Error: From<E>,
+    {
         const {
             assert!(core::mem::align_of::<Device<T>>() <= bindings::ARCH_KMALLOC_MINALIGN);
             assert!(core::mem::align_of::<Ucontext<T>>() <= bindings::ARCH_KMALLOC_MINALIGN);
@@ -304,7 +337,7 @@ impl<T: Driver> Registration<T> {
 
         // INVARIANT: The device is registered and owned by the registration.
         Devres::new::<core::convert::Infallible>(
-            parent,
+            bound,
             Self {
                 dev,
                 _p: PhantomData,
