@@ -30,7 +30,7 @@ KUNIT_SESSION=boot
 KUNIT_ARGS='kunit.filter_glob=rust_* loglevel=7'
 SESSIONS=(
 	"pyverbs|--strict --ports 2|pyverbs|-virtfs local,path=$ENVROOT,mount_tag=env,security_model=none,readonly=on|gaudi.ports=2|2048"
-	"main|--strict|boot,probe,msix,ibdev_single_device_all_ports,ibv_devinfo,uverbs_ioctl,ownership,pd_single,mr_register,mr_no_foreign_frames,port_events,device_fatal,unbind_rebind,kmemleak_clean||gaudi.ports=24|2048"
+	"main|--strict|boot,probe,aux_layout,msix,ibdev_single_device_all_ports,ibv_devinfo,uverbs_ioctl,ownership,pd_single,mr_register,mr_no_foreign_frames,port_events,device_fatal,unbind_rebind,kmemleak_clean||gaudi.ports=24|2048"
 	"dv|--strict --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|dv_write,dv_foreign_address,asid_isolation,qp_set_same_index,uapi_bad_attrs,hbm_scrubbed,dv_unbind,limits_enforced,log_ratelimited,kmemleak_clean||gaudi.ports=24|3072"
 	"write|--strict --ports 2 --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|write_errors,mr_out_of_bounds,rkey_bounds,unsupported_opcodes,write_loopback,cq_no_overflow,netdev_ports,netdev_loopback,roce_gid_table,modify_qp_av_refused,rkey_rebind,netdev_unbind,pd_identity,asid_mappings,kmemleak_clean||gaudi.ports=2|3072"
 	"queues|--strict --ports 2 --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|probe,rebind,rings_wrap,sq_full,cq_overflow,eq_overflow,device_errors,wire_faults,link_flap_traffic,fatal_under_traffic,emulator_crash||gaudi.ports=2|1024"

@@ -10,7 +10,8 @@
 
 KOUT=${1:?usage: initramfs.sh KBUILD_DIR OUTPUT}
 OUT=${2:?usage: initramfs.sh KBUILD_DIR OUTPUT}
-MOD=$KOUT/drivers/infiniband/hw/gaudi/gaudi_ib.ko
+# The driver of the emulated function (the chip's owner) and the RDMA driver.
+MODS="$KOUT/drivers/net/ethernet/habana/gaudi_pci/gaudi_pci.ko $KOUT/drivers/infiniband/hw/gaudi/gaudi_ib.ko"
 BUSYBOX=$ENVROOT/usr/bin/busybox
 VERBS=$CACHE/cargo-target/release/gaudi-verbs-test
 RDMA_TOOL=$ENVROOT/usr/bin/rdma
@@ -37,7 +38,9 @@ mapfile -t PYVERBS_MODS < <("$TOP/scripts/rdma-core.sh" pyverbs)
 LIBDIR=/usr/lib/x86_64-linux-gnu
 RDMA_PROGRAMS="/usr/bin/ibv_devinfo /usr/bin/ibv_rc_pingpong /usr/bin/ib_write_bw /usr/bin/ib_write_lat"
 
-[ -f "$MOD" ] || die "$MOD missing: build the kernel first"
+for m in $MODS; do
+	[ -f "$m" ] || die "$m missing: build the kernel first"
+done
 [ -e "$PROVIDER" ] || die "$PROVIDER missing: build the provider first (scripts/rdma-core.sh build)"
 if [ ! -x "$RXE_PEER" ]; then
 	rm -f "$CACHE"/rxe-peer "$CACHE"/rxe-peer-*
@@ -53,7 +56,8 @@ done
 [ -x "$RDMA_TOOL" ] || die "rdma (iproute2) missing from the build environment"
 [ -x "$ETHTOOL" ] || die "ethtool missing from the build environment"
 
-inputs=("$MOD" "$BUSYBOX" "$VERBS" "$RDMA_TOOL" "$ETHTOOL" "$RXE_PEER" "$(readlink -f "$PROVIDER")" "${PYVERBS_MODS[@]}" "$KOUT/include/config/kernel.release" "$TOP/tools/testing/vm/init"
+# shellcheck disable=SC2206
+inputs=($MODS "$BUSYBOX" "$VERBS" "$RDMA_TOOL" "$ETHTOOL" "$RXE_PEER" "$(readlink -f "$PROVIDER")" "${PYVERBS_MODS[@]}" "$KOUT/include/config/kernel.release" "$TOP/tools/testing/vm/init"
 	"$TOP/tools/testing/guest" "$RDMA_TESTS" "$0")
 if [ -f "$OUT" ] && [ -z "$(find "${inputs[@]}" -newer "$OUT" -print -quit)" ]; then
 	exit 0
@@ -75,7 +79,8 @@ in_env python3 -m compileall -q "$root/lib/gaudi/rdma-core-tests" >/dev/null
 mkdir -p "$root/lib/gaudi/pyverbs"
 cp "${PYVERBS_MODS[@]}" "$root/lib/gaudi/pyverbs/"
 cp "$TOP"/tools/testing/guest/tests/*.sh "$root/tests/"
-cp "$MOD" "$root/lib/modules/"
+# shellcheck disable=SC2086
+cp $MODS "$root/lib/modules/"
 cp "$KOUT/include/config/kernel.release" "$root/etc/kernel-release"
 
 # Dynamically linked programs of the build environment (and the test programs

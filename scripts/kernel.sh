@@ -90,14 +90,17 @@ do_build() {
 	local drv_key crate_key lint_drv=0 lint_crate=0
 	clippy_keys
 	if [ "$CLIPPY" = 1 ]; then
-		[ -e "$KOUT/clippy-drv-$drv_key" ] || { lint_drv=1; rm -f "$KOUT"/drivers/infiniband/hw/gaudi/*.o; }
+		[ -e "$KOUT/clippy-drv-$drv_key" ] || {
+			lint_drv=1
+			rm -f "$KOUT"/drivers/infiniband/hw/gaudi/*.o "$KOUT"/drivers/net/ethernet/habana/*/*.o
+		}
 		[ -e "$KOUT/clippy-crate-$crate_key" ] || { lint_crate=1; rm -f "$KOUT/rust/kernel.o"; }
 	fi
 	# Full log in build.log; warnings, errors and our own files on screen.
 	{ kmake bzImage modules 2>&1; echo $? >"$rc"; } | tee "$KOUT/build.log" |
-		grep -E --line-buffered 'warning:|error:|Error|hw/gaudi/|rust/kernel/rdma' >&2 || true
+		grep -E --line-buffered 'warning:|error:|Error|hw/gaudi/|ethernet/habana/|rust/kernel/rdma' >&2 || true
 	[ "$(cat "$rc")" = 0 ] || die "kernel build failed, see $KOUT/build.log"
-	[ $lint_drv = 1 ] && lint_verdict 'drivers/infiniband/hw/gaudi/' >"$KOUT/clippy-drv-$drv_key"
+	[ $lint_drv = 1 ] && lint_verdict 'drivers/(infiniband/hw/gaudi|net/ethernet/habana)/' >"$KOUT/clippy-drv-$drv_key"
 	[ $lint_crate = 1 ] && lint_verdict "$(cd "$TOP" && {
 		find rust -name '*.rs'
 		sed -n 's|^+++ b/\(rust/.*\.rs\)$|\1|p' kernel/patches/*.patch

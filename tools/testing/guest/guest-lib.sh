@@ -235,10 +235,10 @@ start_removal_traffic() {
 rebind_after_fatal() {
 	n=$(rdma dev show | grep -c ': gaudi_' || true)
 	[ "$n" = 0 ] || fail "the gaudi device is still registered after the fatal error"
-	[ "$(bound_driver "$1")" = gaudi_ib ] || fail "the PCI device lost its driver"
-	echo "$1" >/sys/bus/pci/drivers/gaudi_ib/unbind || fail "unbind failed"
+	[ "$(bound_driver "$1")" = gaudi_pci ] || fail "the PCI device lost its driver"
+	echo "$1" >/sys/bus/pci/drivers/gaudi_pci/unbind || fail "unbind failed"
 	emu_quiet_after "$3 and unbind"
-	echo "$1" >/sys/bus/pci/drivers/gaudi_ib/bind || fail "bind failed"
+	echo "$1" >/sys/bus/pci/drivers/gaudi_pci/bind || fail "bind failed"
 	n=$(rdma link show | grep -c '^link gaudi_[0-9]*/[0-9]* state ACTIVE ' || true)
 	[ "$n" = "$2" ] || fail "after rebind: $n ACTIVE links, expected $2"
 	gaudi-verbs-test uverbs --ports "$2" >/tmp/uverbs.out 2>&1 || {
@@ -261,21 +261,29 @@ link_state() {
 probe_refused() {
 	d=$(gaudi_devices | head -n 1)
 	[ -n "$d" ] || fail "no 1da3:1020 device on the PCI bus"
-	! grep -q '^gaudi_ib ' /proc/modules || rmmod gaudi_ib || fail "rmmod gaudi_ib failed"
+	unload_drivers
 	emu_ctl "$2" >/dev/null || fail "emulator: $2 failed"
 	# The refusal is an error of the driver, and of the driver core.
-	expect_warning "gaudi_ib $d: $1"
-	expect_warning "gaudi_ib $d: probe with driver gaudi_ib failed"
-	if insmod /lib/modules/gaudi_ib.ko $(gaudi_modargs); then :; fi
+	expect_warning "gaudi_pci $d: $1"
+	expect_warning "gaudi_pci $d: probe with driver gaudi_pci failed"
+	if insmod /lib/modules/gaudi_pci.ko; then :; fi
 	emu_ctl "$3" >/dev/null || fail "emulator: $3 failed"
-	grep -q '^gaudi_ib ' /proc/modules || fail "module did not load"
+	grep -q '^gaudi_pci ' /proc/modules || fail "module did not load"
 	drv=$(bound_driver "$d")
 	[ -z "$drv" ] || fail "refused device bound to $drv"
-	test_log | grep -q "gaudi_ib $d: $1" || fail "no log line '$1'"
-	! grep -q gaudi_ib /proc/interrupts || fail "refused probe left interrupts behind"
+	! ls /sys/bus/auxiliary/devices | grep -q '^gaudi_pci\.' || fail "refused probe left an auxiliary device"
+	test_log | grep -q "gaudi_pci $d: $1" || fail "no log line '$1'"
+	! grep -q gaudi_pci /proc/interrupts || fail "refused probe left interrupts behind"
 	[ "$(cat "/sys/bus/pci/devices/$d/enable")" = 0 ] || fail "refused probe left the device enabled"
-	test_log | grep "gaudi_ib $d"
-	rmmod gaudi_ib || fail "rmmod gaudi_ib failed after a refused probe"
+	test_log | grep "gaudi_pci $d"
+	rmmod gaudi_pci || fail "rmmod gaudi_pci failed after a refused probe"
+}
+
+# Unload the drivers that are loaded: the RDMA driver, then the emulated
+# function's.
+unload_drivers() {
+	! grep -q '^gaudi_ib ' /proc/modules || rmmod gaudi_ib || fail "rmmod gaudi_ib failed"
+	! grep -q '^gaudi_pci ' /proc/modules || rmmod gaudi_pci || fail "rmmod gaudi_pci failed"
 }
 
 # The driver's module parameters the session gives (gaudi.modargs=a=1,b=2 on
@@ -288,8 +296,11 @@ gaudi_modargs() {
 	done
 }
 
-# Load the driver unless it is loaded, and wait until gaudi_0 exists.
+# Load the drivers unless they are loaded (the emulated function's, which
+# owns the chip, and the RDMA driver), and wait until gaudi_0 exists.
 load_driver() {
+	grep -q '^gaudi_pci ' /proc/modules || insmod /lib/modules/gaudi_pci.ko ||
+		fail "insmod gaudi_pci failed"
 	# shellcheck disable=SC2046 # one word per parameter
 	grep -q '^gaudi_ib ' /proc/modules || insmod /lib/modules/gaudi_ib.ko $(gaudi_modargs) ||
 		fail "insmod gaudi_ib failed"

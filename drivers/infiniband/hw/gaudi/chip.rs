@@ -1,10 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The chip services, as the emulated function provides them: on a real host habanalabs gives
-//! them to the NIC driver (Documentation/infiniband/gaudi/device-model.rst, "Chip services"):
-//! identity and reset, the enabled ports with their MAC addresses and link state, HBM and its
-//! scrubbing, the interrupt self-test and the fatal-error signal, and the device MMU, one
-//! translation domain per ASID.
+//! The device MMU, one translation domain per ASID (Documentation/infiniband/gaudi/
+//! device-model.rst, "Chip services"). The other chip services come from the chip's owner
+//! through [`kernel::net::gaudi::chip::Chip`].
 //!
 //! Every protection domain gets an ASID of its own ([`AddressSpace`]). The NIC translates the
 //! data accesses of a QP in its context's ASID, so no QP reaches a page its ASID does not map,
@@ -19,7 +17,6 @@ use kernel::{
     },
     id_pool::IdPool,
     io::{
-        poll::read_poll_timeout,
         register,
         register::Array,
         Io, //
@@ -32,10 +29,7 @@ use kernel::{
         Mutex,
         SpinLockIrq, //
     },
-    time::{
-        msecs_to_jiffies,
-        Delta, //
-    },
+    time::msecs_to_jiffies,
 };
 
 use crate::{
@@ -48,10 +42,7 @@ use crate::{
         VaRange,
         VaSpace, //
     },
-    shared::{
-        Bar,
-        Shared, //
-    },
+    shared::Shared,
 };
 
 register! {
@@ -63,207 +54,6 @@ register! {
     pub(crate) SVC_MMU_INVALIDATE(u32) @ 0x102000 {}
     /// Translation faults since power-on.
     pub(crate) SVC_MMU_FAULTS(u32) @ 0x102004 {}
-
-    /// Identity of the emulated function: [`ID_MAGIC`].
-    pub(crate) SVC_ID(u32) @ 0x103000 {}
-    /// The device model's version.
-    pub(crate) SVC_VERSION(u32) @ 0x103004 {
-        /// Incompatible changes.
-        31:16 major;
-        /// Compatible additions.
-        15:0 minor;
-    }
-    /// Bit p: the firmware enables port p.
-    pub(crate) SVC_PORT_MASK(u32) @ 0x103008 {}
-    /// Write [`RESET_MAGIC`]: the chip resets, every block and the MMU.
-    pub(crate) SVC_RESET(u32) @ 0x10300c {}
-    /// Bit p: port p's link is up.
-    pub(crate) SVC_LINK(u32) @ 0x103010 {}
-    /// Chip status.
-    pub(crate) SVC_STATUS(u32) @ 0x103014 {
-        /// The chip stopped on a fatal error; it executes nothing until reset.
-        1:1 fatal => bool;
-        /// The last reset has finished.
-        0:0 ready => bool;
-    }
-    /// Interrupt causes of vector 0; write 1 to clear.
-    pub(crate) SVC_IRQ_CAUSE(u32) @ 0x103018 {
-        /// The chip stopped on a fatal error.
-        1:1 fatal => bool;
-        /// A test interrupt.
-        0:0 test => bool;
-    }
-    /// Write a vector number: that vector is raised, with the test cause.
-    pub(crate) SVC_IRQ_TEST(u32) @ 0x10301c {}
-    /// HBM size in bytes, bits 31:0.
-    pub(crate) SVC_HBM_SIZE_LO(u32) @ 0x103020 {}
-    /// Bits 63:32.
-    pub(crate) SVC_HBM_SIZE_HI(u32) @ 0x103024 {}
-    /// HBM scrub: offset, bits 31:0 (4 KiB aligned).
-    pub(crate) SVC_SCRUB_ADDR_LO(u32) @ 0x103028 {}
-    /// Bits 63:32.
-    pub(crate) SVC_SCRUB_ADDR_HI(u32) @ 0x10302c {}
-    /// HBM scrub: length, bits 31:0 (a multiple of 4 KiB).
-    pub(crate) SVC_SCRUB_LEN_LO(u32) @ 0x103030 {}
-    /// Bits 63:32.
-    pub(crate) SVC_SCRUB_LEN_HI(u32) @ 0x103034 {}
-    /// Write [`SCRUB_START`] to zero the range; reads [`SCRUB_DONE`] or [`SCRUB_REFUSED`].
-    pub(crate) SVC_SCRUB_CTRL(u32) @ 0x103038 {}
-    /// Port p's MAC address, bytes 2 to 5 big-endian.
-    pub(crate) SVC_MAC_LO(u32)[24, stride = 8] @ 0x103100 {}
-    /// Its bytes 0 and 1, bits 15:0.
-    pub(crate) SVC_MAC_HI(u32)[24, stride = 8] @ 0x103104 {}
-}
-
-/// [`SVC_ID`]: "G2EF".
-pub(crate) const ID_MAGIC: u32 = 0x4732_4546;
-/// [`SVC_RESET`]: "RSET".
-const RESET_MAGIC: u32 = 0x5253_4554;
-/// The model major version the driver programs.
-pub(crate) const MODEL_MAJOR: u32 = 2;
-const SCRUB_START: u32 = 1;
-const SCRUB_DONE: u32 = 1;
-const SCRUB_REFUSED: u32 = 2;
-
-/// How long the chip may take to become ready after a reset, and a scrub to finish.
-pub(crate) const RESET_TIMEOUT: Delta = Delta::from_secs(1);
-
-/// The chip's identity and model version, `ENODEV` if it is not a function this driver
-/// knows.
-pub(crate) fn identify(dev: &Device, bar: &Bar<'_>) -> Result<(u32, u32)> {
-    let id = bar.read(SVC_ID).into_raw();
-    if id != ID_MAGIC {
-        dev_err!(
-            dev,
-            "unknown identification {:#010x} (expected {:#010x}), refusing device\n",
-            id,
-            ID_MAGIC
-        );
-        return Err(ENODEV);
-    }
-    let v = bar.read(SVC_VERSION);
-    let (major, minor) = (v.major().get(), v.minor().get());
-    if major != MODEL_MAJOR {
-        dev_err!(
-            dev,
-            "unsupported device model {}.{} (driver implements {}.x), refusing device\n",
-            major,
-            minor,
-            MODEL_MAJOR
-        );
-        return Err(ENODEV);
-    }
-    Ok((major, minor))
-}
-
-/// Whether the chip answers: the registers of a device that fell off the bus read all ones.
-pub(crate) fn present(bar: &Bar<'_>) -> bool {
-    bar.read(SVC_ID).into_raw() != u32::MAX
-}
-
-/// Start a chip reset.
-pub(crate) fn start_reset(bar: &Bar<'_>) {
-    bar.write_reg(SVC_RESET::from_raw(RESET_MAGIC));
-}
-
-/// The chip status.
-pub(crate) fn status(bar: &Bar<'_>) -> SVC_STATUS {
-    bar.read(SVC_STATUS)
-}
-
-/// Reset the chip and wait until it is ready (sleeps).
-pub(crate) fn reset(dev: &Device, bar: &Bar<'_>) -> Result {
-    start_reset(bar);
-    let s = read_poll_timeout(
-        || Ok(status(bar)),
-        |s| s.ready(),
-        Delta::from_millis(1),
-        RESET_TIMEOUT,
-    )
-    .inspect_err(|_| {
-        dev_err!(
-            dev,
-            "device not ready {} ms after reset (status {:#010x}), refusing device\n",
-            RESET_TIMEOUT.as_millis(),
-            status(bar).into_raw()
-        )
-    })?;
-    if s.fatal() {
-        dev_err!(
-            dev,
-            "device reports a fatal error after reset (status {:#010x})\n",
-            s.into_raw()
-        );
-        return Err(EIO);
-    }
-    Ok(())
-}
-
-/// The ports the firmware enabled (bit p: port p).
-pub(crate) fn port_mask(bar: &Bar<'_>) -> u32 {
-    bar.read(SVC_PORT_MASK).into_raw()
-}
-
-/// Whether port index `port`'s link is up.
-pub(crate) fn link_up(bar: &Bar<'_>, port: usize) -> bool {
-    port < 32 && bar.read(SVC_LINK).into_raw() & (1 << port) != 0
-}
-
-/// The MAC address of port index `port`, as the firmware gives it.
-pub(crate) fn mac(bar: &Bar<'_>, port: usize) -> Result<[u8; 6]> {
-    let lo = bar
-        .try_read(SVC_MAC_LO::try_at(port).ok_or(EINVAL)?)?
-        .into_raw()
-        .to_be_bytes();
-    let hi = bar
-        .try_read(SVC_MAC_HI::try_at(port).ok_or(EINVAL)?)?
-        .into_raw()
-        .to_be_bytes();
-    Ok([hi[2], hi[3], lo[0], lo[1], lo[2], lo[3]])
-}
-
-/// The HBM size in bytes.
-pub(crate) fn hbm_size(bar: &Bar<'_>) -> u64 {
-    u64::from(bar.read(SVC_HBM_SIZE_LO).into_raw())
-        | (u64::from(bar.read(SVC_HBM_SIZE_HI).into_raw()) << 32)
-}
-
-/// Zero `len` bytes of HBM at `offset` (both multiples of 4 KiB). Sleeps.
-pub(crate) fn scrub(bar: &Bar<'_>, offset: u64, len: u64) -> Result {
-    bar.write_reg(SVC_SCRUB_ADDR_LO::from_raw(offset as u32));
-    bar.write_reg(SVC_SCRUB_ADDR_HI::from_raw((offset >> 32) as u32));
-    bar.write_reg(SVC_SCRUB_LEN_LO::from_raw(len as u32));
-    bar.write_reg(SVC_SCRUB_LEN_HI::from_raw((len >> 32) as u32));
-    bar.write_reg(SVC_SCRUB_CTRL::from_raw(SCRUB_START));
-    let s = read_poll_timeout(
-        || Ok(bar.read(SVC_SCRUB_CTRL).into_raw()),
-        |s| *s == SCRUB_DONE || *s == SCRUB_REFUSED,
-        Delta::from_millis(1),
-        RESET_TIMEOUT,
-    )?;
-    if s == SCRUB_DONE {
-        Ok(())
-    } else {
-        Err(EINVAL)
-    }
-}
-
-/// Take the pending interrupt causes, of vector 0 with `vector0` (a test interrupt otherwise):
-/// those returned are cleared.
-pub(crate) fn take_irq_causes(bar: &Bar<'_>, vector0: bool) -> SVC_IRQ_CAUSE {
-    let pending = bar.read(SVC_IRQ_CAUSE);
-    let c = SVC_IRQ_CAUSE::zeroed()
-        .with_test(pending.test())
-        .with_fatal(vector0 && pending.fatal());
-    if c.into_raw() != 0 {
-        bar.write_reg(c);
-    }
-    c
-}
-
-/// Raise a test interrupt on `vector`.
-pub(crate) fn test_irq(bar: &Bar<'_>, vector: u32) {
-    bar.write_reg(SVC_IRQ_TEST::from_raw(vector));
 }
 
 /// ASIDs the NIC's contexts can name (10-bit fields).
@@ -403,17 +193,17 @@ impl AddressSpace {
     }
 
     fn set_root(&self, root: u64) -> Result {
-        let bar = self.shared.bar.try_access().ok_or(ENODEV)?;
+        let regs = self.shared.chip.try_access().ok_or(ENODEV)?;
         let at = self.asid as usize;
-        bar.try_write(
+        regs.try_write(
             SVC_MMU_ROOT_HI::try_at(at).ok_or(EINVAL)?,
             SVC_MMU_ROOT_HI::from_raw((root >> 32) as u32),
         )?;
-        bar.try_write(
+        regs.try_write(
             SVC_MMU_ROOT_LO::try_at(at).ok_or(EINVAL)?,
             SVC_MMU_ROOT_LO::from_raw(root as u32),
         )?;
-        drop(bar);
+        drop(regs);
         self.invalidate();
         Ok(())
     }
@@ -421,9 +211,9 @@ impl AddressSpace {
     /// Make the device forget the ASID's cached translations; returns once it has (a following
     /// register read returns).
     fn invalidate(&self) {
-        if let Some(bar) = self.shared.bar.try_access() {
-            bar.write_reg(SVC_MMU_INVALIDATE::from_raw(self.asid));
-            let _ = bar.read(SVC_MMU_FAULTS);
+        if let Some(regs) = self.shared.chip.try_access() {
+            regs.write_reg(SVC_MMU_INVALIDATE::from_raw(self.asid));
+            let _ = regs.read(SVC_MMU_FAULTS);
         }
     }
 
@@ -609,12 +399,12 @@ impl PinnedDrop for AddressSpace {
     fn drop(self: Pin<&mut Self>) {
         // The ASID translates nothing more before its tables go (with the fields, after this)
         // and before another protection domain gets it.
-        if let Some(bar) = self.shared.bar.try_access() {
+        if let Some(regs) = self.shared.chip.try_access() {
             let at = self.asid as usize;
             if let (Some(lo), Some(hi)) = (SVC_MMU_ROOT_LO::try_at(at), SVC_MMU_ROOT_HI::try_at(at))
             {
-                let _ = bar.try_write(lo, SVC_MMU_ROOT_LO::from_raw(0));
-                let _ = bar.try_write(hi, SVC_MMU_ROOT_HI::from_raw(0));
+                let _ = regs.try_write(lo, SVC_MMU_ROOT_LO::from_raw(0));
+                let _ = regs.try_write(hi, SVC_MMU_ROOT_HI::from_raw(0));
             }
         }
         self.invalidate();

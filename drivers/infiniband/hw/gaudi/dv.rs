@@ -119,14 +119,13 @@ impl UserBlock {
     /// Take a block of port index `port` for ASID `space` with a CQ of `2^log_cq` entries.
     fn new(
         shared: &Arc<Shared>,
-        dev: &Device<Bound>,
         space: &Arc<AddressSpace>,
         port: usize,
         log_cq: u32,
     ) -> Result<Arc<Self>> {
         let q = shared.nic.get(port).ok_or(EINVAL)?;
-        let bar = shared.bar.access(dev)?;
-        let (block, cq) = q.user_block(bar, space.asid(), log_cq)?;
+        let regs = &shared.chip()?;
+        let (block, cq) = q.user_block(regs, space.asid(), log_cq)?;
         // From here dropping the block gives it back.
         let b = Self {
             shared: shared.clone(),
@@ -147,8 +146,8 @@ impl UserBlock {
 impl Drop for UserBlock {
     fn drop(&mut self) {
         if let Some(q) = self.shared.nic.get(self.port) {
-            if let Some(bar) = self.shared.bar.try_access() {
-                q.user_block_stop(&bar, self.block);
+            if let Some(regs) = self.shared.chip.try_access() {
+                q.user_block_stop(&*regs, self.block);
             }
             q.user_block_put(self.block);
         }
@@ -184,7 +183,7 @@ impl SetPort {
         dev: &Device<Bound>,
         port: usize,
     ) -> Result<Self> {
-        let block = UserBlock::new(set.shared, dev, space, port, set.log_cq)?;
+        let block = UserBlock::new(set.shared, space, port, set.log_cq)?;
         let sq = QueueMem::new(set.dev, rc::WQE_BYTES << set.log_sq)?;
         let base = sq.dma_address();
         let pages = (sq.size() / PAGE_SIZE) as u64;
@@ -211,7 +210,6 @@ impl SetPort {
 fn transition(
     set: &QpSet,
     shared: &Shared,
-    dev: &Device<Bound>,
     slot: usize,
     s: &mut SetQp,
     next: u32,
@@ -237,7 +235,7 @@ fn transition(
     match (s.state, next) {
         (_, IB_QPS_RESET) => {
             if s.on_device {
-                match rc::teardown(shared, dev, port, qpn) {
+                match rc::teardown(shared, port, qpn) {
                     Ok(()) | Err(ENODEV) => {}
                     Err(e) => return Err(e),
                 }
@@ -249,7 +247,7 @@ fn transition(
         }
         (_, IB_QPS_ERR) => {
             if s.on_device {
-                match rc::stop(shared, dev, port, qpn) {
+                match rc::stop(shared, port, qpn) {
                     Ok(()) | Err(ENODEV) => {}
                     Err(e) => return Err(e),
                 }
@@ -264,8 +262,8 @@ fn transition(
             }
             let encap = shared.encap_get(port, src)?;
             let res = rc::res_context(&owner, a, encap).and_then(|c| {
-                let bar = shared.bar.access(dev)?;
-                shared.gateway_write(bar, port, qpn, false, &c, &[u64::MAX; nic::RES_QPC_WORDS])
+                let regs = &shared.chip()?;
+                shared.gateway_write(regs, port, qpn, false, &c, &[u64::MAX; nic::RES_QPC_WORDS])
             });
             if let Err(e) = res {
                 shared.encap_put(port, encap);
@@ -279,8 +277,8 @@ fn transition(
         (IB_QPS_RTR, IB_QPS_RTS) => {
             let encap = s.encap.ok_or(EINVAL)?;
             let c = rc::req_context(&owner, a, encap, a.path.remote_rkey)?;
-            let bar = shared.bar.access(dev)?;
-            shared.gateway_write(bar, port, qpn, true, &c, &[u64::MAX; nic::REQ_QPC_WORDS])?;
+            let regs = &shared.chip()?;
+            shared.gateway_write(regs, port, qpn, true, &c, &[u64::MAX; nic::REQ_QPC_WORDS])?;
             s.state = IB_QPS_RTS;
             s.attrs = *a;
         }
@@ -382,21 +380,13 @@ impl QpSet {
 
     /// Take the set's QPs off the NIC (each stopped, drained and invalidated),
     /// their queues out of the ASID and their CQs stopped. Sleeps.
-    fn teardown(&self, shared: &Shared, dev: &Device<Bound>) {
+    fn teardown(&self, shared: &Shared) {
         let mut st = self.states.lock();
         for (slot, s) in st.iter_mut().enumerate() {
             let Some(p) = self.ports.get(slot) else {
                 break;
             };
-            let r = transition(
-                self,
-                shared,
-                dev,
-                slot,
-                s,
-                IB_QPS_RESET,
-                &QpAttrs::default(),
-            );
+            let r = transition(self, shared, slot, s, IB_QPS_RESET, &QpAttrs::default());
             if let Err(e) = r {
                 kernel::ratelimited!(dev_warn!(
                     shared.dev,
@@ -406,9 +396,9 @@ impl QpSet {
                     e
                 ));
             }
-            if let Some(bar) = shared.bar.try_access() {
+            if let Some(regs) = shared.chip.try_access() {
                 if let Some(q) = shared.nic.get(p.port) {
-                    q.user_block_stop(&bar, p.block.block);
+                    q.user_block_stop(&*regs, p.block.block);
                 }
             }
         }
@@ -434,7 +424,7 @@ impl Object for QpSet {
         if let Some(ctx) = handle.ucontext() {
             withdraw(ctx, &self.offsets);
             let dev = ctx.device();
-            self.teardown(dev.data().shared(), dev.parent());
+            self.teardown(dev.data().shared());
         }
         Ok(())
     }
@@ -771,7 +761,7 @@ impl Method for Modify {
         let mut a = s.attrs;
         a.port = port;
         Modify::apply(dev, d, set.index, &req, &mut a, set.pd_key)?;
-        transition(set, d.shared(), dev.parent(), slot, s, req.state, &a).inspect_err(|e| {
+        transition(set, d.shared(), slot, s, req.state, &a).inspect_err(|e| {
             kernel::ibdev_dbg!(
                 dev,
                 "QP set {} port {}: move to state {} refused: {:?}\n",
@@ -815,21 +805,13 @@ impl Method for Query {
         let (mut sq_psn, mut rq_psn) = (s.attrs.sq_psn, s.attrs.rq_psn);
         if s.on_device {
             shared.gateway_read(
-                dev.parent(),
                 p.port,
                 set.index,
                 true,
                 &[nic::req::ERROR, nic::req::NTS_PSN],
                 &mut r,
             )?;
-            shared.gateway_read(
-                dev.parent(),
-                p.port,
-                set.index,
-                false,
-                &[nic::res::EXPECTED_PSN],
-                &mut q,
-            )?;
+            shared.gateway_read(p.port, set.index, false, &[nic::res::EXPECTED_PSN], &mut q)?;
             // The NIC stopped the QP: an error of its requester or responder.
             if nic::req::ERROR.get(&r) != 0 {
                 state = IB_QPS_ERR;

@@ -46,6 +46,8 @@ use kernel::{
     },
 };
 
+use kernel::net::gaudi::chip::Chip;
+
 use crate::{
     nic::{
         self,
@@ -57,10 +59,7 @@ use crate::{
         PortLoc,
         SqWqe, //
     },
-    shared::{
-        Bar,
-        Shared, //
-    },
+    shared::Shared,
 };
 
 /// log2 of the WQEs of QP 0's send queue and of the elements of the receive ring.
@@ -201,7 +200,7 @@ impl Port {
 
     /// Program the raw path: QP 0's contexts through the gateway, its send queue, the receive
     /// ring and CQ 0, the MAC filter; then arm CQ 0.
-    fn start(&self, bar: &Bar<'_>, mac: &[u8; 6]) -> Result {
+    fn start(&self, regs: &dyn Chip, mac: &[u8; 6]) -> Result {
         let p = self.index;
         let r = self.rings()?;
         let q = self.queues()?;
@@ -218,19 +217,19 @@ impl Port {
         }
         // Send WQ array 0 holds QP 0's slot only; its WQEs are fetched by bus address.
         let wq = r.wq.dma_address();
-        bar.try_write(
+        regs.try_write(
             at(PortArrayLoc::<nic::TXE0_SQ_BASE_ADDRESS_63_32_0>::of(p, 0))?,
             nic::TXE0_SQ_BASE_ADDRESS_63_32_0::from_raw((wq >> 32) as u32),
         )?;
-        bar.try_write(
+        regs.try_write(
             at(PortArrayLoc::<nic::TXE0_SQ_BASE_ADDRESS_31_0_0>::of(p, 0))?,
             nic::TXE0_SQ_BASE_ADDRESS_31_0_0::from_raw(wq as u32),
         )?;
-        bar.try_write(
+        regs.try_write(
             at(PortArrayLoc::<nic::TXE0_LOG_MAX_WQ_SIZE_0>::of(p, 0))?,
             nic::TXE0_LOG_MAX_WQ_SIZE_0::zeroed().try_with_r(LOG_WQ_LINES)?,
         )?;
-        bar.try_update(at(PortLoc::<nic::TXE0_WQE_USER_CFG>::of(p))?, |c| {
+        regs.try_update(at(PortLoc::<nic::TXE0_WQE_USER_CFG>::of(p))?, |c| {
             let bypass = c.mmu_bypass().get() | 1;
             c.try_with_mmu_bypass(bypass).unwrap_or(c)
         })?;
@@ -245,7 +244,7 @@ impl Port {
         req::WQ_BACK_PRESSURE.set(&mut c, 1);
         req::VALID.set(&mut c, 1);
         self.shared
-            .gateway_write(bar, p, QPN, true, &c, &[u64::MAX; nic::REQ_QPC_WORDS])?;
+            .gateway_write(regs, p, QPN, true, &c, &[u64::MAX; nic::REQ_QPC_WORDS])?;
         // And its responder context: raw, secured, physical, with a key nobody holds (a
         // raw context takes no RDMA; should the NIC disagree, no WRITE carries its key).
         let mut c = [0u64; nic::RES_QPC_WORDS];
@@ -255,22 +254,22 @@ impl Port {
         nic::res::DATA_MMU_BYPASS.set(&mut c, 1);
         nic::res::VALID.set(&mut c, 1);
         self.shared
-            .gateway_write(bar, p, QPN, false, &c, &[u64::MAX; nic::RES_QPC_WORDS])?;
+            .gateway_write(regs, p, QPN, false, &c, &[u64::MAX; nic::RES_QPC_WORDS])?;
         // The receive ring: element n at the base + n x ELEM.
         let ring = r.rx_ring.dma_address();
-        bar.try_write(
+        regs.try_write(
             at(PortLoc::<nic::RXE0_RAW_QPN_P0_0>::of(p))?,
             nic::RXE0_RAW_QPN_P0_0::zeroed().try_with_raw_qpn(QPN)?,
         )?;
-        bar.try_write(
+        regs.try_write(
             at(PortLoc::<nic::RXE0_RAW_BASE_LO_P0_0>::of(p))?,
             nic::RXE0_RAW_BASE_LO_P0_0::from_raw(ring as u32),
         )?;
-        bar.try_write(
+        regs.try_write(
             at(PortLoc::<nic::RXE0_RAW_BASE_HI_P0_0>::of(p))?,
             nic::RXE0_RAW_BASE_HI_P0_0::from_raw((ring >> 32) as u32),
         )?;
-        bar.try_write(
+        regs.try_write(
             at(PortLoc::<nic::RXE0_RAW_MISC_P0_0>::of(p))?,
             nic::RXE0_RAW_MISC_P0_0::zeroed()
                 .try_with_log_raw_entry_size(LOG_ELEM)?
@@ -278,24 +277,24 @@ impl Port {
         )?;
         // CQ 0 from index 0, as many entries as the ring has elements: the NIC then never
         // writes an element whose completion the driver has not taken.
-        bar.try_write(
+        regs.try_write(
             at(PortArrayLoc::<nic::RXE0_CQ_PRODUCER_INDEX_0>::of(
                 p,
                 nic::CQ_ETH,
             ))?,
             nic::RXE0_CQ_PRODUCER_INDEX_0::zeroed(),
         )?;
-        bar.try_write(
+        regs.try_write(
             at(PortArrayLoc::<nic::RXE0_CQ_WRITE_INDEX_0>::of(
                 p,
                 nic::CQ_ETH,
             ))?,
             nic::RXE0_CQ_WRITE_INDEX_0::zeroed(),
         )?;
-        q.cq_consumed(bar, nic::CQ_ETH, 0)?;
-        q.cq_enable(bar, nic::CQ_ETH, LOG_RING)?;
-        self.set_filter(bar, mac)?;
-        q.cq_arm(bar, nic::CQ_ETH, 0)
+        q.cq_consumed(regs, nic::CQ_ETH, 0)?;
+        q.cq_enable(regs, nic::CQ_ETH, LOG_RING)?;
+        self.set_filter(regs, mac)?;
+        q.cq_arm(regs, nic::CQ_ETH, 0)
     }
 
     /// Whether CQ 0 holds a frame the poll has not taken.
@@ -308,21 +307,21 @@ impl Port {
 
     /// Stop the raw path: no frame is received, no WQE executed, and the NIC has taken every
     /// doorbell (an earlier opening's would otherwise run against the next).
-    fn halt(&self, bar: &Bar<'_>) -> Result {
+    fn halt(&self, regs: &dyn Chip) -> Result {
         let q = self.queues()?;
-        q.cq_disable(bar, nic::CQ_ETH);
+        q.cq_disable(regs, nic::CQ_ETH);
         let mut c = [0u64; nic::REQ_QPC_WORDS];
         let mut mask = [0u64; nic::REQ_QPC_WORDS];
         req::VALID.select(&mut mask);
         req::VALID.set(&mut c, 0);
         self.shared
-            .gateway_write(bar, self.index, QPN, true, &c, &mask)?;
+            .gateway_write(regs, self.index, QPN, true, &c, &mask)?;
         q.fifo_drained()
     }
 
     /// The raw MAC filter: `mac`, or every address in promiscuous mode (group addresses pass
     /// it always).
-    fn set_filter(&self, bar: &Bar<'_>, mac: &[u8; 6]) -> Result {
+    fn set_filter(&self, regs: &dyn Chip, mac: &[u8; 6]) -> Result {
         let p = self.index;
         // Filter 0 is the macro's even port's, 2 its odd one's.
         let i = if p & 1 == 0 { 0 } else { 2 };
@@ -333,45 +332,45 @@ impl Port {
         } else {
             (0, 0)
         };
-        bar.try_write(
+        regs.try_write(
             at(MacroLoc::<nic::RXB_CORE_TS_RAW0_MAC_31_0_MASK_0>::of(p, i))?,
             nic::RXB_CORE_TS_RAW0_MAC_31_0_MASK_0::from_raw(mask_lo),
         )?;
-        bar.try_write(
+        regs.try_write(
             at(MacroLoc::<nic::RXB_CORE_TS_RAW0_MAC_47_32_MASK_0>::of(p, i))?,
             nic::RXB_CORE_TS_RAW0_MAC_47_32_MASK_0::from_raw(mask_hi),
         )?;
-        bar.try_write(
+        regs.try_write(
             at(MacroLoc::<nic::RXB_CORE_TS_RAW0_MAC_31_0_0>::of(p, i))?,
             nic::RXB_CORE_TS_RAW0_MAC_31_0_0::from_raw(lo),
         )?;
-        bar.try_write(
+        regs.try_write(
             at(MacroLoc::<nic::RXB_CORE_TS_RAW0_MAC_47_32_0>::of(p, i))?,
             nic::RXB_CORE_TS_RAW0_MAC_47_32_0::from_raw(hi),
         )?;
         // RoCE to this MAC goes to the RDMA engine (always an exact match), which sends from
         // it.
-        bar.try_write(
+        regs.try_write(
             at(MacroLoc::<nic::RXB_CORE_TS_RC_MAC_31_0_MASK_0>::of(p, i))?,
             nic::RXB_CORE_TS_RC_MAC_31_0_MASK_0::zeroed(),
         )?;
-        bar.try_write(
+        regs.try_write(
             at(MacroLoc::<nic::RXB_CORE_TS_RC_MAC_47_32_MASK_0>::of(p, i))?,
             nic::RXB_CORE_TS_RC_MAC_47_32_MASK_0::zeroed(),
         )?;
-        bar.try_write(
+        regs.try_write(
             at(MacroLoc::<nic::RXB_CORE_TS_RC_MAC_31_0_0>::of(p, i))?,
             nic::RXB_CORE_TS_RC_MAC_31_0_0::from_raw(lo),
         )?;
-        bar.try_write(
+        regs.try_write(
             at(MacroLoc::<nic::RXB_CORE_TS_RC_MAC_47_32_0>::of(p, i))?,
             nic::RXB_CORE_TS_RC_MAC_47_32_0::from_raw(hi),
         )?;
-        bar.try_write(
+        regs.try_write(
             at(PortLoc::<nic::TXE0_PORT0_MAC_CFG_31_0>::of(p))?,
             nic::TXE0_PORT0_MAC_CFG_31_0::from_raw(lo),
         )?;
-        bar.try_write(
+        regs.try_write(
             at(PortLoc::<nic::TXE0_PORT0_MAC_CFG_47_32>::of(p))?,
             nic::TXE0_PORT0_MAC_CFG_47_32::zeroed().try_with_r(hi)?,
         )
@@ -444,8 +443,8 @@ impl Port {
         }
         if work > 0 {
             self.rx_ci.store(ci, Relaxed);
-            let bar = self.shared.bar.try_access().ok_or(ENODEV)?;
-            q.cq_consumed(&bar, nic::CQ_ETH, ci)?;
+            let regs = self.shared.chip.try_access().ok_or(ENODEV)?;
+            q.cq_consumed(&*regs, nic::CQ_ETH, ci)?;
         }
         Ok(work)
     }
@@ -490,9 +489,9 @@ impl Port {
                 io_write!(&r.wq, [try: at + 2 * i], *v as u32);
                 io_write!(&r.wq, [try: at + 2 * i + 1], (*v >> 32) as u32);
             }
-            let bar = self.shared.bar.try_access().ok_or(ENODEV)?;
+            let regs = self.shared.chip.try_access().ok_or(ENODEV)?;
             self.shared
-                .ring_secured(&bar, self.index, QPN, u32::from(pi % RING))
+                .ring_secured(&*regs, self.index, QPN, u32::from(pi % RING))
         })();
         match sent {
             Ok(()) => {
@@ -517,10 +516,7 @@ impl Port {
 
     /// Whether the port's link is up.
     pub(crate) fn link_up(&self) -> bool {
-        self.shared
-            .bar
-            .try_access()
-            .is_some_and(|bar| crate::chip::link_up(&bar, self.index))
+        self.shared.chip().is_ok_and(|c| c.link_up(self.index))
     }
 }
 
@@ -543,8 +539,8 @@ impl ethernet::Driver for EthDriver {
             p.rings.populate(Rings::new(dev.parent())?);
         }
         // Not an RCU-guarded access: the gateway sleeps.
-        let bar = p.shared.bar.access(dev.parent())?;
-        if let Err(e) = p.start(bar, &dev.mac()) {
+        let regs = &p.shared.chip()?;
+        if let Err(e) = p.start(regs, &dev.mac()) {
             dev_err!(
                 p.shared.dev,
                 "port {}: raw path not set up: {:?}\n",
@@ -552,7 +548,7 @@ impl ethernet::Driver for EthDriver {
                 e
             );
             // Nothing of it may stay enabled: the rings outlive no interface.
-            let _ = p.halt(bar);
+            let _ = p.halt(regs);
             return Err(e);
         }
         // A frame may have come between CQ 0's enabling and its arming.
@@ -576,8 +572,8 @@ impl ethernet::Driver for EthDriver {
         if p.shared.is_fatal() || p.shared.removed.load(Relaxed) {
             return;
         }
-        if let Ok(bar) = p.shared.bar.access(dev.parent()) {
-            if let Err(e) = p.halt(bar) {
+        if let Ok(regs) = p.shared.chip() {
+            if let Err(e) = p.halt(&regs) {
                 dev_warn!(
                     p.shared.dev,
                     "port {}: raw path not stopped: {:?}\n",
@@ -615,8 +611,8 @@ impl ethernet::Driver for EthDriver {
             // NIC compares at its next CQE), so look once more.
             let ci = p.rx_ci.load(Relaxed);
             let armed = p.queues().and_then(|q| {
-                let bar = p.shared.bar.try_access().ok_or(ENODEV)?;
-                q.cq_arm(&bar, nic::CQ_ETH, ci)
+                let regs = p.shared.chip.try_access().ok_or(ENODEV)?;
+                q.cq_arm(&*regs, nic::CQ_ETH, ci)
             });
             if armed.is_ok() && p.rx_pending() {
                 dev.schedule_napi();
@@ -639,9 +635,9 @@ impl ethernet::Driver for EthDriver {
 
     fn set_mac_address(dev: &ethernet::Device<Self>, mac: &[u8; 6]) -> Result {
         let p = dev.data();
-        let bar = p.shared.bar.try_access().ok_or(ENODEV)?;
+        let regs = p.shared.chip.try_access().ok_or(ENODEV)?;
         if dev.is_running() {
-            p.set_filter(&bar, mac)?;
+            p.set_filter(&*regs, mac)?;
         }
         Ok(())
     }
@@ -653,8 +649,8 @@ impl ethernet::Driver for EthDriver {
         if !dev.is_running() {
             return;
         }
-        if let Some(bar) = p.shared.bar.try_access() {
-            let _ = p.set_filter(&bar, &dev.mac());
+        if let Some(regs) = p.shared.chip.try_access() {
+            let _ = p.set_filter(&*regs, &dev.mac());
         }
     }
 

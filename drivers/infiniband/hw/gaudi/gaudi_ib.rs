@@ -2,23 +2,27 @@
 
 //! RDMA driver for the NIC of Habana Labs Gaudi2 accelerators.
 //!
-//! All NIC ports of a device are exposed through one InfiniBand device;
-//! see Documentation/infiniband/gaudi/ for the design and the device model.
+//! The NIC is a block of the accelerator: whoever owns the chip (habanalabs on a host, the
+//! driver of the emulated function under test) gives it to this driver through an auxiliary
+//! device ([`kernel::net::gaudi::chip`]). All NIC ports of a device are exposed through one
+//! InfiniBand device; see Documentation/infiniband/gaudi/ for the design and the device model.
 
 use kernel::{
+    auxiliary,
     device::{
         Bound,
-        Core, //
+        Core,
+        Device, //
     },
     devres::Devres,
-    io::poll::read_poll_timeout,
-    irq::{
-        IrqReturn,
-        ThreadedHandler,
-        ThreadedIrqReturn, //
+    net::{
+        ethernet,
+        gaudi::chip::{
+            Chip,
+            ChipDevice,
+            ChipEvents, //
+        },
     },
-    net::ethernet,
-    pci,
     prelude::*,
     rdma::{
         self,
@@ -26,16 +30,15 @@ use kernel::{
     },
     sync::{
         atomic::{
-            Acquire,
             Atomic,
             Full,
-            Relaxed,
-            Release, //
+            Relaxed, //
         },
         Arc,
         SetOnce, //
     },
     time::Delta,
+    types::CovariantForLt,
 };
 
 mod chip;
@@ -51,26 +54,11 @@ mod queue;
 mod rc;
 mod shared;
 
-use shared::{
-    Bar,
-    Shared, //
-};
+use shared::Shared;
 
-// The name of the driver, its IRQs and its BAR regions.
-const DRV_NAME: &CStr = c"gaudi_ib";
-
-/// MSI-X vectors the driver asks for; vector 0 carries the chip services' interrupts (the
-/// fatal error, the test), vectors 1 to 7 the ports' event queues ([`nic::eq_vector`]). A
-/// function without MSI-X gets one MSI vector, which then carries everything.
-const NUM_VECTORS: u32 = 8;
-
-/// The ports' network devices, each unregistered when the PCI device is unbound or the last
-/// interrupt handler dropped.
+/// The ports' network devices, each unregistered when the driver is unbound or the last
+/// reference to the chip's event receiver dropped.
 type Netdevs = SetOnce<KVec<Devres<ethernet::Registration<eth::EthDriver>>>>;
-
-/// How often the driver checks that the device is still there: a device that fell off the bus
-/// (surprise removal) raises no interrupt, and its registers read all ones.
-const PRESENCE_PERIOD: Delta = Delta::from_secs(1);
 
 /// Messages about faults that user space or a peer can cause by the thousand (a QP error, a
 /// translation fault of a user's WQE) are logged at most `FLOOD_BURST` times per
@@ -97,98 +85,51 @@ struct RcWork {
     overrun: u32,
 }
 
-/// Handler of one interrupt vector (MSI-X, or the one MSI vector).
-///
-/// Interrupts merge, so the handler never counts interrupts as events: it reads the cause
-/// register and handles every cause it finds. The ports' event queues are taken by the
-/// handler's thread, as reporting their events may sleep; so is a fatal error.
-struct VectorHandler {
+/// Where the chip's owner sends the chip's events: the ports' event queues (taken from the
+/// owner's interrupt thread, as reporting their events may sleep) and the fatal error.
+struct Events {
     shared: Arc<Shared>,
-    vector: usize,
-    /// Interrupts seen on this vector (the probe's interrupt test counts on it).
-    irqs: Atomic<u32>,
-    /// The chip's fatal cause was seen and not yet acted on (vector 0 only).
-    fatal_due: Atomic<bool>,
-    /// Vectors the function has: with one, it carries every port's event queue.
+    /// Vectors the chip's interrupts come on: with one, it carries every port's event queue.
     vectors: usize,
-    /// Where events go, once the InfiniBand device exists (shared by the vectors).
-    ib: Arc<SetOnce<rdma::DeviceHandle<ib::GaudiRdma>>>,
+    /// Where events go, once the InfiniBand device exists.
+    ib: SetOnce<rdma::DeviceHandle<ib::GaudiRdma>>,
     /// The ports' network devices.
-    eth: Arc<Netdevs>,
+    eth: Netdevs,
 }
 
-impl ThreadedHandler for VectorHandler {
-    fn handle(&self) -> ThreadedIrqReturn {
-        self.irqs.add(1, Relaxed);
-        let Some(bar) = self.shared.bar.try_access() else {
-            return ThreadedIrqReturn::None;
-        };
-        // Vector 0 takes both causes, the others only test interrupts.
-        let cause = chip::take_irq_causes(&bar, self.vector == 0);
-        // A vector that carries ports' event queues always runs its thread: the thread clears
-        // the NIC's interrupt cause, which an entry taken by an earlier scan may have left set.
-        let ports = (0..self.shared.nic.len()).any(|p| self.owns(p));
-        if cause.fatal() {
-            self.fatal_due.store(true, Release);
-        }
-        if cause.fatal() || ports {
-            ThreadedIrqReturn::WakeThread
-        } else if cause.into_raw() != 0 {
-            ThreadedIrqReturn::Handled
-        } else {
-            ThreadedIrqReturn::None
+impl ChipEvents for Events {
+    fn port_events(&self, vector: usize) {
+        if !self.shared.is_fatal() {
+            self.take_port_events(vector);
         }
     }
 
-    fn handle_threaded(&self) -> IrqReturn {
-        if self.shared.removed.load(Relaxed) {
-            // Nothing the device wrote can be trusted any more.
+    fn fatal(&self, removed: bool) {
+        if removed {
+            self.shared.removed.store(true, Relaxed);
             self.fatal("device removed (its registers read all ones)");
         } else {
-            if self.fatal_due.xchg(false, Acquire) {
-                self.fatal("device fatal error");
-                return IrqReturn::Handled;
-            }
-            self.take_port_events();
+            self.fatal("device fatal error");
         }
-        IrqReturn::Handled
     }
 }
 
-impl pci::PolledHandler for VectorHandler {
-    /// The presence check, every [`PRESENCE_PERIOD`] on vector 0: the registers of a device
-    /// that is gone read all ones. Runs the handler's thread once when it finds
-    /// the device gone.
-    fn poll(&self) -> bool {
-        if self.shared.removed.load(Relaxed) {
-            return false;
-        }
-        let Some(bar) = self.shared.bar.try_access() else {
-            return false;
-        };
-        if chip::present(&bar) {
-            return false;
-        }
-        !self.shared.removed.xchg(true, Full)
-    }
-}
-
-impl VectorHandler {
-    /// Whether this vector carries port `port`'s event queue.
-    fn owns(&self, port: usize) -> bool {
+impl Events {
+    /// Whether vector `vector` carries port `port`'s event queue.
+    fn owns(&self, vector: usize, port: usize) -> bool {
         if self.vectors == 1 {
-            self.vector == 0
+            vector == 0
         } else {
-            nic::eq_vector(port) == self.vector
+            nic::eq_vector(port) == vector
         }
     }
 
-    /// Take the new entries of the event queues of this vector's ports and act on them.
-    fn take_port_events(&self) {
+    /// Take the new entries of the event queues of vector `vector`'s ports and act on them.
+    fn take_port_events(&self, vector: usize) {
         for (port, q) in self.shared.nic.iter().enumerate() {
             // A vector that carries several queues (one MSI vector carries them all) looks at
             // the written-back producer index first, which costs no register access.
-            if !self.owns(port) || !q.eq_pending() {
+            if !self.owns(vector, port) || !q.eq_pending() {
                 continue;
             }
             loop {
@@ -197,11 +138,11 @@ impl VectorHandler {
                 let mut napi = false;
                 let mut work = RcWork::default();
                 let more = {
-                    let Some(bar) = self.shared.bar.try_access() else {
+                    let Some(regs) = self.shared.chip.try_access() else {
                         return;
                     };
                     work.overrun = q.eq_overrun();
-                    q.take_events(&bar, |e| napi |= self.port_event(port, e, &mut work))
+                    q.take_events(&*regs, |e| napi |= self.port_event(port, e, &mut work))
                 };
                 if work.overrun != 0 {
                     // What the lost events said is read back from the state they reported:
@@ -244,11 +185,7 @@ impl VectorHandler {
             self.link_changed(port, up);
         }
         if work.lost_links {
-            let up = self
-                .shared
-                .bar
-                .try_access()
-                .is_some_and(|bar| chip::link_up(&bar, port));
+            let up = self.shared.chip().is_ok_and(|c| c.link_up(port));
             let was = self
                 .with_netdev(port as u32, |n| n.carrier_ok())
                 .unwrap_or(up);
@@ -415,7 +352,7 @@ impl VectorHandler {
     }
 
     /// The device stopped (a fatal error, or it is gone): tell every consumer, then remove the
-    /// InfiniBand device, which disassociates the user contexts. The PCI function stays bound;
+    /// InfiniBand device, which disassociates the user contexts. The function stays bound;
     /// rebinding it resets the device and registers a new InfiniBand device.
     fn fatal(&self, why: &str) {
         if self.shared.fatal.xchg(true, Full) {
@@ -441,22 +378,31 @@ impl VectorHandler {
     }
 }
 
-/// A bound Gaudi2 NIC.
-struct GaudiIb<'bound> {
-    // Dropped first: the InfiniBand device goes before its interrupts.
-    _ib: Devres<rdma::Registration<ib::GaudiRdma>>,
-    // Interrupts are freed while the BAR is still mapped.
-    irqs: pci::ThreadedIrqHandlers<'bound, VectorHandler>,
-    /// The device's memory, revoked from importers at unbind.
-    hbm: Arc<hbm::Hbm>,
-    pdev: &'bound pci::Device<Bound>,
+/// Stops the chip's events reaching the driver when dropped; returns once none is being
+/// handled.
+struct Receiving(Arc<dyn Chip>);
+
+impl Drop for Receiving {
+    fn drop(&mut self) {
+        self.0.set_events(None);
+    }
 }
 
-impl GaudiIb<'_> {
+/// A Gaudi2 NIC the driver is bound to.
+struct GaudiIb {
+    // Dropped first: the InfiniBand device goes before the events stop reaching it.
+    _ib: Devres<rdma::Registration<ib::GaudiRdma>>,
+    // Then the chip's events stop; the network devices go with the receiver.
+    _events: Receiving,
+    /// The device's memory, revoked from importers at unbind.
+    hbm: Arc<hbm::Hbm>,
+}
+
+impl GaudiIb {
     /// The chip's enabled ports, which must be ports 0 to n - 1 (n from 1 to [`nic::PORTS`]),
     /// and the device's limits.
-    fn caps(pdev: &pci::Device<Bound>, bar: &Bar<'_>, model: u32) -> Result<ib::Caps> {
-        let mask = chip::port_mask(bar);
+    fn caps(pdev: &Device<Bound>, chip: &dyn Chip) -> Result<ib::Caps> {
+        let mask = chip.port_mask();
         let ports = mask.count_ones();
         if mask == 0 || ports as usize > nic::PORTS || mask != (1u32 << ports) - 1 {
             dev_err!(
@@ -467,7 +413,7 @@ impl GaudiIb<'_> {
             );
             return Err(EIO);
         }
-        let caps = ib::Caps::new(ports, model);
+        let caps = ib::Caps::new(ports, chip.model());
         dev_info!(
             pdev,
             "{} ports, {} QPs and {} CQs per port\n",
@@ -478,26 +424,23 @@ impl GaudiIb<'_> {
         Ok(caps)
     }
 
-    /// The device's memory: the chip's HBM size at the start of BAR 4, if the BAR holds it
-    /// (otherwise the device has none that can be used). Its last [`nic::NIC_HBM`] bytes hold
+    /// The device's memory, as the chip's owner gives it. Its last [`nic::NIC_HBM`] bytes hold
     /// the NIC's context tables; returns the rest, for users, and where the tables are for the
     /// NIC (0 without device memory).
-    fn devmem(pdev: &pci::Device<Bound>, bar: &Bar<'_>) -> Result<(Arc<hbm::Hbm>, u64)> {
-        let size = chip::hbm_size(bar);
-        let bar_len = pdev.resource_len(4)?;
-        let usable = if size > bar_len || size % (1 << 12) != 0 || size < 2 * nic::NIC_HBM {
+    fn devmem(pdev: &Device<Bound>, chip: &dyn Chip) -> Result<(Arc<hbm::Hbm>, u64)> {
+        let mem = chip.devmem();
+        let usable = if mem.size != 0 && mem.size < 2 * nic::NIC_HBM {
             dev_err!(
                 pdev,
-                "device memory of {:#x} bytes does not fit BAR 4 ({:#x} bytes): not used\n",
-                size,
-                bar_len
+                "device memory of {:#x} bytes cannot hold the NIC's context tables: not used\n",
+                mem.size
             );
             0
         } else {
-            size
+            mem.size
         };
         if usable == 0 {
-            return Ok((hbm::Hbm::new(pdev.as_ref(), pdev.resource_start(4)?, 0)?, 0));
+            return Ok((hbm::Hbm::new(pdev, mem.start, 0)?, 0));
         }
         let users = usable - nic::NIC_HBM;
         dev_info!(
@@ -507,102 +450,51 @@ impl GaudiIb<'_> {
             nic::NIC_HBM >> 10
         );
         Ok((
-            hbm::Hbm::new(pdev.as_ref(), pdev.resource_start(4)?, users)?,
+            hbm::Hbm::new(pdev, mem.start, users)?,
             nic::DRAM_PHYS_BASE + users,
         ))
-    }
-
-    /// Raise a test interrupt on every vector and wait until its handler
-    /// has seen it.
-    fn test_interrupts(
-        pdev: &pci::Device<Bound>,
-        shared: &Shared,
-        irqs: &pci::ThreadedIrqHandlers<'_, VectorHandler>,
-        kind: &str,
-    ) -> Result {
-        for vector in 0..irqs.len() {
-            let handler = irqs.handler(vector).ok_or(EINVAL)?;
-            let before = handler.irqs.load(Relaxed);
-            chip::test_irq(shared.bar.access(pdev.as_ref())?, vector as u32);
-            let seen = read_poll_timeout(
-                || Ok(handler.irqs.load(Relaxed)),
-                |n| *n != before,
-                Delta::from_millis(1),
-                Delta::from_secs(2),
-            )
-            .inspect_err(|_| {
-                dev_err!(
-                    pdev,
-                    "{} test interrupt on vector {} not received\n",
-                    kind,
-                    vector
-                )
-            })?;
-            dev_info!(
-                pdev,
-                "{} test interrupt received on vector {} (irq {}), count {}\n",
-                kind,
-                vector,
-                irqs.irq(vector)?,
-                seen
-            );
-        }
-        Ok(())
     }
 }
 
 struct GaudiIbDriver;
 
-kernel::pci_device_table!(
-    PCI_TABLE,
-    <GaudiIbDriver as pci::Driver>::IdInfo,
-    [(pci::DeviceId::from_id(pci::Vendor::HABANALABS, 0x1020), ())]
+kernel::auxiliary_device_table!(
+    AUX_TABLE,
+    <GaudiIbDriver as auxiliary::Driver>::IdInfo,
+    [(auxiliary::DeviceId::new(c"gaudi_pci", c"cn"), ())]
 );
 
-impl pci::Driver for GaudiIbDriver {
+impl auxiliary::Driver for GaudiIbDriver {
     type IdInfo = ();
-    type Data<'bound> = GaudiIb<'bound>;
+    type Data<'bound> = GaudiIb;
 
-    const ID_TABLE: pci::IdTable<Self::IdInfo> = &PCI_TABLE;
-
-    // The device reaches 52 bits of bus address (page table entries, rings, the event queue):
-    // with the default 32, memory or a peer's BAR above 4 GiB would be bounced or refused.
-    const DMA_MASK: Option<kernel::dma::DmaMask> = Some(kernel::dma::DmaMask::new::<52>());
+    const ID_TABLE: auxiliary::IdTable<Self::IdInfo> = &AUX_TABLE;
 
     fn probe<'bound>(
-        pdev: &'bound pci::Device<Core<'_>>,
-        _info: Option<&'bound Self::IdInfo>,
+        adev: &'bound auxiliary::Device<Core<'_>>,
+        _info: &'bound Self::IdInfo,
     ) -> impl PinInit<Self::Data<'bound>, Error> + 'bound {
-        dev_info!(
-            pdev,
-            "probe {:04x}:{:04x}\n",
-            pdev.vendor_id().as_raw(),
-            pdev.device_id()
-        );
-        pdev.enable_device_managed()?;
-        pdev.set_master();
-
-        let bar = pdev.iomap_region_sized::<{ shared::BAR0_SIZE }>(0, DRV_NAME)?;
-        dev_info!(pdev, "BAR0 mapped\n");
-        let (major, minor) = chip::identify(pdev.as_ref(), &bar)?;
-        dev_info!(
-            pdev,
-            "identified Gaudi2 NIC, device model {}.{}\n",
-            major,
-            minor
-        );
-        chip::reset(pdev.as_ref(), &bar)?;
-        let caps = GaudiIb::caps(pdev, &bar, major << 16 | minor)?;
-        let (hbm, nic_tables) = GaudiIb::devmem(pdev, &bar)?;
+        let chip = adev
+            .registration_data::<CovariantForLt!(ChipDevice)>()?
+            .chip()
+            .clone();
+        // The function: it logs, and does the DMA.
+        let dev = adev.parent();
+        // The chip starts from a reset: no context, queue or translation of an earlier
+        // driver, and no fatal error (logged by the owner if it stays).
+        chip.reset()?;
+        let caps = GaudiIb::caps(dev, &*chip)?;
+        let (hbm, nic_tables) = GaudiIb::devmem(dev, &*chip)?;
         let ports = (caps.ports as usize).min(nic::PORTS);
         let mut queues = KVec::with_capacity(ports, GFP_KERNEL)?;
         for port in 0..ports {
-            queues.push(nic::PortQueues::new(pdev.as_ref(), port)?, GFP_KERNEL)?;
+            queues.push(nic::PortQueues::new(dev, port)?, GFP_KERNEL)?;
         }
+        let registered = Devres::new(adev.as_ref(), chip.clone())?;
         let shared = Arc::pin_init(
             try_pin_init!(Shared {
-                bar: bar.into_devres()?,
-                dev: pdev.as_ref().into(),
+                chip: registered,
+                dev: dev.into(),
                 ports: caps.ports,
                 fatal: Atomic::new(false),
                 removed: Atomic::new(false),
@@ -624,53 +516,13 @@ impl pci::Driver for GaudiIbDriver {
         if hbm.size() != 0 {
             // Device memory keeps its contents across resets and drivers: the context tables
             // start with no valid context.
-            shared.clear_devmem(pdev.as_ref(), 0, hbm.size() + nic::NIC_HBM)?;
+            shared.clear_devmem(0, hbm.size() + nic::NIC_HBM)?;
         }
-
-        let netdevs = Arc::new(SetOnce::new(), GFP_KERNEL)?;
-        let ib_handle = Arc::new(SetOnce::new(), GFP_KERNEL)?;
-        let vectors = core::cell::Cell::new(NUM_VECTORS as usize);
-        let mut handler = |vector| -> Result<VectorHandler> {
-            Ok(VectorHandler {
-                shared: shared.clone(),
-                vector,
-                vectors: vectors.get(),
-                irqs: Atomic::new(0),
-                fatal_due: Atomic::new(false),
-                ib: ib_handle.clone(),
-                eth: netdevs.clone(),
-            })
-        };
-        let msix = pci::IrqTypes::default().with(pci::IrqType::MsiX);
-        let msi = pci::IrqTypes::default().with(pci::IrqType::Msi);
-        let (kind, mut irqs) =
-            match pdev.request_threaded_irq_handlers(NUM_VECTORS, msix, DRV_NAME, &mut handler) {
-                Ok(irqs) => ("MSI-X", irqs),
-                Err(e) => {
-                    dev_info!(
-                        pdev,
-                        "cannot set up {} MSI-X vectors ({:?}), trying one MSI vector\n",
-                        NUM_VECTORS,
-                        e
-                    );
-                    vectors.set(1);
-                    let irqs = pdev
-                        .request_threaded_irq_handlers(1, msi, DRV_NAME, &mut handler)
-                        .inspect_err(|e| {
-                            dev_err!(pdev, "cannot set up an MSI vector: {:?}\n", e)
-                        })?;
-                    ("MSI", irqs)
-                }
-            };
-        dev_info!(pdev, "{} enabled, vectors: {}\n", kind, irqs.len());
-
-        GaudiIb::test_interrupts(pdev, &shared, &irqs, kind)?;
-        irqs.start_poll(0, PRESENCE_PERIOD)?;
         if nic_tables != 0 {
-            let bar = shared.bar.access(pdev.as_ref())?;
+            let regs = &*chip;
             for (port, q) in shared.nic.iter().enumerate() {
-                q.enable(bar, nic_tables + port as u64 * nic::PORT_TABLES)?;
-                q.rc_enable(bar, rc::wq_array_va(port), rc::LOG_SLOT_LINES)?;
+                q.enable(regs, nic_tables + port as u64 * nic::PORT_TABLES)?;
+                q.rc_enable(regs, rc::wq_array_va(port), rc::LOG_SLOT_LINES)?;
             }
         }
 
@@ -679,40 +531,53 @@ impl pci::Driver for GaudiIbDriver {
         let mut registrations = KVec::with_capacity(caps.ports as usize, GFP_KERNEL)?;
         for index in 0..caps.ports as usize {
             let opts = ethernet::Options {
-                mac: chip::mac(shared.bar.access(pdev.as_ref())?, index)?,
+                mac: chip.mac(index)?,
                 max_mtu: eth::MAX_MTU,
                 dev_port: index as u16,
                 tx_ring: eth::RING_LEN,
                 rx_ring: eth::RING_LEN,
             };
             let data = eth::Port::new(shared.clone(), index);
-            let reg = ethernet::Registration::new(pdev.as_ref(), &opts, data).inspect_err(|e| {
-                dev_err!(
-                    pdev,
-                    "cannot register the network device of port {}: {:?}\n",
-                    index + 1,
-                    e
-                )
-            })?;
+            let reg =
+                ethernet::Registration::new_auxiliary(adev, &opts, data).inspect_err(|e| {
+                    dev_err!(
+                        dev,
+                        "cannot register the network device of port {}: {:?}\n",
+                        index + 1,
+                        e
+                    )
+                })?;
             registrations.push(reg, GFP_KERNEL)?;
         }
+        let events = Arc::new(
+            Events {
+                shared: shared.clone(),
+                vectors: chip.vectors(),
+                ib: SetOnce::new(),
+                eth: SetOnce::new(),
+            },
+            GFP_KERNEL,
+        )?;
+        events.eth.populate(registrations);
+        // From here on the chip's events reach the driver, until `receiving` is dropped.
+        chip.set_events(Some(events.clone()));
+        let receiving = Receiving(chip.clone());
+
         // Each InfiniBand port is attached to its network device: the core derives the port's
         // GIDs from the device's addresses and resolves address vectors through it.
-        let handler = irqs.handler(0).ok_or(EINVAL)?;
-        handler.eth.populate(registrations);
-        let netdevs = SetOnce::as_ref(&handler.eth).ok_or(EINVAL)?;
+        let netdevs = SetOnce::as_ref(&events.eth).ok_or(EINVAL)?;
         let mut regs = KVec::with_capacity(netdevs.len(), GFP_KERNEL)?;
         for reg in netdevs {
-            regs.push(reg.access(pdev.as_ref())?, GFP_KERNEL)?;
+            regs.push(reg.access(adev.as_ref())?, GFP_KERNEL)?;
         }
         let mut ndevs = KVec::with_capacity(regs.len(), GFP_KERNEL)?;
         for reg in &regs {
             ndevs.push(reg.device().net_dev(), GFP_KERNEL)?;
         }
         // The node GUID (and system image GUID) is the EUI-64 of the first port's MAC address.
-        let node_guid = ib::eui64(chip::mac(shared.bar.access(pdev.as_ref())?, 0)?);
-        let ib = rdma::Registration::new(
-            pdev.as_ref(),
+        let node_guid = ib::eui64(chip.mac(0)?);
+        let ib = rdma::Registration::new_auxiliary(
+            adev,
             &<LocalModule as kernel::ModuleMetadata>::THIS_MODULE,
             rdma::Options {
                 ports: caps.ports,
@@ -721,57 +586,43 @@ impl pci::Driver for GaudiIbDriver {
                 netdevs: &ndevs,
                 node_guid,
             },
-            ib::IbDev::new(
-                shared.clone(),
-                caps,
-                pdev.device_id().into(),
-                node_guid,
-                hbm.clone(),
-            ),
+            // The part is the Gaudi2 (PCI device 1da3:1020).
+            ib::IbDev::new(shared.clone(), caps, 0x1020, node_guid, hbm.clone()),
         )
-        .inspect_err(|e| dev_err!(pdev, "cannot register the InfiniBand device: {:?}\n", e))?;
+        .inspect_err(|e| dev_err!(dev, "cannot register the InfiniBand device: {:?}\n", e))?;
         drop(ndevs);
         drop(regs);
         {
-            let reg = ib.access(pdev.as_ref())?;
-            let dev = reg.device();
-            irqs.handler(0).ok_or(EINVAL)?.ib.populate(dev.handle());
+            let reg = ib.access(adev.as_ref())?;
+            let ibdev = reg.device();
+            events.ib.populate(ibdev.handle());
             dev_info!(
-                pdev,
+                dev,
                 "registered {} with {} ports\n",
-                dev.name(),
-                dev.port_count()
+                ibdev.name(),
+                ibdev.port_count()
             );
         }
         if shared.is_fatal() {
-            dev_err!(pdev, "device fatal error during probe\n");
+            dev_err!(dev, "device fatal error during probe\n");
             return Err(EIO);
         }
-        dev_info!(pdev, "probe complete\n");
+        dev_info!(dev, "probe complete\n");
 
         Ok(GaudiIb {
             _ib: ib,
-            irqs,
+            _events: receiving,
             hbm,
-            pdev,
         })
     }
 
-    fn unbind<'bound>(pdev: &'bound pci::Device<Core<'_>>, this: Pin<&Self::Data<'bound>>) {
-        this.irqs.synchronize();
+    fn unbind<'bound>(_adev: &'bound auxiliary::Device<Core<'_>>, this: Pin<&Self::Data<'bound>>) {
         // Importers of exported device memory cannot map it any more.
         this.hbm.revoke();
-        dev_info!(pdev, "unbind\n");
     }
 }
 
-impl Drop for GaudiIb<'_> {
-    fn drop(&mut self) {
-        dev_info!(self.pdev, "released\n");
-    }
-}
-
-kernel::module_pci_driver! {
+kernel::module_auxiliary_driver! {
     type: GaudiIbDriver,
     name: "gaudi_ib",
     description: "Habana Labs Gaudi2 NIC RDMA driver",

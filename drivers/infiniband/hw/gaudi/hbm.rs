@@ -248,9 +248,7 @@ impl Method for Alloc {
             }
         })?;
         // Whatever an earlier owner left there is not the new owner's to read.
-        dev.data()
-            .shared()
-            .clear_devmem(dev.parent(), block.offset, block.len)?;
+        dev.data().shared().clear_devmem(block.offset, block.len)?;
         let resp = uapi::gaudi_ib_hbm_alloc_resp {
             offset: block.offset,
             length: block.len,

@@ -71,10 +71,7 @@ use kernel::{
 };
 
 use crate::{
-    chip::{
-        self,
-        AddressSpace, //
-    },
+    chip::AddressSpace,
     dv,
     hbm::{
         self,
@@ -341,16 +338,13 @@ impl IbDev {
     }
 
     fn port_mac(&self, port: u32) -> Result<[u8; 6]> {
-        chip::mac(
-            &*self.shared.bar.try_access().ok_or(ENODEV)?,
-            self.port_index(port)?,
-        )
+        let i = self.port_index(port)?;
+        self.shared.chip()?.mac(i)
     }
 
     fn port_up(&self, port: u32) -> Result<bool> {
         let i = self.port_index(port)?;
-        let bar = self.shared.bar.try_access().ok_or(ENODEV)?;
-        Ok(chip::link_up(&bar, i))
+        Ok(self.shared.chip()?.link_up(i))
     }
 
     fn port_speed(&self, port: u32) -> Result<u32> {
@@ -928,7 +922,7 @@ impl rdma::Driver for GaudiRdma {
         let (mut sq_psn, mut rq_psn) = (a.sq_psn, a.rq_psn);
         if a.port != 0 && !matches!(state, QpState::Reset) {
             // Where the device is now; the values last set if it cannot say.
-            if let Ok((s, r)) = q.psns(qp.device().parent(), a.port) {
+            if let Ok((s, r)) = q.psns(a.port) {
                 sq_psn = s;
                 rq_psn = r;
             }
@@ -969,7 +963,7 @@ impl rdma::Driver for GaudiRdma {
         // Only the first request of a call can find the queue idle.
         let first_rkey = wrs.peek().and_then(|wr| wr.rdma()).map(|(_, rkey)| rkey);
         if let Some(rkey) = first_rkey.filter(|_| qp.pd().data().user) {
-            if let Err(e) = qp.data().bind_remote(qp.device().parent(), rkey) {
+            if let Err(e) = qp.data().bind_remote(rkey) {
                 kernel::ibdev_dbg!(
                     qp.device(),
                     "QP {}: binding rkey {:#x} failed: {:?}\n",

@@ -56,7 +56,7 @@ use kernel::{
 };
 use zerocopy_derive::Immutable;
 
-use crate::shared::Bar;
+use kernel::net::gaudi::chip::Chip;
 
 /// Where configuration-space offset 0 is in BAR0.
 pub(crate) const CFG_IN_BAR0: usize = 0x400_0000;
@@ -628,9 +628,9 @@ const fn gateway_words(requester: bool) -> usize {
 }
 
 /// Wait until `port`'s gateway is idle (hbl_cn gives up after one second).
-fn gateway_wait(bar: &Bar<'_>, port: usize) -> Result {
+fn gateway_wait(regs: &dyn Chip, port: usize) -> Result {
     let busy = || -> Result<bool> {
-        Ok(bar
+        Ok(regs
             .try_read(PortLoc::<QPC0_GW_BUSY>::of(port).ok_or(EINVAL)?)?
             .r())
     };
@@ -640,7 +640,7 @@ fn gateway_wait(bar: &Bar<'_>, port: usize) -> Result {
 /// Start the operation the gateway's mask and data words describe on QP `qpn`'s requester or
 /// responder context, and wait until it is done.
 fn gateway_start(
-    bar: &Bar<'_>,
+    regs: &dyn Chip,
     gw: &mut GatewayRegs,
     port: usize,
     qpn: u32,
@@ -649,13 +649,13 @@ fn gateway_start(
     let ctrl = QPC0_GW_CTRL::zeroed()
         .try_with_qpn(qpn)?
         .with_requester(requester);
-    bar.try_write(PortLoc::<QPC0_GW_CTRL>::of(port).ok_or(EINVAL)?, ctrl)?;
+    regs.try_write(PortLoc::<QPC0_GW_CTRL>::of(port).ok_or(EINVAL)?, ctrl)?;
     gw.idle = false;
-    bar.try_write(
+    regs.try_write(
         PortLoc::<QPC0_GW_BUSY>::of(port).ok_or(EINVAL)?,
         QPC0_GW_BUSY::zeroed().with_r(true),
     )?;
-    gateway_wait(bar, port)?;
+    gateway_wait(regs, port)?;
     gw.idle = true;
     Ok(())
 }
@@ -663,13 +663,13 @@ fn gateway_start(
 /// Write the gateway's 32 mask words for an operation: `mask(i)` for word `i`. The registers
 /// end as hbl_cn's sequence leaves them; a word known to hold 0 already is not written again.
 fn gateway_masks(
-    bar: &Bar<'_>,
+    regs: &dyn Chip,
     gw: &mut GatewayRegs,
     port: usize,
     mask: impl Fn(usize) -> u32,
 ) -> Result {
     if !gw.idle {
-        gateway_wait(bar, port)?;
+        gateway_wait(regs, port)?;
         gw.idle = true;
     }
     for i in 0..GW_WORDS {
@@ -677,7 +677,7 @@ fn gateway_masks(
         if m == 0 && gw.mask_set & (1 << i) == 0 {
             continue;
         }
-        bar.try_write(
+        regs.try_write(
             PortArrayLoc::<QPC0_GW_MASK_0>::of(port, i).ok_or(EINVAL)?,
             QPC0_GW_MASK_0::from_raw(m),
         )?;
@@ -694,7 +694,7 @@ fn gateway_masks(
 /// is set with those of `data`. The caller serialises a port's gateway operations and passes
 /// what is known of them in `gw`.
 pub(crate) fn gateway_write(
-    bar: &Bar<'_>,
+    regs: &dyn Chip,
     gw: &mut Gateways,
     port: usize,
     qpn: u32,
@@ -706,16 +706,21 @@ pub(crate) fn gateway_write(
     let half = |w: &[u64], i: usize| (w.get(i / 2).copied().unwrap_or(0) >> (32 * (i % 2))) as u32;
     let words = gateway_words(requester);
     // Mask words beyond the context are 0, as hbl_cn writes them.
-    gateway_masks(bar, gw, port, |i| if i < words { half(mask, i) } else { 0 })?;
+    gateway_masks(
+        regs,
+        gw,
+        port,
+        |i| if i < words { half(mask, i) } else { 0 },
+    )?;
     for i in 0..words {
         if half(mask, i) != 0 {
-            bar.try_write(
+            regs.try_write(
                 PortArrayLoc::<QPC0_GW_DATA_0>::of(port, i).ok_or(EINVAL)?,
                 QPC0_GW_DATA_0::from_raw(half(data, i)),
             )?;
         }
     }
-    gateway_start(bar, gw, port, qpn, requester)
+    gateway_start(regs, gw, port, qpn, requester)
 }
 
 /// Read `fields` of QP `qpn`'s context of `port` through the gateway into `out` (16 words for a
@@ -724,7 +729,7 @@ pub(crate) fn gateway_write(
 /// are). The caller serialises a port's gateway operations and passes what is known of them in
 /// `gw`.
 pub(crate) fn gateway_read(
-    bar: &Bar<'_>,
+    regs: &dyn Chip,
     gw: &mut Gateways,
     port: usize,
     qpn: u32,
@@ -734,8 +739,8 @@ pub(crate) fn gateway_read(
 ) -> Result {
     let gw = gw.port(port)?;
     let words = gateway_words(requester);
-    gateway_masks(bar, gw, port, |_| 0)?;
-    gateway_start(bar, gw, port, qpn, requester)?;
+    gateway_masks(regs, gw, port, |_| 0)?;
+    gateway_start(regs, gw, port, qpn, requester)?;
     let mut wanted = 0u32;
     for f in fields {
         for i in f.words() {
@@ -745,7 +750,7 @@ pub(crate) fn gateway_read(
         }
     }
     for i in (0..words).filter(|i| wanted & (1 << i) != 0) {
-        let v = bar
+        let v = regs
             .try_read(PortArrayLoc::<QPC0_GW_DATA_0>::of(port, i).ok_or(EINVAL)?)?
             .into_raw();
         let w = out.get_mut(i / 2).ok_or(EINVAL)?;
@@ -829,77 +834,77 @@ impl PortQueues {
 
     /// Program the event queue (hbl_cn's sequence: PI address, ring, size, indexes zeroed,
     /// then enabled with the PI written back and an interrupt per entry) and the CQ region.
-    pub(crate) fn enable(&self, bar: &Bar<'_>, tables: u64) -> Result {
+    pub(crate) fn enable(&self, regs: &dyn Chip, tables: u64) -> Result {
         let p = self.port;
         // The context tables.
         let (hi, lo) = addr_31_7(tables);
-        bar.try_write(
+        regs.try_write(
             at(PortLoc::<QPC0_REQ_BASE_ADDRESS_63_32>::of(p))?,
             QPC0_REQ_BASE_ADDRESS_63_32::from_raw(hi),
         )?;
-        bar.try_write(
+        regs.try_write(
             at(PortLoc::<QPC0_REQ_BASE_ADDRESS_31_7>::of(p))?,
             QPC0_REQ_BASE_ADDRESS_31_7::from_raw(lo),
         )?;
         let (hi, lo) = addr_31_7(tables + TABLE_QPS * REQ_QPC_SIZE);
-        bar.try_write(
+        regs.try_write(
             at(PortLoc::<QPC0_RES_BASE_ADDRESS_63_32>::of(p))?,
             QPC0_RES_BASE_ADDRESS_63_32::from_raw(hi),
         )?;
-        bar.try_write(
+        regs.try_write(
             at(PortLoc::<QPC0_RES_BASE_ADDRESS_31_7>::of(p))?,
             QPC0_RES_BASE_ADDRESS_31_7::from_raw(lo),
         )?;
         // The event queue.
         let (hi, lo) = addr_31_7(self.eq_pi.dma_address());
-        bar.try_write(
+        regs.try_write(
             at(PortLoc::<QPC0_EVENT_QUE_PI_ADDR_63_32>::of(p))?,
             QPC0_EVENT_QUE_PI_ADDR_63_32::from_raw(hi),
         )?;
-        bar.try_write(
+        regs.try_write(
             at(PortLoc::<QPC0_EVENT_QUE_PI_ADDR_31_7>::of(p))?,
             QPC0_EVENT_QUE_PI_ADDR_31_7::from_raw(lo),
         )?;
         let (hi, lo) = addr_31_7(self.eq.dma_address());
-        bar.try_write(
+        regs.try_write(
             at(PortLoc::<QPC0_EVENT_QUE_BASE_ADDR_63_32>::of(p))?,
             QPC0_EVENT_QUE_BASE_ADDR_63_32::from_raw(hi),
         )?;
-        bar.try_write(
+        regs.try_write(
             at(PortLoc::<QPC0_EVENT_QUE_BASE_ADDR_31_7>::of(p))?,
             QPC0_EVENT_QUE_BASE_ADDR_31_7::from_raw(lo),
         )?;
-        bar.try_write(
+        regs.try_write(
             at(PortLoc::<QPC0_EVENT_QUE_LOG_SIZE>::of(p))?,
             QPC0_EVENT_QUE_LOG_SIZE::zeroed().try_with_r(EQ_LOG)?,
         )?;
-        bar.try_write(
+        regs.try_write(
             at(PortLoc::<QPC0_EVENT_QUE_WRITE_INDEX>::of(p))?,
             QPC0_EVENT_QUE_WRITE_INDEX::zeroed(),
         )?;
-        bar.try_write(
+        regs.try_write(
             at(PortLoc::<QPC0_EVENT_QUE_PRODUCER_INDEX>::of(p))?,
             QPC0_EVENT_QUE_PRODUCER_INDEX::zeroed(),
         )?;
-        bar.try_write(
+        regs.try_write(
             at(PortLoc::<QPC0_EVENT_QUE_CONSUMER_INDEX_CB>::of(p))?,
             QPC0_EVENT_QUE_CONSUMER_INDEX_CB::zeroed(),
         )?;
-        bar.try_write(
+        regs.try_write(
             at(PortLoc::<QPC0_EVENT_QUE_CONSUMER_INDEX>::of(p))?,
             QPC0_EVENT_QUE_CONSUMER_INDEX::zeroed(),
         )?;
         self.eq_ci.store(0, Relaxed);
         // The interrupt armed before the queue takes its first entry.
-        bar.try_write(
+        regs.try_write(
             at(PortLoc::<QPC0_INTERRUPT_EN>::of(p))?,
             QPC0_INTERRUPT_EN::zeroed().with_interrupt9_msi_en(true),
         )?;
-        bar.try_write(
+        regs.try_write(
             at(PortLoc::<QPC0_INTERRUPT_CLR>::of(p))?,
             QPC0_INTERRUPT_CLR::from_raw(INTERRUPT_EQ),
         )?;
-        bar.try_write(
+        regs.try_write(
             at(PortLoc::<QPC0_EVENT_QUE_CFG>::of(p))?,
             QPC0_EVENT_QUE_CFG::zeroed()
                 .with_enable(true)
@@ -909,28 +914,28 @@ impl PortQueues {
         )?;
         // The kernel's doorbell FIFO reports how far the NIC took it.
         let (hi, lo) = addr_31_7(self.fifo_ci.dma_address());
-        bar.try_write(
+        regs.try_write(
             at(PortArrayLoc::<
                 QPC0_DBFIFO0_CI_UPD_ADDR_DBFIFO_CI_UPD_ADDR_63_32,
             >::of(p, FIFO_SECURED))?,
             QPC0_DBFIFO0_CI_UPD_ADDR_DBFIFO_CI_UPD_ADDR_63_32::from_raw(hi),
         )?;
-        bar.try_write(
+        regs.try_write(
             at(PortArrayLoc::<
                 QPC0_DBFIFO0_CI_UPD_ADDR_DBFIFO_CI_UPD_ADDR_31_7,
             >::of(p, FIFO_SECURED))?,
             QPC0_DBFIFO0_CI_UPD_ADDR_DBFIFO_CI_UPD_ADDR_31_7::from_raw(lo),
         )?;
         let cqs = self.cqs.dma_address();
-        bar.try_write(
+        regs.try_write(
             at(PortLoc::<RXE0_CQ_BASE_ADDR_63_32>::of(p))?,
             RXE0_CQ_BASE_ADDR_63_32::from_raw((cqs >> 32) as u32),
         )?;
-        bar.try_write(
+        regs.try_write(
             at(PortLoc::<RXE0_CQ_BASE_ADDR_31_7>::of(p))?,
             RXE0_CQ_BASE_ADDR_31_7::from_raw(cqs as u32 & !0x7f),
         )?;
-        bar.try_write(
+        regs.try_write(
             at(PortLoc::<RXE0_CQ_LOG_MAX_SIZE>::of(p))?,
             RXE0_CQ_LOG_MAX_SIZE::from_raw(CQ_LOG_MAX),
         )
@@ -939,43 +944,43 @@ impl PortQueues {
     /// Program what the kernel's RC queue pairs use (see `crate::rc`): send WQ array 1 at
     /// device VA `wq_va` in each QP's ASID, with slots of `2^log_lines` 128-byte lines; the
     /// port's retry limits; and CQ 1, armed from index 0.
-    pub(crate) fn rc_enable(&self, bar: &Bar<'_>, wq_va: u64, log_lines: u32) -> Result {
+    pub(crate) fn rc_enable(&self, regs: &dyn Chip, wq_va: u64, log_lines: u32) -> Result {
         let p = self.port;
-        bar.try_write(
+        regs.try_write(
             at(PortArrayLoc::<TXE0_SQ_BASE_ADDRESS_63_32_0>::of(p, 1))?,
             TXE0_SQ_BASE_ADDRESS_63_32_0::from_raw((wq_va >> 32) as u32),
         )?;
-        bar.try_write(
+        regs.try_write(
             at(PortArrayLoc::<TXE0_SQ_BASE_ADDRESS_31_0_0>::of(p, 1))?,
             TXE0_SQ_BASE_ADDRESS_31_0_0::from_raw(wq_va as u32),
         )?;
-        bar.try_write(
+        regs.try_write(
             at(PortArrayLoc::<TXE0_LOG_MAX_WQ_SIZE_0>::of(p, 1))?,
             TXE0_LOG_MAX_WQ_SIZE_0::zeroed().try_with_r(log_lines)?,
         )?;
         // Array 1's WQEs are fetched in the QP's ASID.
-        bar.try_update(at(PortLoc::<TXE0_WQE_USER_CFG>::of(p))?, |c| {
+        regs.try_update(at(PortLoc::<TXE0_WQE_USER_CFG>::of(p))?, |c| {
             let bypass = c.mmu_bypass().get() & !2;
             c.try_with_mmu_bypass(bypass).unwrap_or(c)
         })?;
-        bar.try_write(
+        regs.try_write(
             at(PortLoc::<QPC0_RETRY_COUNT_MAX>::of(p))?,
             QPC0_RETRY_COUNT_MAX::zeroed()
                 .try_with_timeout(RC_RETRIES)?
                 .try_with_sequence_error(RC_RETRIES)?,
         )?;
-        bar.try_write(
+        regs.try_write(
             at(PortArrayLoc::<RXE0_CQ_PRODUCER_INDEX_0>::of(p, CQ_RC))?,
             RXE0_CQ_PRODUCER_INDEX_0::zeroed(),
         )?;
-        bar.try_write(
+        regs.try_write(
             at(PortArrayLoc::<RXE0_CQ_WRITE_INDEX_0>::of(p, CQ_RC))?,
             RXE0_CQ_WRITE_INDEX_0::zeroed(),
         )?;
         self.rc_ci.store(0, Relaxed);
-        self.cq_consumed(bar, CQ_RC, 0)?;
-        self.cq_enable(bar, CQ_RC, CQ_LOG_MAX)?;
-        self.cq_arm(bar, CQ_RC, 0)
+        self.cq_consumed(regs, CQ_RC, 0)?;
+        self.cq_enable(regs, CQ_RC, CQ_LOG_MAX)?;
+        self.cq_arm(regs, CQ_RC, 0)
     }
 
     /// Count `n` more send WQ entries of RC QPs against CQ 1; false if it cannot hold them.
@@ -1004,7 +1009,7 @@ impl PortQueues {
     /// consumer index and arm the CQ again (an entry written before the arming is then taken
     /// too). Returns the entries taken. Only the interrupt thread of the port's vector calls
     /// this.
-    pub(crate) fn rc_take(&self, bar: &Bar<'_>, out: &mut [Cqe]) -> Result<usize> {
+    pub(crate) fn rc_take(&self, regs: &dyn Chip, out: &mut [Cqe]) -> Result<usize> {
         let mut ci = self.rc_ci.load(Relaxed);
         let mut n = 0;
         let res = loop {
@@ -1021,15 +1026,15 @@ impl PortQueues {
             if n == out.len() {
                 break Ok(n);
             }
-            self.cq_consumed(bar, CQ_RC, ci)?;
-            self.cq_arm(bar, CQ_RC, ci)?;
+            self.cq_consumed(regs, CQ_RC, ci)?;
+            self.cq_arm(regs, CQ_RC, ci)?;
             if !self.cq_ready(CQ_RC, CQ_LOG_MAX, ci)? {
                 break Ok(n);
             }
         };
         self.rc_ci.store(ci, Relaxed);
         if n == out.len() {
-            self.cq_consumed(bar, CQ_RC, ci)?;
+            self.cq_consumed(regs, CQ_RC, ci)?;
         }
         res
     }
@@ -1076,17 +1081,17 @@ impl PortQueues {
     /// under way: so the cause is cleared before each scan, and the scans go on until one
     /// finds nothing. Returns true if it stopped after two rings' worth with entries perhaps
     /// left, which raise no interrupt of their own: the caller calls again.
-    pub(crate) fn take_events(&self, bar: &Bar<'_>, mut f: impl FnMut(&Eqe)) -> Result<bool> {
+    pub(crate) fn take_events(&self, regs: &dyn Chip, mut f: impl FnMut(&Eqe)) -> Result<bool> {
         let p = self.port;
         let mut ci = self.eq_ci.load(Relaxed);
         let mut n = 0;
         loop {
-            bar.try_write(
+            regs.try_write(
                 PortLoc::<QPC0_INTERRUPT_CLR>::of(p).ok_or(EINVAL)?,
                 QPC0_INTERRUPT_CLR::from_raw(INTERRUPT_EQ),
             )?;
             // A read makes the posted write land before the scan.
-            bar.try_read(PortLoc::<QPC0_INTERRUPT_CAUSE>::of(p).ok_or(EINVAL)?)?;
+            regs.try_read(PortLoc::<QPC0_INTERRUPT_CAUSE>::of(p).ok_or(EINVAL)?)?;
             let before = n;
             while n < 2 * EQ_ENTRIES {
                 let base = (ci % EQ_ENTRIES) as usize * ENTRY_WORDS;
@@ -1106,7 +1111,7 @@ impl PortQueues {
             }
             self.eq_ci.store(ci, Relaxed);
             if n > before {
-                bar.try_write(
+                regs.try_write(
                     PortLoc::<QPC0_EVENT_QUE_CONSUMER_INDEX>::of(p).ok_or(EINVAL)?,
                     QPC0_EVENT_QUE_CONSUMER_INDEX::zeroed().try_with_ci(ci)?,
                 )?;
@@ -1121,7 +1126,7 @@ impl PortQueues {
     }
 
     /// Set up CQ `cq` with `2^log` entries (at most the slot's), its PI written back.
-    pub(crate) fn cq_enable(&self, bar: &Bar<'_>, cq: usize, log: u32) -> Result {
+    pub(crate) fn cq_enable(&self, regs: &dyn Chip, cq: usize, log: u32) -> Result {
         if cq >= CQS || log > CQ_LOG_MAX {
             return Err(EINVAL);
         }
@@ -1132,19 +1137,19 @@ impl PortQueues {
         }
         io_write!(&self.cq_pi, [try: cq * LINE_WORDS], 0);
         let pi = self.cq_pi.dma_address() + (cq * LINE_WORDS * 4) as u64;
-        bar.try_write(
+        regs.try_write(
             at(PortArrayLoc::<RXE0_CQ_LOG_SIZE_0>::of(p, cq))?,
             RXE0_CQ_LOG_SIZE_0::from_raw(log),
         )?;
-        bar.try_write(
+        regs.try_write(
             at(PortArrayLoc::<RXE0_CQ_PI_ADDR_HI_0>::of(p, cq))?,
             RXE0_CQ_PI_ADDR_HI_0::from_raw((pi >> 32) as u32),
         )?;
-        bar.try_write(
+        regs.try_write(
             at(PortArrayLoc::<RXE0_CQ_PI_ADDR_LO_0>::of(p, cq))?,
             RXE0_CQ_PI_ADDR_LO_0::from_raw(pi as u32),
         )?;
-        bar.try_write(
+        regs.try_write(
             at(PortArrayLoc::<RXE0_CQ_CFG_0>::of(p, cq))?,
             RXE0_CQ_CFG_0::zeroed()
                 .with_enable(true)
@@ -1153,9 +1158,9 @@ impl PortQueues {
     }
 
     /// Stop CQ `cq`: the NIC writes no more of its entries.
-    pub(crate) fn cq_disable(&self, bar: &Bar<'_>, cq: usize) {
+    pub(crate) fn cq_disable(&self, regs: &dyn Chip, cq: usize) {
         if let Some(l) = PortArrayLoc::<RXE0_CQ_CFG_0>::of(self.port, cq) {
-            let _ = bar.try_write(l, RXE0_CQ_CFG_0::zeroed());
+            let _ = regs.try_write(l, RXE0_CQ_CFG_0::zeroed());
         }
     }
 
@@ -1181,15 +1186,15 @@ impl PortQueues {
 
     /// Stop the event queue and every CQ of the port: the NIC writes nothing more to their
     /// memory.
-    pub(crate) fn disable(&self, bar: &Bar<'_>) {
+    pub(crate) fn disable(&self, regs: &dyn Chip) {
         for cq in 0..CQS {
-            self.cq_disable(bar, cq);
+            self.cq_disable(regs, cq);
         }
         if let Some(l) = PortLoc::<QPC0_EVENT_QUE_CFG>::of(self.port) {
-            let _ = bar.try_write(l, QPC0_EVENT_QUE_CFG::zeroed());
+            let _ = regs.try_write(l, QPC0_EVENT_QUE_CFG::zeroed());
         }
         if let Some(l) = PortLoc::<QPC0_INTERRUPT_EN>::of(self.port) {
-            let _ = bar.try_write(l, QPC0_INTERRUPT_EN::zeroed());
+            let _ = regs.try_write(l, QPC0_INTERRUPT_EN::zeroed());
         }
     }
 
@@ -1205,33 +1210,33 @@ impl PortQueues {
     }
 
     /// Give the NIC CQ `cq`'s consumer index through the kernel's slot.
-    pub(crate) fn cq_consumed(&self, bar: &Bar<'_>, cq: usize, ci: u32) -> Result {
+    pub(crate) fn cq_consumed(&self, regs: &dyn Chip, cq: usize, ci: u32) -> Result {
         let p = self.port;
         let _g = self.cq_slot.lock();
-        bar.try_write(
+        regs.try_write(
             PortLoc::<QPC0_SECURED_CQ_NUMBER>::of(p).ok_or(EINVAL)?,
             QPC0_SECURED_CQ_NUMBER::zeroed().try_with_cq_num(cq as u32)?,
         )?;
-        bar.try_write(
+        regs.try_write(
             PortLoc::<QPC0_SECURED_CQ_CONSUMER_INDEX>::of(p).ok_or(EINVAL)?,
             QPC0_SECURED_CQ_CONSUMER_INDEX::from_raw(ci),
         )
     }
 
     /// Arm CQ `cq`: a completion event once its producer index passes `index`.
-    pub(crate) fn cq_arm(&self, bar: &Bar<'_>, cq: usize, index: u32) -> Result {
+    pub(crate) fn cq_arm(&self, regs: &dyn Chip, cq: usize, index: u32) -> Result {
         let p = self.port;
         let _g = self.cq_slot.lock();
-        bar.try_write(
+        regs.try_write(
             PortLoc::<QPC0_ARM_CQ_NUM>::of(p).ok_or(EINVAL)?,
             QPC0_ARM_CQ_NUM::zeroed().try_with_cq_num(cq as u32)?,
         )?;
-        bar.try_write(
+        regs.try_write(
             PortLoc::<QPC0_ARM_CQ_INDEX>::of(p).ok_or(EINVAL)?,
             QPC0_ARM_CQ_INDEX::from_raw(index),
         )?;
         // A read makes the posted write land before the caller looks at the CQ again.
-        bar.try_read(PortLoc::<QPC0_ARM_CQ_NUM>::of(p).ok_or(EINVAL)?)?;
+        regs.try_read(PortLoc::<QPC0_ARM_CQ_NUM>::of(p).ok_or(EINVAL)?)?;
         Ok(())
     }
 
@@ -1240,7 +1245,7 @@ impl PortQueues {
     /// memory of the CQ's entries. `ENOSPC` if every block is taken.
     pub(crate) fn user_block(
         &self,
-        bar: &Bar<'_>,
+        regs: &dyn Chip,
         asid: u32,
         log: u32,
     ) -> Result<(usize, QueueMem)> {
@@ -1267,24 +1272,24 @@ impl PortQueues {
                 .part(cq * slot, ((ENTRY_WORDS * 4) << log).next_multiple_of(4096))?;
             let ovrd = QPC0_DB_FIFO_USER_OVRD_0::zeroed().try_with_asid(asid)?;
             // The CQ starts over (its last owner left its indexes anywhere).
-            bar.try_write(
+            regs.try_write(
                 at(PortArrayLoc::<RXE0_CQ_PRODUCER_INDEX_0>::of(self.port, cq))?,
                 RXE0_CQ_PRODUCER_INDEX_0::zeroed(),
             )?;
-            bar.try_write(
+            regs.try_write(
                 at(PortArrayLoc::<RXE0_CQ_WRITE_INDEX_0>::of(self.port, cq))?,
                 RXE0_CQ_WRITE_INDEX_0::zeroed(),
             )?;
-            self.cq_consumed(bar, cq, 0)?;
+            self.cq_consumed(regs, cq, 0)?;
             for fifo in [2 * block, 2 * block + 1] {
-                bar.try_write(
+                regs.try_write(
                     at(PortArrayLoc::<QPC0_DB_FIFO_USER_OVRD_0>::of(
                         self.port, fifo,
                     ))?,
                     ovrd,
                 )?;
             }
-            self.cq_enable(bar, cq, log)?;
+            self.cq_enable(regs, cq, log)?;
             Ok(mem)
         })();
         match res {
@@ -1297,8 +1302,8 @@ impl PortQueues {
     }
 
     /// Stop the CQ of UMR block `block` (the NIC writes no more of its entries).
-    pub(crate) fn user_block_stop(&self, bar: &Bar<'_>, block: usize) {
-        self.cq_disable(bar, CQ_USER_FIRST + 2 * block);
+    pub(crate) fn user_block_stop(&self, regs: &dyn Chip, block: usize) {
+        self.cq_disable(regs, CQ_USER_FIRST + 2 * block);
     }
 
     /// UMR block `block` is free again: nothing maps its page or its CQ's memory any more.
@@ -1313,13 +1318,13 @@ impl PortQueues {
     }
 
     /// Ring the kernel's doorbell FIFO: QP `qpn`'s producer index is now `pi`.
-    pub(crate) fn ring_secured(&self, bar: &Bar<'_>, qpn: u32, pi: u32) -> Result {
+    pub(crate) fn ring_secured(&self, regs: &dyn Chip, qpn: u32, pi: u32) -> Result {
         let p = self.port;
-        bar.try_write(
+        regs.try_write(
             PortLoc::<QPC0_SECURED_DB_FIRST32>::of(p).ok_or(EINVAL)?,
             QPC0_SECURED_DB_FIRST32::from_raw(pi),
         )?;
-        bar.try_write(
+        regs.try_write(
             PortLoc::<QPC0_SECURED_DB_SECOND32>::of(p).ok_or(EINVAL)?,
             QPC0_SECURED_DB_SECOND32::from_raw(qpn),
         )?;

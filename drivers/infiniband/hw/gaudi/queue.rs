@@ -516,14 +516,14 @@ impl QpData {
     }
 
     /// The PSNs the NIC is at: (next to send, next expected).
-    pub(crate) fn psns(&self, dev: &Device<Bound>, port: u32) -> Result<(u32, u32)> {
-        self.psns_v2(dev, port)
+    pub(crate) fn psns(&self, port: u32) -> Result<(u32, u32)> {
+        self.psns_v2(port)
     }
 
     /// Bind the remote rkey of the QP to `rkey`, as its first request after RTS names it
     /// (`rc`'s `bind_remote_v2`). Sleeps.
-    pub(crate) fn bind_remote(&self, dev: &Device<Bound>, rkey: u32) -> Result {
-        self.bind_remote_v2(dev, rkey)
+    pub(crate) fn bind_remote(&self, rkey: u32) -> Result {
+        self.bind_remote_v2(rkey)
     }
 
     /// Take the QP off the NIC.

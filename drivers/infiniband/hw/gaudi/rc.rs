@@ -316,38 +316,38 @@ pub(crate) fn req_context(
 
 /// Stop QP `qpn`'s contexts on `port`: the requester's window closed, the responder invalid
 /// (gaudi2_cn.c `gaudi2_cn_qpc_invalidate`'s first step).
-pub(crate) fn stop(shared: &Shared, dev: &Device<Bound>, port: usize, qpn: u32) -> Result {
-    let bar = shared.bar.access(dev)?;
+pub(crate) fn stop(shared: &Shared, port: usize, qpn: u32) -> Result {
+    let regs = &shared.chip()?;
     let mut c = [0u64; nic::REQ_QPC_WORDS];
     let mut m = [0u64; nic::REQ_QPC_WORDS];
     req::CONGESTION_MODE.set(&mut c, 2);
     req::CONGESTION_MODE.select(&mut m);
     req::CONGESTION_WIN.select(&mut m);
-    shared.gateway_write(bar, port, qpn, true, &c, &m)?;
+    shared.gateway_write(regs, port, qpn, true, &c, &m)?;
     let c = [0u64; nic::RES_QPC_WORDS];
     let mut m = [0u64; nic::RES_QPC_WORDS];
     res::VALID.select(&mut m);
-    shared.gateway_write(bar, port, qpn, false, &c, &m)
+    shared.gateway_write(regs, port, qpn, false, &c, &m)
 }
 
 /// Take QP `qpn` off `port`: stop it, wait until neither context is in work, then write
 /// zeros over both. Sleeps.
-pub(crate) fn teardown(shared: &Shared, dev: &Device<Bound>, port: usize, qpn: u32) -> Result {
-    stop(shared, dev, port, qpn)?;
+pub(crate) fn teardown(shared: &Shared, port: usize, qpn: u32) -> Result {
+    stop(shared, port, qpn)?;
     // The NIC finishes what is in work; hbl_cn polls 20 times 20 ms.
     for _ in 0..20 {
         let mut r = [0u64; nic::REQ_QPC_WORDS];
         let mut s = [0u64; nic::RES_QPC_WORDS];
-        shared.gateway_read(dev, port, qpn, true, &[req::IN_WORK], &mut r)?;
-        shared.gateway_read(dev, port, qpn, false, &[res::IN_WORK], &mut s)?;
+        shared.gateway_read(port, qpn, true, &[req::IN_WORK], &mut r)?;
+        shared.gateway_read(port, qpn, false, &[res::IN_WORK], &mut s)?;
         if req::IN_WORK.get(&r) == 0 && res::IN_WORK.get(&s) == 0 {
             break;
         }
         kernel::time::delay::fsleep(kernel::time::Delta::from_millis(20));
     }
-    let bar = shared.bar.access(dev)?;
+    let regs = &shared.chip()?;
     shared.gateway_write(
-        bar,
+        regs,
         port,
         qpn,
         true,
@@ -355,7 +355,7 @@ pub(crate) fn teardown(shared: &Shared, dev: &Device<Bound>, port: usize, qpn: u
         &[u64::MAX; nic::REQ_QPC_WORDS],
     )?;
     shared.gateway_write(
-        bar,
+        regs,
         port,
         qpn,
         false,
@@ -382,7 +382,7 @@ impl QpData {
                     (sq.on_device, sq.port, sq.reserved, sq.encap)
                 };
                 if on_device {
-                    match teardown(shared, dev, port as usize, self.qpn()) {
+                    match teardown(shared, port as usize, self.qpn()) {
                         Ok(()) | Err(ENODEV) => {}
                         Err(e) => return Err(e),
                     }
@@ -411,7 +411,7 @@ impl QpData {
                     (sq.on_device, sq.port)
                 };
                 if on_device {
-                    match stop(shared, dev, port as usize, self.qpn()) {
+                    match stop(shared, port as usize, self.qpn()) {
                         Ok(()) | Err(ENODEV) => {}
                         Err(e) => return Err(e),
                     }
@@ -455,9 +455,9 @@ impl QpData {
                         return Err(e);
                     }
                 };
-                let bar = shared.bar.access(dev)?;
+                let regs = &shared.chip()?;
                 if let Err(e) = shared.gateway_write(
-                    bar,
+                    regs,
                     port as usize,
                     self.qpn(),
                     false,
@@ -480,9 +480,9 @@ impl QpData {
                     (sq.encap.ok_or(EINVAL)?, a.path.remote_rkey)
                 };
                 let c = req_context(&v.owner(a, self.sq_entries()), a, encap, rkey)?;
-                let bar = shared.bar.access(dev)?;
+                let regs = &shared.chip()?;
                 shared.gateway_write(
-                    bar,
+                    regs,
                     port as usize,
                     self.qpn(),
                     true,
@@ -505,7 +505,7 @@ impl QpData {
 
     /// Give the requester context the remote key `rkey` (the first RDMA WRITE after RTS names
     /// it; a QP keeps its key). Sleeps.
-    pub(crate) fn bind_remote_v2(&self, dev: &Device<Bound>, rkey: u32) -> Result {
+    pub(crate) fn bind_remote_v2(&self, rkey: u32) -> Result {
         let _attrs = self.attrs();
         let port = {
             let sq = self.sq_lock();
@@ -515,31 +515,23 @@ impl QpData {
             sq.port
         };
         let shared = self.shared();
-        let bar = shared.bar.access(dev)?;
+        let regs = &shared.chip()?;
         let mut c = [0u64; nic::REQ_QPC_WORDS];
         let mut m = [0u64; nic::REQ_QPC_WORDS];
         req::RKEY.set(&mut c, rkey.into());
         req::RKEY.select(&mut m);
-        shared.gateway_write(bar, port as usize, self.qpn(), true, &c, &m)?;
+        shared.gateway_write(regs, port as usize, self.qpn(), true, &c, &m)?;
         self.sq_lock().remote_rkey = rkey;
         Ok(())
     }
 
     /// The PSNs the NIC is at: (next to send, next expected). Sleeps.
-    pub(crate) fn psns_v2(&self, dev: &Device<Bound>, port: u32) -> Result<(u32, u32)> {
+    pub(crate) fn psns_v2(&self, port: u32) -> Result<(u32, u32)> {
         let mut r = [0u64; nic::REQ_QPC_WORDS];
         let mut s = [0u64; nic::RES_QPC_WORDS];
         let shared = self.shared();
+        shared.gateway_read(port as usize - 1, self.qpn(), true, &[req::NTS_PSN], &mut r)?;
         shared.gateway_read(
-            dev,
-            port as usize - 1,
-            self.qpn(),
-            true,
-            &[req::NTS_PSN],
-            &mut r,
-        )?;
-        shared.gateway_read(
-            dev,
             port as usize - 1,
             self.qpn(),
             false,
@@ -698,10 +690,10 @@ pub(crate) fn port_completions(ib: &rdma::Device<GaudiRdma>, shared: &Shared, po
     let mut batch = [nic::Cqe::default(); 32];
     loop {
         let n = {
-            let Some(bar) = shared.bar.try_access() else {
+            let Some(regs) = shared.chip.try_access() else {
                 return;
             };
-            match q.rc_take(&bar, &mut batch) {
+            match q.rc_take(&*regs, &mut batch) {
                 Ok(n) => n,
                 Err(e) => {
                     kernel::ratelimited!(dev_err!(
@@ -755,7 +747,7 @@ pub(crate) fn qp_error(ib: &rdma::Device<GaudiRdma>, port: usize, qpn: u32, synd
             // requester of a QP whose responder failed is still running, and a device that
             // reports an error need not have stopped the QP: stop it, as the owner's ERR does.
             if event.is_some() {
-                let stopped = stop(qp.data().shared(), ib.parent(), port, qpn);
+                let stopped = stop(qp.data().shared(), port, qpn);
                 if let Err(e) = stopped.or_else(|e| if e == ENODEV { Ok(()) } else { Err(e) }) {
                     kernel::ratelimited!(dev_warn!(
                         qp.data().shared().dev,
@@ -791,7 +783,7 @@ pub(crate) fn recheck_errors(ib: &rdma::Device<GaudiRdma>, shared: &Shared, port
     for qpn in qpns {
         let mut r = [0u64; nic::REQ_QPC_WORDS];
         if shared
-            .gateway_read(ib.parent(), port, qpn, true, &[req::ERROR], &mut r)
+            .gateway_read(port, qpn, true, &[req::ERROR], &mut r)
             .is_ok()
             && req::ERROR.get(&r) != 0
         {
@@ -802,7 +794,7 @@ pub(crate) fn recheck_errors(ib: &rdma::Device<GaudiRdma>, shared: &Shared, port
 
 /// Ring the doorbell of `sq` (QP `qpn`, on the kernel's FIFO of its port).
 pub(crate) fn ring(shared: &Shared, sq: &Sq, qpn: u32) -> Result {
-    let bar = shared.bar.try_access().ok_or(ENODEV)?;
+    let regs = shared.chip.try_access().ok_or(ENODEV)?;
     let pi = u32::from(sq.pi) & (sq.wr_ids.len() as u32 - 1);
-    shared.ring_secured(&bar, sq.port as usize, qpn, pi)
+    shared.ring_secured(&*regs, sq.port as usize, qpn, pi)
 }

@@ -4,15 +4,10 @@
 //! queues, QPC gateway, kernel doorbells and encapsulations.
 
 use kernel::{
-    device::{
-        self,
-        Bound, //
-    },
-    io::{
-        poll::read_poll_timeout,
-        Io, //
-    },
-    pci,
+    device,
+    devres::Devres,
+    io::Io,
+    net::gaudi::chip::Chip,
     prelude::*,
     sync::{
         aref::ARef,
@@ -20,31 +15,25 @@ use kernel::{
             Atomic,
             Relaxed, //
         },
+        Arc,
         Mutex,
         SpinLockIrq, //
     },
-    time::Delta,
 };
 
 use crate::{
-    chip::{
-        self,
-        RESET_TIMEOUT, //
-    },
+    chip,
     nic, //
 };
 
-/// Size of BAR0: SRAM and the chip's configuration space (from 64 MiB); the emulated function
-/// has its chip services at 1 MiB.
-pub(crate) const BAR0_SIZE: usize = 0x1000_0000;
-
-pub(crate) type Bar0 = pci::DevresBar<BAR0_SIZE>;
-pub(crate) type Bar<'a> = pci::Bar<'a, BAR0_SIZE>;
+/// The chip, while the driver is bound to it.
+pub(crate) type ChipRef = Arc<dyn Chip>;
 
 /// State shared between process context, the interrupt handlers and the InfiniBand device.
 #[pin_data(PinnedDrop)]
 pub(crate) struct Shared {
-    pub(crate) bar: Bar0,
+    /// The chip's registers and services; revoked at unbind.
+    pub(crate) chip: Devres<ChipRef>,
     pub(crate) dev: ARef<device::Device>,
     pub(crate) ports: u32,
     /// The device reported a fatal error: it executes nothing until reset.
@@ -77,12 +66,12 @@ pub(crate) const ENCAPS: usize = 8;
 
 impl Shared {
     /// Replace the bits of QP `qpn`'s context on `port` that `mask` selects with those of
-    /// `data`, through the port's gateway. Sleeps: `bar` must not be an RCU-guarded access.
+    /// `data`, through the port's gateway. Sleeps: `regs` must not be an RCU-guarded access.
     /// `ENODEV` once the device stopped (a fatal error): it holds no context any more, and
     /// what tears a QP down is done.
     pub(crate) fn gateway_write(
         &self,
-        bar: &Bar<'_>,
+        regs: &dyn Chip,
         port: usize,
         qpn: u32,
         requester: bool,
@@ -93,7 +82,7 @@ impl Shared {
             return Err(ENODEV);
         }
         nic::gateway_write(
-            bar,
+            regs,
             &mut self.gateway.lock(),
             port,
             qpn,
@@ -107,7 +96,6 @@ impl Shared {
     /// (its other words are left as they are). Sleeps. `ENODEV` once the device stopped.
     pub(crate) fn gateway_read(
         &self,
-        dev: &device::Device<Bound>,
         port: usize,
         qpn: u32,
         requester: bool,
@@ -117,9 +105,9 @@ impl Shared {
         if self.nic_tables == 0 || self.fatal.load(Relaxed) {
             return Err(ENODEV);
         }
-        let bar = self.bar.access(dev)?;
+        let regs = &self.chip()?;
         nic::gateway_read(
-            bar,
+            regs,
             &mut self.gateway.lock(),
             port,
             qpn,
@@ -139,8 +127,8 @@ impl Shared {
             return Ok(i);
         }
         let i = t.iter().position(|&(_, n)| n == 0).ok_or(ENOSPC)?;
-        let bar = self.bar.try_access().ok_or(ENODEV)?;
-        bar.try_write(
+        let regs = self.chip.try_access().ok_or(ENODEV)?;
+        regs.try_write(
             nic::PortArrayLoc::<nic::TXE0_SOURCE_IP_PORT0_0>::of(port, i).ok_or(EINVAL)?,
             nic::TXE0_SOURCE_IP_PORT0_0::from_raw(ip),
         )?;
@@ -158,13 +146,19 @@ impl Shared {
 
     /// Ring `port`'s kernel doorbell FIFO for QP `qpn`, whose producer index is now `pi`.
     /// `EAGAIN` if the FIFO is full (the NIC has not taken the doorbells before).
-    pub(crate) fn ring_secured(&self, bar: &Bar<'_>, port: usize, qpn: u32, pi: u32) -> Result {
+    pub(crate) fn ring_secured(&self, regs: &dyn Chip, port: usize, qpn: u32, pi: u32) -> Result {
         let q = self.nic.get(port).ok_or(ENODEV)?;
         let _g = self.secured_db.lock();
         if !q.fifo_room() {
             return Err(EAGAIN);
         }
-        q.ring_secured(bar, qpn, pi)
+        q.ring_secured(regs, qpn, pi)
+    }
+
+    /// The chip, `ENODEV` once the driver is unbound from it. (A reference, not the guard of
+    /// the registration, so that the caller may sleep.)
+    pub(crate) fn chip(&self) -> Result<ChipRef> {
+        self.chip.try_access().map(|c| (*c).clone()).ok_or(ENODEV)
     }
 
     pub(crate) fn is_fatal(&self) -> bool {
@@ -173,16 +167,11 @@ impl Shared {
 
     /// Zero `len` bytes of device memory at `offset` (both multiples of 4 KiB), through the
     /// chip's scrub service: `EIO` once the device has failed, `ENODEV` once it is gone.
-    pub(crate) fn clear_devmem(
-        &self,
-        dev: &device::Device<Bound>,
-        offset: u64,
-        len: u64,
-    ) -> Result {
+    pub(crate) fn clear_devmem(&self, offset: u64, len: u64) -> Result {
         if self.is_fatal() {
             return Err(EIO);
         }
-        chip::scrub(self.bar.access(dev)?, offset, len)
+        self.chip()?.scrub(offset, len)
     }
 }
 
@@ -191,38 +180,19 @@ impl PinnedDrop for Shared {
     fn drop(self: Pin<&mut Self>) {
         // The fields, the event queue's memory among them, are dropped after this: stop the
         // device first. The last reference goes at unbind at the latest (from the driver data,
-        // the InfiniBand device's data or the interrupt handlers, all dropped while the BAR is
-        // still mapped and bus mastering on).
-        {
-            let Some(bar) = self.bar.try_access() else {
-                return;
-            };
-            for q in &self.nic {
-                q.disable(&bar);
-            }
-            chip::start_reset(&bar);
+        // the InfiniBand device's data or the chip's event receiver, all dropped while the
+        // chip is still ours).
+        // The register guard is an RCU read-side section: the chip is taken out of it, as
+        // stopping it sleeps.
+        let Some(chip) = self.chip.try_access().map(|c| (*c).clone()) else {
+            return;
+        };
+        for q in &self.nic {
+            q.disable(&chip);
         }
-        // The device has stopped (no event write, no page walk) only once the reset has
-        // finished; until then the memory it may reach must stay. The BAR guard is an RCU
-        // read-side section: take it for each read only, and sleep outside it.
-        if read_poll_timeout(
-            || {
-                self.bar
-                    .try_access()
-                    .map(|bar| chip::status(&bar))
-                    .ok_or(ENODEV)
-            },
-            |s| s.ready(),
-            Delta::from_millis(1),
-            RESET_TIMEOUT,
-        )
-        .is_err()
-        {
-            dev_err!(
-                self.dev,
-                "device not ready {} ms after the reset at teardown\n",
-                RESET_TIMEOUT.as_millis()
-            );
-        }
+        // The device has stopped (no event write, no page walk) once this returns; until then
+        // the memory it may reach must stay.
+        // The owner logs a reset that fails.
+        let _ = chip.reset();
     }
 }

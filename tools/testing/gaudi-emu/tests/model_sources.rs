@@ -29,6 +29,13 @@ use std::path::PathBuf;
 const DOC: &str = "Documentation/infiniband/gaudi/device-model.rst";
 const DRIVER: &str = "drivers/infiniband/hw/gaudi/nic.rs";
 const DRIVER_CHIP: &str = "drivers/infiniband/hw/gaudi/chip.rs";
+/// The driver of the emulated function, which has the other chip services.
+const DRIVER_PCI: &str = "drivers/net/ethernet/habana/gaudi_pci/gaudi_pci.rs";
+
+/// The driver files with chip services registers.
+fn driver_services() -> String {
+    read(DRIVER_CHIP) + &read(DRIVER_PCI)
+}
 
 /// The driver's format modules and the sections of their tables.
 const DRIVER_FORMATS: &[(&str, &str)] = &[
@@ -526,7 +533,7 @@ fn register_map_matches_doc() {
         "device-model.rst and the driver disagree:\n{}",
         errors.join("\n")
     );
-    let errors = check_services(&doc(), &read(DRIVER_CHIP));
+    let errors = check_services(&doc(), &driver_services());
     assert!(
         errors.is_empty(),
         "device-model.rst's chip services, the emulator and the driver disagree:\n{}",
@@ -616,7 +623,7 @@ fn model_sources_catches_a_changed_document() {
         "QPC0_GW_CTRL: fields",
     );
     // The chip services: an offset of the document's, one of the driver's.
-    let chip = read(DRIVER_CHIP);
+    let chip = driver_services();
     let services = |doc: &str, src: &str, needle: &str| {
         let errors = check_services(doc, src);
         assert!(

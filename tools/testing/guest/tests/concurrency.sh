@@ -35,7 +35,7 @@ while [ $round -lt 5 ]; do
 	) &
 	flap=$!
 	sleep 0.2
-	echo "$d" >/sys/bus/pci/drivers/gaudi_ib/unbind
+	echo "$d" >/sys/bus/pci/drivers/gaudi_pci/unbind
 	j=0
 	while kill -0 $traffic 2>/dev/null; do
 		j=$((j + 1))
@@ -44,7 +44,7 @@ while [ $round -lt 5 ]; do
 	done
 	wait $flap || true
 	cat /tmp/traffic.out
-	echo "$d" >/sys/bus/pci/drivers/gaudi_ib/bind
+	echo "$d" >/sys/bus/pci/drivers/gaudi_pci/bind
 	load_driver # (it counts with i)
 	round=$((round + 1))
 done

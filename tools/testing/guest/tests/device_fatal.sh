@@ -3,7 +3,8 @@
 # as DEVICE_FATAL; its context is disassociated (event file ends, verbs fail
 # with EIO) and the InfiniBand device goes away while the program still
 # holds its file open. Unbinding and binding the PCI device then brings a
-# working device back.
+# working device back. So does reloading the RDMA driver alone (its probe
+# resets the chip), after which a fatal error is reported again.
 . /lib/gaudi/guest-lib.sh
 ports=$(kparam ports 24)
 dev=$(gaudi_devices | head -n 1)
@@ -18,4 +19,26 @@ wait $bg_pid || {
 cat /tmp/fatal.out
 test_log | grep -q "device fatal error" || fail "no log line for the fatal error"
 rebind_after_fatal "$dev" "$ports" "the fatal error"
-echo "DEVICE_FATAL reached user space, context disassociated, rebind gave a working device"
+# Wait up to 10 s for gaudi_0 to go away.
+ib_gone() {
+	i=0
+	while [ -e /sys/class/infiniband/gaudi_0 ]; do
+		i=$((i + 1))
+		[ $i -lt 100 ] || return 1
+		sleep 0.1
+	done
+}
+emu_ctl fatal >/dev/null || fail "emulator refused the second fatal error"
+ib_gone || fail "gaudi_0 still there 10 s after the second fatal error"
+rmmod gaudi_ib || fail "rmmod gaudi_ib after the second fatal error"
+load_driver
+[ -e /sys/class/infiniband/gaudi_0 ] || fail "reloading gaudi_ib alone gave no gaudi_0"
+gaudi-verbs-test uverbs --ports "$ports" >/tmp/uverbs.out 2>&1 || {
+	cat /tmp/uverbs.out
+	fail "the device of the reloaded driver does not work"
+}
+emu_ctl fatal >/dev/null || fail "emulator refused the third fatal error"
+ib_gone || fail "a fatal error after the reload was not reported: gaudi_0 still there after 10 s"
+rebind_after_fatal "$dev" "$ports" "the third fatal error"
+echo "DEVICE_FATAL reached user space, context disassociated, rebind gave a working device;"
+echo "reloading the RDMA driver alone recovered too, and the next fatal error was reported"

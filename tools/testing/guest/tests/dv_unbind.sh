@@ -23,7 +23,7 @@ until grep -q holding /tmp/dv-hold.log; do
 	kill -0 $pid 2>/dev/null || { cat /tmp/dv-hold.log; fail "dv-hold exited early"; }
 	sleep 0.1
 done
-echo "$d" >/sys/bus/pci/drivers/gaudi_ib/unbind
+echo "$d" >/sys/bus/pci/drivers/gaudi_pci/unbind
 [ -z "$(bound_driver "$d")" ] || fail "still bound after unbind"
 emu_quiet_after "unbind under mapped queues"
 echo go >&3
@@ -33,7 +33,7 @@ st=$?
 cat /tmp/dv-hold.log
 [ $st = 0 ] || fail "dv-hold failed after the unbind (status $st)"
 grep -q touched /tmp/dv-hold.log || fail "dv-hold did not touch its mappings"
-echo "$d" >/sys/bus/pci/drivers/gaudi_ib/bind
+echo "$d" >/sys/bus/pci/drivers/gaudi_pci/bind
 [ -e /sys/class/infiniband/gaudi_0 ] || fail "no gaudi_0 after bind"
 gaudi-verbs-test context --expect-errno 0 || fail "no user context after the rebind"
 emu_quiet_after "the process exited and the device was bound again"

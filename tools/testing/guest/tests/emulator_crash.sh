@@ -13,8 +13,8 @@
 load_driver
 dev=$(gaudi_devices | head -n 1)
 expect_warning "device removed \(its registers read all ones\)"
-expect_warning "gaudi_ib $dev: unknown identification 0xffffffff"
-expect_warning "gaudi_ib $dev: probe with driver gaudi_ib failed"
+expect_warning "gaudi_pci $dev: unknown identification 0xffffffff"
+expect_warning "gaudi_pci $dev: probe with driver gaudi_pci failed"
 start_removal_traffic
 t0=$(cut -d ' ' -f 1 /proc/uptime)
 emu_ctl vanish >/dev/null || fail "emulator refused vanish"
@@ -27,7 +27,7 @@ echo "removal found and the process told in $(awk -v a="$t0" -v b="$t1" 'BEGIN {
 n=$(rdma dev show | grep -c ': gaudi_' || true)
 [ "$n" = 0 ] || fail "the gaudi device is still registered after the removal"
 # Unbinding must not wait for a device that answers nothing.
-echo "$dev" >/sys/bus/pci/drivers/gaudi_ib/unbind &
+echo "$dev" >/sys/bus/pci/drivers/gaudi_pci/unbind &
 ub=$!
 i=0
 while kill -0 $ub 2>/dev/null; do
@@ -37,9 +37,9 @@ while kill -0 $ub 2>/dev/null; do
 done
 wait $ub || fail "unbind failed"
 [ -z "$(bound_driver "$dev")" ] || fail "still bound after unbind"
-echo "$dev" >/sys/bus/pci/drivers/gaudi_ib/bind 2>/dev/null && fail "a device that is gone was bound"
-test_log | grep -q "gaudi_ib $dev: unknown identification 0xffffffff" ||
+echo "$dev" >/sys/bus/pci/drivers/gaudi_pci/bind 2>/dev/null && fail "a device that is gone was bound"
+test_log | grep -q "gaudi_pci $dev: unknown identification 0xffffffff" ||
 	fail "no refusal of the device that is gone"
-rmmod gaudi_ib || fail "rmmod failed after the removal"
+unload_drivers
 emu_quiet_after "the device vanished, unbind, a refused probe and rmmod"
 echo "surprise removal under traffic: found, reported once, unbound, refused, unloaded"

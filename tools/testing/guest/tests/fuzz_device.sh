@@ -16,8 +16,8 @@ expect_warning 'CQE of element [0-9]+ and [0-9]+ bytes ignored'
 expect_warning 'CQE of QP [0-9]+ \(tag 0x[0-9a-f]+, requester [01]\) names no outstanding request'
 gaudi-verbs-test fuzz-device --seed "$(kparam fuzz_seed 1)" || fail "the driver did not withstand the device's garbage"
 d=$(gaudi_devices | head -n 1)
-echo "$d" >/sys/bus/pci/drivers/gaudi_ib/unbind
-echo "$d" >/sys/bus/pci/drivers/gaudi_ib/bind
+echo "$d" >/sys/bus/pci/drivers/gaudi_pci/unbind
+echo "$d" >/sys/bus/pci/drivers/gaudi_pci/bind
 load_driver
 gaudi-verbs-test write-loopback --max-mib 1 --from 1 --to 2 >/tmp/after.out 2>&1 || {
 	cat /tmp/after.out

@@ -24,10 +24,10 @@ off=$(sed -n 's/^offset=//p' /tmp/hbm-fill.log)
 [ -n "$off" ] || fail "the first process named no block offset"
 run hbm-check --step check --mib 64 --offset "$off" --then-fill
 d=$(gaudi_devices | head -n 1)
-echo "$d" >/sys/bus/pci/drivers/gaudi_ib/unbind
+echo "$d" >/sys/bus/pci/drivers/gaudi_pci/unbind
 [ -z "$(bound_driver "$d")" ] || fail "still bound after unbind"
-echo "$d" >/sys/bus/pci/drivers/gaudi_ib/bind
-[ "$(bound_driver "$d")" = gaudi_ib ] || fail "bind did not probe"
+echo "$d" >/sys/bus/pci/drivers/gaudi_pci/bind
+[ "$(bound_driver "$d")" = gaudi_pci ] || fail "bind did not probe"
 i=0
 while [ ! -e /sys/class/infiniband/gaudi_0 ] && [ $i -lt 50 ]; do
 	sleep 0.1

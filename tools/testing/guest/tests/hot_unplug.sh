@@ -16,8 +16,8 @@ dev=$(gaudi_devices | head -n 1)
 one_msi_vector() {
 	kinds=$(cat "/sys/bus/pci/devices/$dev/msi_irqs/"* 2>/dev/null | sort | uniq -c | xargs)
 	[ "$kinds" = "1 msi" ] || fail "$dev: interrupts '$kinds', expected one MSI vector"
-	$1 | grep -q "gaudi_ib $dev: MSI enabled, vectors: 1\$" || fail "no fallback to one MSI vector logged"
-	$1 | grep -q "gaudi_ib $dev: MSI test interrupt received on vector 0 " ||
+	$1 | grep -q "gaudi_pci $dev: MSI enabled, vectors: 1\$" || fail "no fallback to one MSI vector logged"
+	$1 | grep -q "gaudi_pci $dev: MSI test interrupt received on vector 0 " ||
 		fail "the MSI vector took no test interrupt"
 }
 one_msi_vector dmesg
@@ -34,7 +34,7 @@ while [ -e "/sys/bus/pci/devices/$dev" ]; do
 done
 n=$(rdma dev show | grep -c ': gaudi_' || true)
 [ "$n" = 0 ] || fail "a gaudi device is still registered after the unplug"
-test_log | grep -q "gaudi_ib $dev: released" || fail "the driver did not release the unplugged device"
+test_log | grep -q "gaudi_pci $dev: released" || fail "the driver did not release the unplugged device"
 echo "unplugged: $dev left the bus, the driver let go of it"
 emu_ctl plug >/dev/null || fail "the emulator could not plug the device back"
 i=0

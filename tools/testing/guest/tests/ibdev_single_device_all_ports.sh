@@ -3,7 +3,7 @@
 # iproute2's rdma tool sees it through RDMA netlink.
 . /lib/gaudi/guest-lib.sh
 ports=$(kparam ports 24)
-grep -q '^gaudi_ib ' /proc/modules || insmod /lib/modules/gaudi_ib.ko $(gaudi_modargs)
+load_driver
 devs=$(rdma dev show) || fail "rdma dev show failed"
 echo "$devs"
 n=$(echo "$devs" | grep -c ': gaudi_[0-9]*:')

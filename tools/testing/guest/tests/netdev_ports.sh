@@ -15,16 +15,16 @@ for p in $(seq 0 $((ports - 1))); do
 	ifc=$(nic_with_mac "$mac")
 	[ -n "$ifc" ] || fail "no interface with port $((p + 1))'s MAC $mac"
 	drv=$(basename "$(readlink "/sys/class/net/$ifc/device/driver")")
-	[ "$drv" = gaudi_ib ] || fail "$ifc ($mac) belongs to $drv"
+	[ "$drv" = gaudi_pci ] || fail "$ifc ($mac) belongs to $drv"
 	[ "$(basename "$(readlink "/sys/class/net/$ifc/device")")" = "$dev" ] ||
 		fail "$ifc is not a child of $dev"
 	n=$((n + 1))
 done
 total=0
 for i in /sys/class/net/*; do
-	[ "$(basename "$(readlink "$i/device/driver" 2>/dev/null)")" = gaudi_ib ] && total=$((total + 1))
+	[ "$(basename "$(readlink "$i/device/driver" 2>/dev/null)")" = gaudi_pci ] && total=$((total + 1))
 done
-[ "$total" = "$ports" ] || fail "$total gaudi_ib interfaces for $ports ports"
+[ "$total" = "$ports" ] || fail "$total interfaces of the function for $ports ports"
 echo "$n interfaces, one per port, with the ports' MAC addresses"
 links=$(rdma link show) || fail "rdma link show failed"
 for p in $(seq 0 $((ports - 1))); do

@@ -29,14 +29,14 @@ sleep 2
 rx1=$(cat "/sys/class/net/$i1/statistics/rx_packets")
 [ "$rx1" -gt "$rx0" ] || fail "$i1 received nothing from $i0 ($rx0 -> $rx1 frames)"
 echo "$i0 -> $i1: $((rx1 - rx0)) frames in 2 s, QPs writing; unbinding"
-echo "$d" >/sys/bus/pci/drivers/gaudi_ib/unbind || fail "unbind failed"
+echo "$d" >/sys/bus/pci/drivers/gaudi_pci/unbind || fail "unbind failed"
 [ -z "$(bound_driver "$d")" ] || fail "still bound after unbind"
 [ ! -e "/sys/class/net/$i0" ] && [ ! -e "/sys/class/net/$i1" ] || fail "interfaces left after unbind"
 [ ! -e /sys/class/infiniband/gaudi_0 ] || fail "gaudi_0 left after unbind"
 wait $bg_pid || { cat /tmp/removal.out; fail "the writing process was not told of the removal"; }
 kill $p0 2>/dev/null || true
 wait $p0 2>/dev/null || true
-rmmod gaudi_ib || fail "rmmod failed after the unbind"
+unload_drivers
 emu_quiet_after "unbind and rmmod under traffic"
 load_driver
 n=$(ls -d /sys/class/net/*/device 2>/dev/null | while read -r x; do

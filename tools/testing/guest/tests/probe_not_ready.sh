@@ -4,5 +4,5 @@
 # emulator's resets never finish during this test).
 . /lib/gaudi/guest-lib.sh
 probe_refused "device not ready 1000 ms after reset" "reset-hangs on" "reset-hangs off"
-test_log | grep -q "probe with driver gaudi_ib failed with error -110" ||
+test_log | grep -q "probe with driver gaudi_pci failed with error -110" ||
 	fail "probe did not fail with ETIMEDOUT"

@@ -10,7 +10,7 @@
 . /lib/gaudi/guest-lib.sh
 debugfs
 d=$(gaudi_devices | head -n 1)
-[ "$(bound_driver "$d")" = gaudi_ib ] || fail "device not bound"
+[ "$(bound_driver "$d")" = gaudi_pci ] || fail "device not bound"
 ports=$(kparam ports 24)
 # The network interfaces of the device: $1 of them.
 netdevs() {
@@ -20,11 +20,11 @@ t0=$(cut -d. -f1 /proc/uptime)
 i=0
 n=$(kparam cycles 20)
 while [ $i -lt "$n" ]; do
-	echo "$d" >/sys/bus/pci/drivers/gaudi_ib/unbind
+	echo "$d" >/sys/bus/pci/drivers/gaudi_pci/unbind
 	[ -z "$(bound_driver "$d")" ] || fail "cycle $i: still bound after unbind"
 	[ ! -e /sys/class/infiniband/gaudi_0 ] || fail "cycle $i: gaudi_0 left after unbind"
 	netdevs 0 || fail "cycle $i: network interfaces left after unbind"
-	echo "$d" >/sys/bus/pci/drivers/gaudi_ib/bind
+	echo "$d" >/sys/bus/pci/drivers/gaudi_pci/bind
 	[ -e /sys/class/infiniband/gaudi_0 ] || fail "cycle $i: no gaudi_0 after bind"
 	netdevs "$ports" || fail "cycle $i: not $ports network interfaces after bind"
 	i=$((i + 1))

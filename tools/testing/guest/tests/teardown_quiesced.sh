@@ -11,7 +11,7 @@
 . /lib/gaudi/guest-lib.sh
 load_driver
 d=$(gaudi_devices | head -n 1)
-drv=/sys/bus/pci/drivers/gaudi_ib
+drv=/sys/bus/pci/drivers/gaudi_pci
 
 quiet() { # after what
 	for c in dma_no_master irq_no_master dma_audit stale_translation; do
@@ -79,7 +79,7 @@ bounded bind sh -c "echo $d >$drv/bind"
 [ $st = 0 ] || fail "bind failed (status $st)"
 load_driver
 start_traffic
-bounded rmmod rmmod gaudi_ib
+bounded rmmod unload_drivers
 if [ $st = 0 ]; then
 	echo "rmmod under traffic took $took_cs/100 s"
 	traffic_ended rmmod
@@ -90,13 +90,13 @@ else
 	wait_gone $tpid 30 || fail "write-traffic did not end on SIGTERM"
 	wait $tpid || true
 	cat /tmp/traffic.log
-	bounded rmmod rmmod gaudi_ib
+	bounded rmmod unload_drivers
 	[ $st = 0 ] || fail "rmmod failed (status $st)"
 fi
 [ -z "$(bound_driver "$d")" ] || fail "still bound after rmmod"
 quiet rmmod
 load_driver
-[ "$(bound_driver "$d")" = gaudi_ib ] || fail "insmod did not probe"
+[ "$(bound_driver "$d")" = gaudi_pci ] || fail "insmod did not probe"
 gaudi-verbs-test context --expect-errno 0 || fail "no user context after insmod"
 if test_log | grep -q "device not ready"; then
 	test_log | grep "device not ready"

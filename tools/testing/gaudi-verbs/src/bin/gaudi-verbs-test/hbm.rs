@@ -70,15 +70,16 @@ fn device_info(ctx: &Context) -> gaudi_ib_device_info {
         .unwrap_or_else(|e| fail(format!("QUERY_DEVICE: {e}")))
 }
 
-/// The sysfs directory of the PCI device bound to gaudi_ib.
+/// The sysfs directory of the PCI device bound to gaudi_pci (the function whose chip gaudi_ib
+/// drives).
 fn pci_dir() -> std::path::PathBuf {
-    let drv = std::path::Path::new("/sys/bus/pci/drivers/gaudi_ib");
+    let drv = std::path::Path::new("/sys/bus/pci/drivers/gaudi_pci");
     std::fs::read_dir(drv)
         .unwrap_or_else(|e| fail(format!("{}: {e}", drv.display())))
         .filter_map(|e| e.ok())
         .find(|e| e.file_name().to_string_lossy().contains(':'))
         .map(|e| drv.join(e.file_name()))
-        .unwrap_or_else(|| fail("no device bound to gaudi_ib".into()))
+        .unwrap_or_else(|| fail("no device bound to gaudi_pci".into()))
 }
 
 /// A window on device memory through BAR 4 (sysfs `resource4`).
