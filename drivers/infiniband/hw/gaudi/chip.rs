@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The device MMU, one translation domain per ASID (Documentation/infiniband/gaudi/
-//! device-model.rst, "Chip services"). The other chip services come from the chip's owner
-//! through [`kernel::net::gaudi::chip::Chip`].
+//! Address spaces of the device MMU: one ASID per protection domain, whose tables the chip's
+//! owner keeps ([`kernel::net::gaudi::chip::Chip::mmu_space`]); the device VAs in each, and
+//! when a VA may be reused.
 //!
 //! Every protection domain gets an ASID of its own ([`AddressSpace`]). The NIC translates the
 //! data accesses of a QP in its context's ASID, so no QP reaches a page its ASID does not map,
@@ -14,12 +14,6 @@ use kernel::{
     device::{
         Bound,
         Device, //
-    },
-    id_pool::IdPool,
-    io::{
-        register,
-        register::Array,
-        Io, //
     },
     prelude::*,
     sync::{
@@ -37,7 +31,6 @@ use crate::{
         Domain,
         Flags,
         Held,
-        PageTables,
         Place,
         VaRange,
         VaSpace, //
@@ -45,64 +38,12 @@ use crate::{
     shared::Shared,
 };
 
-register! {
-    /// ASID n's page-table root, bits 31:12; 0: the ASID translates nothing.
-    pub(crate) SVC_MMU_ROOT_LO(u32)[1024, stride = 8] @ 0x100000 {}
-    /// Bits 63:32 of ASID n's page-table root.
-    pub(crate) SVC_MMU_ROOT_HI(u32)[1024, stride = 8] @ 0x100004 {}
-    /// Write an ASID: the device forgets its cached translations.
-    pub(crate) SVC_MMU_INVALIDATE(u32) @ 0x102000 {}
-    /// Translation faults since power-on.
-    pub(crate) SVC_MMU_FAULTS(u32) @ 0x102004 {}
-}
-
-/// ASIDs the NIC's contexts can name (10-bit fields).
-const ASIDS: usize = 1024;
-
-/// The kernel's ASID (habanalabs `HL_KERNEL_ASID_ID`): never a protection domain's.
-const KERNEL_ASID: usize = 0;
-
 /// Device VAs of regions no peer writes: from 2^47 to the end of an ASID's VAs. Below are the
 /// iovas of regions peers write (user-space addresses, or addresses a user chose).
 pub(crate) const LOCAL_VA_START: u64 = 1 << 47;
 
 /// The largest memory region: what the device VAs of an ASID's local regions hold.
 pub(crate) const MAX_MR_SIZE: u64 = crate::rc::WQ_ARRAY_VA - LOCAL_VA_START;
-
-/// The ASIDs protection domains hold.
-pub(crate) struct Asids {
-    pool: IdPool,
-    /// Where the search for a free ASID starts: the one after the last taken, so that an ASID
-    /// given back is the last to be taken again.
-    next: usize,
-}
-
-impl Asids {
-    pub(crate) fn new() -> Result<Self> {
-        let mut pool = IdPool::with_capacity(ASIDS, GFP_KERNEL)?;
-        // The kernel's is never handed out.
-        pool.find_unused_id(KERNEL_ASID).ok_or(EINVAL)?.acquire();
-        Ok(Self { pool, next: 1 })
-    }
-
-    fn take(&mut self) -> Result<u32> {
-        let id = match self.pool.find_unused_id(self.next) {
-            Some(id) if id.as_usize() < ASIDS => id.acquire(),
-            _ => self
-                .pool
-                .find_unused_id(KERNEL_ASID + 1)
-                .filter(|id| id.as_usize() < ASIDS)
-                .ok_or(ENOSPC)?
-                .acquire(),
-        };
-        self.next = (id + 1) % ASIDS;
-        Ok(id as u32)
-    }
-
-    fn give_back(&mut self, asid: u32) {
-        self.pool.release_id(asid as usize);
-    }
-}
 
 /// The work requests the device may still execute in an address space, counted by epoch.
 ///
@@ -160,22 +101,19 @@ pub(crate) struct AddressSpace {
 }
 
 impl AddressSpace {
-    /// Take an ASID and give it empty page tables.
+    /// Take an ASID, with nothing mapped, from the chip's owner.
     pub(crate) fn new(shared: &Arc<Shared>, dev: &Device<Bound>) -> Result<Arc<Self>> {
-        let tables = PageTables::with_four_levels(dev)?;
-        let root = tables.root();
-        let space = KBox::pin_init(
-            VaSpace::new(LOCAL_VA_START, crate::rc::WQ_ARRAY_VA),
-            GFP_KERNEL,
-        )?;
-        let asid = shared.asids.lock().take()?;
-        let this = Arc::pin_init(
+        let chip = shared.chip()?;
+        let asid = chip.mmu_space(dev)?;
+        Arc::pin_init(
             try_pin_init!(Self {
                 shared: shared.clone(),
                 asid,
                 domain <- kernel::new_mutex!(Domain {
-                    tables,
-                    space,
+                    space: KBox::pin_init(
+                        VaSpace::new(LOCAL_VA_START, crate::rc::WQ_ARRAY_VA),
+                        GFP_KERNEL,
+                    )?,
                     held: KVec::new(),
                 }),
                 work <- kernel::new_spinlock_irq!(Work {
@@ -186,35 +124,8 @@ impl AddressSpace {
             }),
             GFP_KERNEL,
         )
-        .inspect_err(|_| shared.asids.lock().give_back(asid))?;
         // From here on the drop gives the ASID back.
-        this.set_root(root)?;
-        Ok(this)
-    }
-
-    fn set_root(&self, root: u64) -> Result {
-        let regs = self.shared.chip.try_access().ok_or(ENODEV)?;
-        let at = self.asid as usize;
-        regs.try_write(
-            SVC_MMU_ROOT_HI::try_at(at).ok_or(EINVAL)?,
-            SVC_MMU_ROOT_HI::from_raw((root >> 32) as u32),
-        )?;
-        regs.try_write(
-            SVC_MMU_ROOT_LO::try_at(at).ok_or(EINVAL)?,
-            SVC_MMU_ROOT_LO::from_raw(root as u32),
-        )?;
-        drop(regs);
-        self.invalidate();
-        Ok(())
-    }
-
-    /// Make the device forget the ASID's cached translations; returns once it has (a following
-    /// register read returns).
-    fn invalidate(&self) {
-        if let Some(regs) = self.shared.chip.try_access() {
-            regs.write_reg(SVC_MMU_INVALIDATE::from_raw(self.asid));
-            let _ = regs.read(SVC_MMU_FAULTS);
-        }
+        .inspect_err(|_| chip.mmu_space_free(asid))
     }
 
     /// The ASID.
@@ -337,25 +248,25 @@ impl AddressSpace {
         self: &Arc<Self>,
         dev: &Device<Bound>,
         place: Place,
-        pages: impl Iterator<Item = u64>,
+        mut pages: impl Iterator<Item = u64>,
         count: u64,
         shift: u32,
         flags: Flags,
     ) -> Result<Mapping> {
+        let len = count.checked_shl(shift).ok_or(EINVAL)?;
         match place {
-            Place::At(start) => self.wait_unheld(start, count.checked_shl(shift).ok_or(EINVAL)?)?,
+            Place::At(start) => self.wait_unheld(start, len)?,
             Place::Anywhere => self.reclaim(&mut self.domain.lock()),
         }
-        let range = Domain::map(
-            &self.domain,
-            dev,
-            place,
-            pages,
-            count,
-            shift,
-            flags,
-            &|| self.invalidate(),
-        )?;
+        let range = self.domain.lock().take(place, len, 1 << shift)?;
+        let entered = self.shared.chip().and_then(|chip| {
+            chip.mmu_map(dev, self.asid, range.start, &mut pages, count, shift, flags)
+        });
+        if let Err(e) = entered {
+            // The range was never handed out: no work names it.
+            self.domain.lock().give_back(&self.shared.dev, range);
+            return Err(e);
+        }
         Ok(Mapping {
             space: self.clone(),
             range,
@@ -382,32 +293,29 @@ impl Mapping {
 impl Drop for Mapping {
     fn drop(&mut self) {
         let s = &self.space;
-        Domain::unmap(
-            &s.domain,
-            &s.shared.dev,
-            self.range,
-            self.shift,
-            self.range.len >> self.shift,
-            &|| s.invalidate(),
-            &|m, r| s.release(m, r),
-        );
+        // Without the chip (the driver is unbound from it), its owner dropped the ASID's
+        // tables already.
+        if let Ok(chip) = s.shared.chip() {
+            chip.mmu_unmap(
+                s.asid,
+                self.range.start,
+                self.range.len >> self.shift,
+                self.shift,
+            );
+        }
+        // The device has forgotten the translations: the VAs may be handed out again, once no
+        // work posted before names them.
+        s.release(&mut s.domain.lock(), self.range);
     }
 }
 
 #[pinned_drop]
 impl PinnedDrop for AddressSpace {
     fn drop(self: Pin<&mut Self>) {
-        // The ASID translates nothing more before its tables go (with the fields, after this)
-        // and before another protection domain gets it.
-        if let Some(regs) = self.shared.chip.try_access() {
-            let at = self.asid as usize;
-            if let (Some(lo), Some(hi)) = (SVC_MMU_ROOT_LO::try_at(at), SVC_MMU_ROOT_HI::try_at(at))
-            {
-                let _ = regs.try_write(lo, SVC_MMU_ROOT_LO::from_raw(0));
-                let _ = regs.try_write(hi, SVC_MMU_ROOT_HI::from_raw(0));
-            }
+        // The ASID translates nothing more, and its tables go, before another protection
+        // domain gets it.
+        if let Ok(chip) = self.shared.chip() {
+            chip.mmu_space_free(self.asid);
         }
-        self.invalidate();
-        self.shared.asids.lock().give_back(self.asid);
     }
 }

@@ -501,7 +501,6 @@ impl auxiliary::Driver for GaudiIbDriver {
                 nic: queues,
                 nic_tables,
                 gateway <- kernel::new_mutex!(nic::Gateways::new()),
-                asids <- kernel::new_mutex!(chip::Asids::new()?),
                 secured_db <- kernel::new_spinlock_irq!(()),
                 encaps <- kernel::new_mutex!({
                     let n = caps.ports as usize;

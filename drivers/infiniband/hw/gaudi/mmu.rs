@@ -1,247 +1,30 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Page tables of the device MMU.
+//! Device VAs of the device MMU's address spaces.
 //!
-//! The emulated function's device MMU has one translation domain per ASID (device-model.rst,
-//! "Chip services"): device VAs of 48 bits, four levels of 4 KiB tables of 512 entries in host
-//! memory, leaves of 4 KiB, 2 MiB and 1 GiB. The driver owns the tables; every memory region
-//! gets a linear range of device VA ([`VaSpace`]) and its pages are entered here.
+//! The chip's owner keeps the page tables of each ASID ([`kernel::net::gaudi::chip::Chip`]);
+//! the driver places every memory region and ring at a linear range of device VA
+//! ([`VaSpace`]) and has the owner enter its pages there.
 
 use kernel::{
-    device::{
-        Bound,
-        Device, //
-    },
-    dma::Coherent,
-    io::{
-        io_read,
-        io_write, //
-    },
+    device::Device,
     maple_tree::{
         AllocErrorKind,
         InsertErrorKind,
         MapleTreeAlloc, //
     },
+    net::gaudi::chip::MmuFlags,
     prelude::*,
-    sync::Mutex,
 };
-
-kernel::bitfield! {
-    /// A device page-table entry (device-model.rst, "Chip services": the emulated function's
-    /// table format).
-    pub(crate) struct Pte(u64) {
-        /// Next table (bus address) or the page, bits 51:12 of the address.
-        51:12 address;
-        /// The address is an offset into device memory (BAR 4).
-        3:3 devmem => bool;
-        /// At level 0 or 1: the entry maps a 1 GiB or 2 MiB page.
-        2:2 leaf => bool;
-        /// The device may write the page.
-        1:1 write => bool;
-        /// The entry maps something; the page is readable.
-        0:0 valid => bool;
-    }
-}
-
-impl Pte {
-    /// An entry pointing to `addr` (bits 51:12 only are kept: the caller checked alignment
-    /// and range).
-    pub(crate) fn to(addr: u64) -> Self {
-        Self::from_raw(addr & Self::ADDRESS_MASK).with_valid(true)
-    }
-}
-
-/// Entries per table.
-const ENTRIES: usize = 512;
-
-/// Pages entered in or removed from a translation domain between two scheduling points: a
-/// region of hundreds of GiB is millions of pages.
-const RESCHED_PAGES: u64 = 4096;
 
 /// Device VAs of an ASID of the emulated function (four levels) are 48 bits wide.
 pub(crate) const ASID_VA_BITS: u32 = 48;
 
-/// Page sizes the tables can hold, as shifts: 4 KiB, 2 MiB, 1 GiB.
+/// Page sizes the device MMU takes, as shifts: 4 KiB, 2 MiB, 1 GiB.
 pub(crate) const PAGE_SHIFTS: [u32; 3] = [12, 21, 30];
 
 /// What pages are and what the device may do with them.
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct Flags {
-    /// The address is an offset in device memory, not a bus address.
-    pub(crate) devmem: bool,
-    /// The device may write the page (CQEs, incoming WRITEs).
-    pub(crate) writable: bool,
-}
-
-/// One page of the device's translation domain.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Page {
-    /// Bus address, or offset in device memory with `flags.devmem`.
-    pub(crate) addr: u64,
-    pub(crate) flags: Flags,
-}
-
-/// One table and the tables below it.
-pub(crate) struct Table {
-    mem: Coherent<[u64]>,
-    /// Tables of the next level, by index (empty at level 2).
-    next: KVec<Option<KBox<Table>>>,
-    /// Valid entries.
-    used: u32,
-}
-
-impl Table {
-    /// A table; `last` holds only pages.
-    fn new(dev: &Device<Bound>, last: bool) -> Result<Self> {
-        let mut next = KVec::new();
-        if !last {
-            next = KVec::with_capacity(ENTRIES, GFP_KERNEL)?;
-            for _ in 0..ENTRIES {
-                next.push(None, GFP_KERNEL)?;
-            }
-        }
-        Ok(Self {
-            mem: Coherent::zeroed_slice(dev, ENTRIES, GFP_KERNEL)?,
-            next,
-            used: 0,
-        })
-    }
-
-    fn set(&self, index: usize, pte: Pte) -> Result {
-        io_write!(&self.mem, [try: index], pte.into_raw());
-        Ok(())
-    }
-
-    fn get(&self, index: usize) -> Result<Pte> {
-        Ok(Pte::from_raw(io_read!(&self.mem, [try: index])))
-    }
-}
-
-/// The page tables of a translation domain.
-pub(crate) struct PageTables {
-    root: Table,
-    /// Levels below the root: 2 (three levels) or 3 (four).
-    last: u32,
-}
-
-/// The index of `va` in a table of `level`, of tables whose last level is `last`.
-fn index(va: u64, level: u32, last: u32) -> usize {
-    ((va >> (12 + 9 * (last - level))) & (ENTRIES as u64 - 1)) as usize
-}
-
-/// The level whose leaves are pages of `shift`, of tables whose last level is `last`.
-fn leaf_level(shift: u32, last: u32) -> Result<u32> {
-    match shift {
-        30 | 21 | 12 => Ok(last - (shift - 12) / 9),
-        _ => Err(EINVAL),
-    }
-}
-
-impl PageTables {
-    /// An ASID's tables on the emulated function: four levels, device VAs of [`ASID_VA_BITS`].
-    pub(crate) fn with_four_levels(dev: &Device<Bound>) -> Result<Self> {
-        Ok(Self {
-            root: Table::new(dev, false)?,
-            last: 3,
-        })
-    }
-
-    /// Width of the device VAs the tables translate.
-    fn va_bits(&self) -> u32 {
-        12 + 9 * (self.last + 1)
-    }
-
-    /// Bus address of the level-0 table, for `MMU_ROOT`.
-    pub(crate) fn root(&self) -> u64 {
-        self.root.mem.dma_address()
-    }
-
-    /// Enter one page of `1 << shift` bytes at `va`. Both `va` and the page's address must be
-    /// aligned to the page size and `va` inside the device's VA space; the slot must be free.
-    pub(crate) fn map(&mut self, dev: &Device<Bound>, va: u64, shift: u32, page: Page) -> Result {
-        let (last, level) = (self.last, leaf_level(shift, self.last)?);
-        let size = 1u64 << shift;
-        if va >> self.va_bits() != 0 || va & (size - 1) != 0 || page.addr & (size - 1) != 0 {
-            return Err(EINVAL);
-        }
-        if page.addr & !Pte::ADDRESS_MASK != 0 {
-            return Err(ERANGE);
-        }
-        let mut table = &mut self.root;
-        for l in 0..level {
-            let i = index(va, l, last);
-            if table.next[i].is_none() {
-                if table.get(i)?.valid() {
-                    // A larger page is entered here.
-                    return Err(EEXIST);
-                }
-                let t = KBox::new(Table::new(dev, l + 1 == last)?, GFP_KERNEL)?;
-                table.set(i, Pte::to(t.mem.dma_address()))?;
-                table.next[i] = Some(t);
-                table.used += 1;
-            }
-            table = table.next[i].as_deref_mut().ok_or(EINVAL)?;
-        }
-        let i = index(va, level, last);
-        if table.get(i)?.valid() {
-            return Err(EEXIST);
-        }
-        let pte = Pte::to(page.addr)
-            .with_write(page.flags.writable)
-            .with_devmem(page.flags.devmem)
-            .with_leaf(level < last);
-        table.set(i, pte)?;
-        table.used += 1;
-        Ok(())
-    }
-
-    /// Remove the page of `1 << shift` bytes at `va`, if one is entered. Tables left empty
-    /// leave the tree and go to `freed`: the caller drops them, as it reuses what the page
-    /// mapped, only after the device has forgotten its translations (which may include the
-    /// path through those tables).
-    pub(crate) fn unmap(&mut self, va: u64, shift: u32, freed: &mut KVec<KBox<Table>>) -> Result {
-        let last = self.last;
-        unmap_in(&mut self.root, va, 0, leaf_level(shift, last)?, last, freed)?;
-        Ok(())
-    }
-}
-
-/// Remove the entry of `va` at `leaf` below `table` (at `level` of tables whose last level is
-/// `last`); returns whether `table` is left empty.
-fn unmap_in(
-    table: &mut Table,
-    va: u64,
-    level: u32,
-    leaf: u32,
-    last: u32,
-    freed: &mut KVec<KBox<Table>>,
-) -> Result<bool> {
-    let i = index(va, level, last);
-    if level == leaf {
-        if table.next.get(i).is_some_and(Option::is_some) {
-            // A table, not a page of this size: nothing to remove.
-            return Ok(false);
-        }
-        if table.get(i)?.valid() {
-            table.set(i, Pte::zeroed())?;
-            table.used -= 1;
-        }
-    } else {
-        let Some(next) = table.next[i].as_deref_mut() else {
-            return Ok(table.used == 0);
-        };
-        if unmap_in(next, va, level + 1, leaf, last, freed)? {
-            // Reserve first: the table must not be dropped before the invalidation.
-            freed.reserve(1, GFP_KERNEL)?;
-            table.set(i, Pte::zeroed())?;
-            table.used -= 1;
-            if let Some(t) = table.next[i].take() {
-                freed.push_within_capacity(t).map_err(|_| ENOMEM)?;
-            }
-        }
-    }
-    Ok(table.used == 0)
-}
+pub(crate) type Flags = MmuFlags;
 
 /// A range of device VA.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -363,101 +146,20 @@ pub(crate) struct Held {
     pub(crate) epoch: u64,
 }
 
-/// A translation domain: its page tables, the device VAs in use and those whose reuse waits.
+/// The device VAs of an address space: those in use and those whose reuse waits.
 pub(crate) struct Domain {
-    pub(crate) tables: PageTables,
     pub(crate) space: Pin<KBox<VaSpace>>,
     pub(crate) held: KVec<Held>,
 }
 
 impl Domain {
-    /// Enter `count` pages of `1 << shift` bytes, at the addresses `pages` yields, in a range of
-    /// device VA placed by `place`, and return the range. On failure nothing stays entered;
-    /// `invalidate` makes the device forget the domain's cached translations and waits.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn map(
-        this: &Mutex<Self>,
-        dev: &Device<Bound>,
-        place: Place,
-        pages: impl Iterator<Item = u64>,
-        count: u64,
-        shift: u32,
-        flags: Flags,
-        invalidate: &dyn Fn(),
-    ) -> Result<VaRange> {
-        let len = count.checked_shl(shift).ok_or(EINVAL)?;
-        let mut m = this.lock();
-        let range = match place {
-            Place::Anywhere => m.space.alloc(len, 1 << shift)?,
-            Place::At(start) => m.space.take(start, len)?,
-        };
-        let mut mapped = 0u64;
-        let mut res = Ok(());
-        for addr in pages.take(count as usize) {
-            let page = Page { addr, flags };
-            res = m
-                .tables
-                .map(dev, range.start + (mapped << shift), shift, page);
-            if res.is_err() {
-                break;
-            }
-            mapped += 1;
-            if mapped % RESCHED_PAGES == 0 {
-                kernel::task::cond_resched();
-            }
+    /// Take `len` bytes of device VA placed by `place`, aligned to `align` where the space
+    /// places them.
+    pub(crate) fn take(&mut self, place: Place, len: u64, align: u64) -> Result<VaRange> {
+        match place {
+            Place::Anywhere => self.space.alloc(len, align),
+            Place::At(start) => self.space.take(start, len),
         }
-        if res.is_ok() && mapped != count {
-            res = Err(EINVAL);
-        }
-        drop(m);
-        match res {
-            Ok(()) => Ok(range),
-            Err(e) => {
-                // The range was never handed out: no work names it.
-                Self::unmap(this, dev, range, shift, mapped, invalidate, &|m, r| {
-                    m.give_back(dev, r)
-                });
-                Err(e)
-            }
-        }
-    }
-
-    /// Take the first `pages` pages of `1 << shift` bytes of `range` out of the domain and hand
-    /// the range to `release` (with the domain locked), once `invalidate` has made the device
-    /// forget their translations.
-    pub(crate) fn unmap(
-        this: &Mutex<Self>,
-        dev: &Device,
-        range: VaRange,
-        shift: u32,
-        pages: u64,
-        invalidate: &dyn Fn(),
-        release: &dyn Fn(&mut Domain, VaRange),
-    ) {
-        let mut freed = KVec::new();
-        let mut m = this.lock();
-        for i in 0..pages {
-            if i % RESCHED_PAGES == RESCHED_PAGES - 1 {
-                kernel::task::cond_resched();
-            }
-            if let Err(e) = m
-                .tables
-                .unmap(range.start + (i << shift), shift, &mut freed)
-            {
-                dev_warn!(
-                    dev,
-                    "device VA {:#x}: unmap failed: {:?}\n",
-                    range.start + (i << shift),
-                    e
-                );
-            }
-        }
-        drop(m);
-        invalidate();
-        // Only now may the tables that left the tree be freed, and the VAs be handed out
-        // again: a new region at them must not meet translations cached for this one.
-        drop(freed);
-        release(&mut this.lock(), range);
     }
 
     /// Make `range` free for the next allocation.

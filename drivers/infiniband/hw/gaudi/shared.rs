@@ -21,10 +21,7 @@ use kernel::{
     },
 };
 
-use crate::{
-    chip,
-    nic, //
-};
+use crate::nic;
 
 /// The chip, while the driver is bound to it.
 pub(crate) type ChipRef = Arc<dyn Chip>;
@@ -48,9 +45,6 @@ pub(crate) struct Shared {
     /// Serialises the ports' QPC gateway operations, with what is known of their registers.
     #[pin]
     pub(crate) gateway: Mutex<nic::Gateways>,
-    /// The ASIDs protection domains hold.
-    #[pin]
-    pub(crate) asids: Mutex<chip::Asids>,
     /// Serialises the doorbells of the ports' kernel FIFOs: a doorbell is two register
     /// writes, and Ethernet and the RC queue pairs ring the same FIFO.
     #[pin]

@@ -10,6 +10,10 @@
 //! handles and passes on to the [`ChipEvents`] the core sets.
 
 use crate::{
+    device::{
+        Bound,
+        Device, //
+    },
     io::{
         ops::{
             OpsBackend,
@@ -37,6 +41,15 @@ pub struct DevMem {
     pub start: u64,
     /// Its size in bytes; 0 if the host cannot reach it.
     pub size: u64,
+}
+
+/// What pages entered in the device MMU are, and what the device may do with them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MmuFlags {
+    /// The page's address is an offset in device memory, not a bus address.
+    pub devmem: bool,
+    /// The device may write the page (CQEs, incoming WRITEs).
+    pub writable: bool,
 }
 
 /// The chip, as its owner gives it to the NIC core.
@@ -70,8 +83,40 @@ pub trait Chip: Send + Sync {
     /// Reset the chip (it stops, and forgets a fatal error) and return once it is ready and
     /// no longer reaches memory. The core calls it before it starts the NIC and before it
     /// frees memory the NIC may write. `ETIMEDOUT` if the chip is not ready in time, `EIO` if
-    /// it reports a fatal error after the reset, `ENODEV` if it is gone; the owner logs why.
+    /// it reports a fatal error after the reset (both logged by the owner), `ENODEV` if it is
+    /// gone.
     fn reset(&self) -> Result;
+
+    /// Take an address space of the device MMU with nothing mapped: its ASID, which the NIC's
+    /// contexts name. `dev` is the chip's function (the auxiliary device's parent), bound; a
+    /// device that is not the chip's is refused with `EINVAL`. Sleeps.
+    fn mmu_space(&self, dev: &Device<Bound>) -> Result<u32>;
+
+    /// Give back ASID `asid` (from [`Chip::mmu_space`]): once this returns, it translates
+    /// nothing and its tables are gone. Sleeps.
+    fn mmu_space_free(&self, asid: u32);
+
+    /// Enter `count` pages of `1 << shift` bytes at device VA `va` of ASID `asid`, their
+    /// addresses (bus addresses, or offsets in device memory with `flags.devmem`) from
+    /// `pages`. All or nothing: on failure nothing stays entered. The VAs must be free;
+    /// `EINVAL` for a misaligned or unknown page size, VA or ASID, `EEXIST` for a VA that
+    /// maps something, `ERANGE` for an address the MMU cannot hold. `dev` as for
+    /// [`Chip::mmu_space`]. Sleeps.
+    #[allow(clippy::too_many_arguments)]
+    fn mmu_map(
+        &self,
+        dev: &Device<Bound>,
+        asid: u32,
+        va: u64,
+        pages: &mut dyn Iterator<Item = u64>,
+        count: u64,
+        shift: u32,
+        flags: MmuFlags,
+    ) -> Result;
+
+    /// Remove `count` pages of `1 << shift` bytes at device VA `va` of ASID `asid`; returns
+    /// once the device has forgotten their translations. Sleeps.
+    fn mmu_unmap(&self, asid: u32, va: u64, count: u64, shift: u32);
 
     /// How many interrupt vectors carry the ports' event queues: with one, it carries them
     /// all; otherwise port index `p`'s is the vector the device model wires it to.
@@ -161,6 +206,32 @@ impl<T: Chip + ?Sized> Chip for Arc<T> {
 
     fn reset(&self) -> Result {
         (**self).reset()
+    }
+
+    fn mmu_space(&self, dev: &Device<Bound>) -> Result<u32> {
+        (**self).mmu_space(dev)
+    }
+
+    fn mmu_space_free(&self, asid: u32) {
+        (**self).mmu_space_free(asid)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn mmu_map(
+        &self,
+        dev: &Device<Bound>,
+        asid: u32,
+        va: u64,
+        pages: &mut dyn Iterator<Item = u64>,
+        count: u64,
+        shift: u32,
+        flags: MmuFlags,
+    ) -> Result {
+        (**self).mmu_map(dev, asid, va, pages, count, shift, flags)
+    }
+
+    fn mmu_unmap(&self, asid: u32, va: u64, count: u64, shift: u32) {
+        (**self).mmu_unmap(asid, va, count, shift)
     }
 
     fn vectors(&self) -> usize {

@@ -11,8 +11,8 @@
 //! bits, and each field of its formats the document's bits. The chip
 //! services' registers (the emulated function's, model-defined) have the
 //! same names and offsets in the document's table, the emulator
-//! (`chip::SVC_REGISTERS`) and the driver (drivers/infiniband/hw/gaudi/
-//! chip.rs). The other test shows that it catches a changed document or
+//! (`chip::SVC_REGISTERS`) and the driver of the emulated function
+//! (drivers/net/ethernet/habana/gaudi_pci/). The other test shows that it catches a changed document or
 //! driver. `register_map_matches_doc` runs the three comparisons together:
 //! the document, the driver and the emulator.
 
@@ -28,13 +28,13 @@ use std::path::PathBuf;
 
 const DOC: &str = "Documentation/infiniband/gaudi/device-model.rst";
 const DRIVER: &str = "drivers/infiniband/hw/gaudi/nic.rs";
-const DRIVER_CHIP: &str = "drivers/infiniband/hw/gaudi/chip.rs";
-/// The driver of the emulated function, which has the other chip services.
+/// The driver of the emulated function (the chip's owner), which has the chip services.
 const DRIVER_PCI: &str = "drivers/net/ethernet/habana/gaudi_pci/gaudi_pci.rs";
+const DRIVER_PCI_MMU: &str = "drivers/net/ethernet/habana/gaudi_pci/mmu.rs";
 
 /// The driver files with chip services registers.
 fn driver_services() -> String {
-    read(DRIVER_CHIP) + &read(DRIVER_PCI)
+    read(DRIVER_PCI) + &read(DRIVER_PCI_MMU)
 }
 
 /// The driver's format modules and the sections of their tables.

@@ -35,6 +35,7 @@ use kernel::{
         ChipDevice,
         ChipEvents,
         DevMem,
+        MmuFlags,
         CONFIG_SIZE, //
     },
     pci,
@@ -55,6 +56,8 @@ use kernel::{
     time::Delta,
 };
 
+mod mmu;
+
 /// The name of the driver, its interrupts and its BAR regions.
 const DRV_NAME: &CStr = c"gaudi_pci";
 
@@ -71,7 +74,7 @@ const PRESENCE_PERIOD: Delta = Delta::from_secs(1);
 const RESET_TIMEOUT: Delta = Delta::from_secs(1);
 
 type Bar0 = pci::DevresBar<CONFIG_SIZE>;
-type Bar<'a> = pci::Bar<'a, CONFIG_SIZE>;
+pub(crate) type Bar<'a> = pci::Bar<'a, CONFIG_SIZE>;
 
 register! {
     /// Identity of the emulated function: [`ID_MAGIC`].
@@ -234,6 +237,9 @@ struct PciChip {
     /// Serialises the chip services that take several register accesses (scrub, reset).
     #[pin]
     services: Mutex<()>,
+    /// The device MMU's ASIDs and their page tables.
+    #[pin]
+    mmu: mmu::Mmu,
     #[pin]
     receiver: Mutex<Receiver>,
     /// Notified when no call to the receiver runs any more.
@@ -259,6 +265,31 @@ impl PciChip {
         r.running -= 1;
         if r.running == 0 {
             self.idle.notify_all();
+        }
+    }
+}
+
+impl PciChip {
+    /// `EINVAL` unless `dev` is the function.
+    fn check(&self, dev: &Device<Bound>) -> Result {
+        let dev: &Device = dev;
+        if core::ptr::eq(dev, &*self.dev) {
+            Ok(())
+        } else {
+            Err(EINVAL)
+        }
+    }
+
+    /// Point ASID `asid`'s translations at `root`.
+    fn set_root(&self, asid: u32, root: u64) -> Result {
+        let bar = self.bar.try_access().ok_or(ENODEV)?;
+        mmu::set_root(&bar, asid, root)
+    }
+
+    /// Make the device forget ASID `asid`'s cached translations.
+    fn invalidate(&self, asid: u32) {
+        if let Some(bar) = self.bar.try_access() {
+            mmu::invalidate(&bar, asid);
         }
     }
 }
@@ -389,6 +420,55 @@ impl Chip for PciChip {
         // A fatal error after this one is told again.
         self.stopped.store(false, Release);
         Ok(())
+    }
+
+    fn mmu_space(&self, dev: &Device<Bound>) -> Result<u32> {
+        self.check(dev)?;
+        self.mmu.take(dev, &|asid, root| self.set_root(asid, root))
+    }
+
+    fn mmu_space_free(&self, asid: u32) {
+        self.mmu
+            .give_back(&|asid, root| self.set_root(asid, root), asid)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn mmu_map(
+        &self,
+        dev: &Device<Bound>,
+        asid: u32,
+        va: u64,
+        pages: &mut dyn Iterator<Item = u64>,
+        count: u64,
+        shift: u32,
+        flags: MmuFlags,
+    ) -> Result {
+        self.check(dev)?;
+        self.mmu.map(
+            dev,
+            &|asid| self.invalidate(asid),
+            asid,
+            va,
+            pages,
+            count,
+            shift,
+            flags,
+        )
+    }
+
+    fn mmu_unmap(&self, asid: u32, va: u64, count: u64, shift: u32) {
+        let failed = self
+            .mmu
+            .unmap(&|asid| self.invalidate(asid), asid, va, count, shift);
+        if failed != 0 {
+            dev_warn!(
+                self.dev,
+                "ASID {}: {} pages from device VA {:#x} not removed (no memory); their tables stay\n",
+                asid,
+                failed,
+                va
+            );
+        }
     }
 
     fn vectors(&self) -> usize {
@@ -616,6 +696,7 @@ impl pci::Driver for GaudiPciDriver {
                 removed: Atomic::new(false),
                 stopped: Atomic::new(false),
                 services <- kernel::new_mutex!(()),
+                mmu <- mmu::Mmu::new(),
                 receiver <- kernel::new_mutex!(Receiver {
                     events: None,
                     running: 0,
