@@ -110,7 +110,7 @@ n=0 passed=0 failed=0 skipped=0
 # The KUnit tests of ours, as SUITE.TEST: the #[test] functions of every
 # kunit_tests module in our files of the kernel crate, and the doctests of
 # those files (the kernel build lists them in doctests_kernel_generated.rs).
-OUR_KUNIT_FILES='rust/kernel/rdma rust/kernel/dma_buf.rs rust/kernel/ratelimit.rs rust/kernel/random.rs rust/kernel/io/ops.rs'
+OUR_KUNIT_FILES='rust/kernel/rdma rust/kernel/dma_buf.rs rust/kernel/ratelimit.rs rust/kernel/random.rs rust/kernel/io/ops.rs rust/kernel/net/gaudi'
 kunit_expected() {
 	local f
 	# shellcheck disable=SC2086
@@ -126,9 +126,12 @@ kunit_expected() {
 # KUnit results (KTAP on the console) of our tests, one TAP line each as
 # kunit:SUITE.TEST; an expected test that did not report (a hung or
 # crashed run) is not ok, a skipped one a skip; the other suites run are
-# summed up in a comment.
+# summed up in a comment. chip_backend_habanalabs sums up the habanalabs
+# back end (kernel::net::gaudi::habanalabs, built and linted with the
+# kernel crate): every test of its suite of the mapping of each operation
+# passed.
 kunit_results() { # CONSOLE_LOG WHY
-	local line suite= t res others=0 others_failed=0 seen
+	local line suite= t res others=0 others_failed=0 seen hb_ok=0 hb_bad=0
 	declare -A expected=()
 	for t in $(kunit_expected); do expected[$t]=1; done
 	[ "${#expected[@]}" -gt 0 ] || tap not-ok "kunit:expected" "no KUnit tests of ours found in the sources"
@@ -146,6 +149,9 @@ kunit_results() { # CONSOLE_LOG WHY
 			if [ -n "${expected[$suite.$t]:-}" ]; then
 				echo "$suite.$t" >>"$seen"
 				tap $res "kunit:$suite.$t"
+				if [ "$suite" = rust_gaudi_habanalabs ]; then
+					if [ $res = ok ]; then hb_ok=$((hb_ok + 1)); else hb_bad=$((hb_bad + 1)); fi
+				fi
 			else
 				others=$((others + 1))
 				[ $res = not-ok ] && others_failed=$((others_failed + 1))
@@ -154,8 +160,16 @@ kunit_results() { # CONSOLE_LOG WHY
 		esac
 	done <"$1"
 	for t in $(printf '%s\n' "${!expected[@]}" | sort); do
-		grep -q -x -F "$t" "$seen" || tap not-ok "kunit:$t" "did not report ($2)"
+		if ! grep -q -x -F "$t" "$seen"; then
+			tap not-ok "kunit:$t" "did not report ($2)"
+			case "$t" in rust_gaudi_habanalabs.*) hb_bad=$((hb_bad + 1)) ;; esac
+		fi
 	done
+	if [ $hb_ok -gt 0 ] && [ $hb_bad = 0 ]; then
+		tap ok chip_backend_habanalabs "$hb_ok KUnit tests of the mapping passed"
+	else
+		tap not-ok chip_backend_habanalabs "$hb_ok KUnit tests of the mapping passed, $hb_bad did not"
+	fi
 	rm -f "$seen"
 	echo "# other KUnit tests run: $others, $others_failed failed"
 }

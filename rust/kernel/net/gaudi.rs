@@ -14,3 +14,4 @@
 //! Documentation: Documentation/infiniband/gaudi/design.rst, "Layering".
 
 pub mod chip;
+pub mod habanalabs;

@@ -61,7 +61,8 @@ pub trait Chip: Send + Sync {
     /// owner unbound), reads return all ones and writes are dropped.
     fn ops(&self) -> &dyn RegisterOps;
 
-    /// The device model version the owner identified: major in bits 31:16, minor in 15:0.
+    /// The version of what the owner drives, major in bits 31:16, minor in 15:0: the device
+    /// model's for the emulated function, the firmware's on a host.
     fn model(&self) -> u32;
 
     /// The ports the firmware enabled: bit `p` for port index `p`.
