@@ -97,3 +97,13 @@ __rust_helper void rust_helper_local_bh_enable(void)
 {
 	local_bh_enable();
 }
+
+__rust_helper void rust_helper_dev_hold(struct net_device *dev)
+{
+	dev_hold(dev);
+}
+
+__rust_helper void rust_helper_dev_put(struct net_device *dev)
+{
+	dev_put(dev);
+}

@@ -39,6 +39,7 @@ use crate::{
     error::{from_result, to_result, VTABLE_DEFAULT_ERROR},
     ffi::c_char,
     prelude::*,
+    sync::aref::AlwaysRefCounted,
     types::Opaque,
 };
 use core::{
@@ -173,16 +174,32 @@ pub trait Driver: Sized + 'static {
     }
 }
 
-/// A registered network device of any driver (`struct net_device`), as other subsystems refer
-/// to it: a `&NetDev` exists only while the device is registered, or in a callback of its
-/// driver that runs during its unregistration (see [`Device::net_dev`]).
+/// A network device of any driver (`struct net_device`), as other subsystems refer to it: a
+/// `&NetDev` from [`Device::net_dev`] exists only while the device is registered, or in a
+/// callback of its driver that runs during its unregistration; an `ARef<NetDev>` keeps the
+/// structure (not its registration) alive, and its unregistration waits until every such
+/// reference is dropped, so none may be kept past the driver's own unbind.
 ///
 /// # Invariants
 ///
-/// The `struct net_device` is live, and registered or being unregistered, for as long as a
-/// reference to it is live.
+/// The `struct net_device` was registered and is live (allocated, though it may have been
+/// unregistered since) for as long as a reference to it is live.
 #[repr(transparent)]
 pub struct NetDev(Opaque<bindings::net_device>);
+
+// SAFETY: `dev_hold` and `dev_put` count references to a `struct net_device`, which is freed
+// only once every one is gone; both may be called from any context.
+unsafe impl AlwaysRefCounted for NetDev {
+    fn inc_ref(&self) {
+        // SAFETY: The type invariants say the device is live.
+        unsafe { bindings::dev_hold(self.as_raw()) };
+    }
+
+    unsafe fn dec_ref(obj: NonNull<Self>) {
+        // SAFETY: The caller gives up a reference it holds, so the device is live until then.
+        unsafe { bindings::dev_put(obj.as_ref().as_raw()) };
+    }
+}
 
 // SAFETY: `NetDev` gives only its address, to functions of other subsystems that are
 // thread-safe.
