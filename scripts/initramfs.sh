@@ -10,8 +10,11 @@
 
 KOUT=${1:?usage: initramfs.sh KBUILD_DIR OUTPUT}
 OUT=${2:?usage: initramfs.sh KBUILD_DIR OUTPUT}
-# The driver of the emulated function (the chip's owner) and the RDMA driver.
-MODS="$KOUT/drivers/net/ethernet/habana/gaudi_pci/gaudi_pci.ko $KOUT/drivers/infiniband/hw/gaudi/gaudi_ib.ko"
+# The driver of the emulated function (the chip's owner), the NIC core and
+# the RDMA driver.
+MODS="$KOUT/drivers/net/ethernet/habana/gaudi_pci/gaudi_pci.ko"
+MODS="$MODS $KOUT/drivers/net/ethernet/habana/gaudi_cn/gaudi_cn.ko"
+MODS="$MODS $KOUT/drivers/infiniband/hw/gaudi/gaudi_ib.ko"
 BUSYBOX=$ENVROOT/usr/bin/busybox
 VERBS=$CACHE/cargo-target/release/gaudi-verbs-test
 RDMA_TOOL=$ENVROOT/usr/bin/rdma

@@ -279,11 +279,12 @@ probe_refused() {
 	rmmod gaudi_pci || fail "rmmod gaudi_pci failed after a refused probe"
 }
 
-# Unload the drivers that are loaded: the RDMA driver, then the emulated
-# function's.
+# Unload the drivers that are loaded: the RDMA driver, the NIC core, then
+# the emulated function's.
 unload_drivers() {
-	! grep -q '^gaudi_ib ' /proc/modules || rmmod gaudi_ib || fail "rmmod gaudi_ib failed"
-	! grep -q '^gaudi_pci ' /proc/modules || rmmod gaudi_pci || fail "rmmod gaudi_pci failed"
+	for m in gaudi_ib gaudi_cn gaudi_pci; do
+		! grep -q "^$m " /proc/modules || rmmod $m || fail "rmmod $m failed"
+	done
 }
 
 # The driver's module parameters the session gives (gaudi.modargs=a=1,b=2 on
@@ -297,10 +298,13 @@ gaudi_modargs() {
 }
 
 # Load the drivers unless they are loaded (the emulated function's, which
-# owns the chip, and the RDMA driver), and wait until gaudi_0 exists.
+# owns the chip, the NIC core and the RDMA driver), and wait until gaudi_0
+# exists.
 load_driver() {
-	grep -q '^gaudi_pci ' /proc/modules || insmod /lib/modules/gaudi_pci.ko ||
-		fail "insmod gaudi_pci failed"
+	for m in gaudi_pci gaudi_cn; do
+		grep -q "^$m " /proc/modules || insmod /lib/modules/$m.ko ||
+			fail "insmod $m failed"
+	done
 	# shellcheck disable=SC2046 # one word per parameter
 	grep -q '^gaudi_ib ' /proc/modules || insmod /lib/modules/gaudi_ib.ko $(gaudi_modargs) ||
 		fail "insmod gaudi_ib failed"

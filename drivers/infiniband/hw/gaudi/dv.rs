@@ -10,6 +10,7 @@
 //! memory that PD registered and the set's send queues (which the NIC only reads). See
 //! Documentation/infiniband/gaudi/design.rst.
 
+use kernel::net::gaudi::gaudi2;
 use kernel::{
     device::{
         Bound,
@@ -58,7 +59,6 @@ use crate::{
     },
     ids::Ids,
     mmu,
-    nic,
     queue::{
         Path,
         QpAttrs, //
@@ -74,7 +74,7 @@ use crate::{
 const PAGE_SHIFT: u32 = 12;
 const PAGE_SIZE: usize = 1 << PAGE_SHIFT;
 /// Bytes of a CQE.
-const CQE_BYTES: usize = size_of::<nic::Cqe>();
+const CQE_BYTES: usize = size_of::<gaudi2::Cqe>();
 
 /// What an mmap entry of a user context maps.
 pub(crate) enum Map {
@@ -95,7 +95,7 @@ pub(crate) fn mmap(entry: &MmapEntry<GaudiRdma>, vma: &mut Vma<'_>) -> Result {
         Map::Umr(b) => vma.io_map_bar(
             entry,
             0,
-            nic::umr_page(b.port, b.block).ok_or(EINVAL)? as u64,
+            b.shared.umr_page(b.port, b.block).ok_or(EINVAL)? as u64,
             PAGE_SIZE,
             Caching::Uncached,
         ),
@@ -123,9 +123,7 @@ impl UserBlock {
         port: usize,
         log_cq: u32,
     ) -> Result<Arc<Self>> {
-        let q = shared.nic.get(port).ok_or(EINVAL)?;
-        let regs = &shared.chip()?;
-        let (block, cq) = q.user_block(regs, space.asid(), log_cq)?;
+        let (block, cq) = shared.user_block(port, space.asid(), log_cq)?;
         // From here dropping the block gives it back.
         let b = Self {
             shared: shared.clone(),
@@ -139,18 +137,14 @@ impl UserBlock {
 
     /// The block's CQ.
     fn cqn(&self) -> usize {
-        nic::CQ_USER_FIRST + 2 * self.block
+        gaudi2::CQ_USER_FIRST + 2 * self.block
     }
 }
 
 impl Drop for UserBlock {
     fn drop(&mut self) {
-        if let Some(q) = self.shared.nic.get(self.port) {
-            if let Some(regs) = self.shared.chip.try_access() {
-                q.user_block_stop(&*regs, self.block);
-            }
-            q.user_block_put(self.block);
-        }
+        self.shared.user_block_stop(self.port, self.block);
+        self.shared.user_block_put(self.port, self.block);
     }
 }
 
@@ -262,8 +256,7 @@ fn transition(
             }
             let encap = shared.encap_get(port, src)?;
             let res = rc::res_context(&owner, a, encap).and_then(|c| {
-                let regs = &shared.chip()?;
-                shared.gateway_write(regs, port, qpn, false, &c, &[u64::MAX; nic::RES_QPC_WORDS])
+                shared.gateway_write(port, qpn, false, &c, &[u64::MAX; gaudi2::RES_QPC_WORDS])
             });
             if let Err(e) = res {
                 shared.encap_put(port, encap);
@@ -277,8 +270,7 @@ fn transition(
         (IB_QPS_RTR, IB_QPS_RTS) => {
             let encap = s.encap.ok_or(EINVAL)?;
             let c = rc::req_context(&owner, a, encap, a.path.remote_rkey)?;
-            let regs = &shared.chip()?;
-            shared.gateway_write(regs, port, qpn, true, &c, &[u64::MAX; nic::REQ_QPC_WORDS])?;
+            shared.gateway_write(port, qpn, true, &c, &[u64::MAX; gaudi2::REQ_QPC_WORDS])?;
             s.state = IB_QPS_RTS;
             s.attrs = *a;
         }
@@ -351,7 +343,7 @@ impl QpSet {
             pd_key: pd.key,
             closed_key,
         };
-        if u64::from(index) >= nic::TABLE_QPS {
+        if u64::from(index) >= gaudi2::TABLE_QPS {
             return Err(ENOSPC);
         }
         set.ports.reserve(n, GFP_KERNEL)?;
@@ -396,11 +388,7 @@ impl QpSet {
                     e
                 ));
             }
-            if let Some(regs) = shared.chip.try_access() {
-                if let Some(q) = shared.nic.get(p.port) {
-                    q.user_block_stop(&*regs, p.block.block);
-                }
-            }
+            shared.user_block_stop(p.port, p.block.block);
         }
     }
 }
@@ -496,7 +484,7 @@ impl Create {
         }
         // A send queue fits its QP's slot of the WQ array; a CQ its part of the region.
         let sq = rc::MIN_WQES.ilog2()..=rc::MAX_WQES.ilog2();
-        let cq = nic::CQ_USER_LOG_MIN..=nic::CQ_LOG_MAX;
+        let cq = gaudi2::CQ_USER_LOG_MIN..=gaudi2::CQ_LOG_MAX;
         if !sq.contains(&req.log_sq_entries) || !cq.contains(&req.log_cq_entries) {
             return Err(EINVAL);
         }
@@ -799,8 +787,8 @@ impl Method for Query {
         let p = set.ports.get(slot).ok_or(EINVAL)?;
         let shared = dev.data().shared();
         let s = *set.states.lock().get(slot).ok_or(EINVAL)?;
-        let mut r = [0u64; nic::REQ_QPC_WORDS];
-        let mut q = [0u64; nic::RES_QPC_WORDS];
+        let mut r = [0u64; gaudi2::REQ_QPC_WORDS];
+        let mut q = [0u64; gaudi2::RES_QPC_WORDS];
         let mut state = s.state;
         let (mut sq_psn, mut rq_psn) = (s.attrs.sq_psn, s.attrs.rq_psn);
         if s.on_device {
@@ -808,17 +796,23 @@ impl Method for Query {
                 p.port,
                 set.index,
                 true,
-                &[nic::req::ERROR, nic::req::NTS_PSN],
+                &[gaudi2::req::ERROR, gaudi2::req::NTS_PSN],
                 &mut r,
             )?;
-            shared.gateway_read(p.port, set.index, false, &[nic::res::EXPECTED_PSN], &mut q)?;
+            shared.gateway_read(
+                p.port,
+                set.index,
+                false,
+                &[gaudi2::res::EXPECTED_PSN],
+                &mut q,
+            )?;
             // The NIC stopped the QP: an error of its requester or responder.
-            if nic::req::ERROR.get(&r) != 0 {
+            if gaudi2::req::ERROR.get(&r) != 0 {
                 state = IB_QPS_ERR;
             }
-            rq_psn = nic::res::EXPECTED_PSN.get(&q) as u32;
+            rq_psn = gaudi2::res::EXPECTED_PSN.get(&q) as u32;
             if s.state == IB_QPS_RTS {
-                sq_psn = nic::req::NTS_PSN.get(&r) as u32;
+                sq_psn = gaudi2::req::NTS_PSN.get(&r) as u32;
             }
         }
         call.write(

@@ -5,6 +5,7 @@
 //! Each user context has at most one protection domain, each protection domain an address
 //! space (ASID) of its own in the device MMU; see Documentation/infiniband/gaudi/design.rst.
 
+use kernel::net::gaudi::gaudi2;
 use kernel::{
     prelude::*,
     rdma::{
@@ -88,7 +89,6 @@ use crate::{
         MrData,
         MrInfo, //
     },
-    nic,
     queue::{
         self,
         Path,
@@ -129,7 +129,7 @@ impl Caps {
         Self {
             ports,
             // A port's context tables hold this many QPs (QPNs from `ids::FIRST_QPN`).
-            max_qps: nic::TABLE_QPS as u32,
+            max_qps: gaudi2::TABLE_QPS as u32,
             // CQs of the standard verbs are the driver's (`crate::queue`): its own limits.
             max_cqs: 1024,
             max_cqe: 1 << 13,
@@ -349,12 +349,9 @@ impl IbDev {
 
     fn port_speed(&self, port: u32) -> Result<u32> {
         self.port_index(port)?;
-        Ok(PORT_SPEED_MBPS)
+        Ok(gaudi2::PORT_SPEED_MBPS)
     }
 }
-
-/// Every port is 100GbE.
-pub(crate) const PORT_SPEED_MBPS: u32 = 100_000;
 
 /// The modified EUI-64 of a MAC address (RFC 4291, appendix A), as a node GUID.
 pub(crate) fn eui64(mac: [u8; 6]) -> u64 {

@@ -8,6 +8,13 @@
 //!
 //! See "Queue pairs on the NIC's contexts" in Documentation/infiniband/gaudi/design.rst.
 
+use kernel::net::gaudi::gaudi2::{
+    self,
+    req,
+    res,
+    wqe,
+    SqWqe, //
+};
 use kernel::{
     device::{
         Bound,
@@ -39,13 +46,6 @@ use crate::{
         self,
         Place, //
     },
-    nic::{
-        self,
-        req,
-        res,
-        wqe,
-        SqWqe, //
-    },
     queue::{
         QpAttrs,
         QpData,
@@ -71,8 +71,9 @@ pub(crate) const MAX_WQES: u32 = (SLOT_BYTES / WQE_BYTES as u64) as u32;
 /// Entries of the smallest send queue (device-model.rst: "Work-queue arrays").
 pub(crate) const MIN_WQES: u32 = 16;
 /// Bytes of a port's send WQ array 1: a slot per QP number.
-const PORT_ARRAY_BYTES: u64 = nic::TABLE_QPS * SLOT_BYTES;
-const _: () = assert!(WQ_ARRAY_VA + nic::PORTS as u64 * PORT_ARRAY_BYTES <= 1 << mmu::ASID_VA_BITS);
+const PORT_ARRAY_BYTES: u64 = gaudi2::TABLE_QPS * SLOT_BYTES;
+const _: () =
+    assert!(WQ_ARRAY_VA + gaudi2::PORTS as u64 * PORT_ARRAY_BYTES <= 1 << mmu::ASID_VA_BITS);
 
 /// Where port index `port`'s send WQ array 1 is in every ASID.
 pub(crate) const fn wq_array_va(port: usize) -> u64 {
@@ -85,7 +86,7 @@ pub(crate) const fn slot_va(port: usize, qpn: u32) -> u64 {
 }
 
 /// Send WQ entries all RC QPs of a port may hold: CQ 1's, so that it never overflows.
-pub(crate) const PORT_WQES: u32 = 1 << nic::CQ_LOG_MAX;
+pub(crate) const PORT_WQES: u32 = 1 << gaudi2::CQ_LOG_MAX;
 
 /// Completions of a QP that went to ERR, each with the send queue index its poll frees the
 /// entries up to (`None`: a receive's).
@@ -118,7 +119,7 @@ impl V2 {
         entries: u32,
         inline: bool,
     ) -> Result<Self> {
-        if u64::from(qpn) >= nic::TABLE_QPS || entries > MAX_WQES {
+        if u64::from(qpn) >= gaudi2::TABLE_QPS || entries > MAX_WQES {
             return Err(EINVAL);
         }
         let bytes = (entries as usize * WQE_BYTES).next_multiple_of(4096);
@@ -192,7 +193,7 @@ pub(crate) fn write_wqe(
     complete: bool,
 ) -> [u64; 4] {
     let mut w = [0u64; 4];
-    wqe::OPCODE.set(&mut w, nic::WQE_OPCODE_LINEAR);
+    wqe::OPCODE.set(&mut w, gaudi2::WQE_OPCODE_LINEAR);
     wqe::WQE_INDEX.set(&mut w, u64::from(index & 0xff));
     wqe::SIZE.set(&mut w, len.into());
     wqe::LOCAL_ADDRESS.set(&mut w, local);
@@ -200,7 +201,7 @@ pub(crate) fn write_wqe(
     wqe::TAG.set(&mut w, tag.into());
     if complete {
         wqe::ACKREQ.set(&mut w, 1);
-        wqe::COMPLETION_TYPE.set(&mut w, nic::COMPLETION_CQ);
+        wqe::COMPLETION_TYPE.set(&mut w, gaudi2::COMPLETION_CQ);
     }
     w
 }
@@ -245,8 +246,8 @@ impl V2 {
         let open = a.access & kernel::rdma::umem::Access::REMOTE_WRITE.bits() != 0;
         Owner {
             asid: self.asid,
-            trust: nic::TRUST_SECURED,
-            cq: nic::CQ_RC,
+            trust: gaudi2::TRUST_SECURED,
+            cq: gaudi2::CQ_RC,
             lkey: if open { self.pd_key } else { self.closed_key },
             last_idx: entries - 1,
         }
@@ -258,9 +259,9 @@ pub(crate) fn res_context(
     o: &Owner,
     a: &QpAttrs,
     encap: usize,
-) -> Result<[u64; nic::RES_QPC_WORDS]> {
+) -> Result<[u64; gaudi2::RES_QPC_WORDS]> {
     let (ip, mac_hi, mac_lo) = dest(a)?;
-    let mut c = [0u64; nic::RES_QPC_WORDS];
+    let mut c = [0u64; gaudi2::RES_QPC_WORDS];
     res::DST_QP.set(&mut c, a.dest_qpn.into());
     res::PEER_QP.set(&mut c, a.dest_qpn.into());
     res::LKEY.set(&mut c, o.lkey.into());
@@ -283,9 +284,9 @@ pub(crate) fn req_context(
     a: &QpAttrs,
     encap: usize,
     rkey: u32,
-) -> Result<[u64; nic::REQ_QPC_WORDS]> {
+) -> Result<[u64; gaudi2::REQ_QPC_WORDS]> {
     let (ip, mac_hi, mac_lo) = dest(a)?;
-    let mut c = [0u64; nic::REQ_QPC_WORDS];
+    let mut c = [0u64; gaudi2::REQ_QPC_WORDS];
     req::DST_QP.set(&mut c, a.dest_qpn.into());
     req::RKEY.set(&mut c, rkey.into());
     req::DST_IP.set(&mut c, ip);
@@ -306,7 +307,7 @@ pub(crate) fn req_context(
     req::ASID.set(&mut c, o.asid.into());
     req::LAST_IDX.set(&mut c, o.last_idx.into());
     req::ACKREQ_FREQ.set(&mut c, 16);
-    req::WQ_TYPE.set(&mut c, nic::WQ_TYPE_WRITE);
+    req::WQ_TYPE.set(&mut c, gaudi2::WQ_TYPE_WRITE);
     req::WQ_BASE_ADDR.set(&mut c, 1);
     req::TRUST_LEVEL.set(&mut c, o.trust);
     req::MTU.set(&mut c, mtu_field(a)?);
@@ -317,17 +318,16 @@ pub(crate) fn req_context(
 /// Stop QP `qpn`'s contexts on `port`: the requester's window closed, the responder invalid
 /// (gaudi2_cn.c `gaudi2_cn_qpc_invalidate`'s first step).
 pub(crate) fn stop(shared: &Shared, port: usize, qpn: u32) -> Result {
-    let regs = &shared.chip()?;
-    let mut c = [0u64; nic::REQ_QPC_WORDS];
-    let mut m = [0u64; nic::REQ_QPC_WORDS];
+    let mut c = [0u64; gaudi2::REQ_QPC_WORDS];
+    let mut m = [0u64; gaudi2::REQ_QPC_WORDS];
     req::CONGESTION_MODE.set(&mut c, 2);
     req::CONGESTION_MODE.select(&mut m);
     req::CONGESTION_WIN.select(&mut m);
-    shared.gateway_write(regs, port, qpn, true, &c, &m)?;
-    let c = [0u64; nic::RES_QPC_WORDS];
-    let mut m = [0u64; nic::RES_QPC_WORDS];
+    shared.gateway_write(port, qpn, true, &c, &m)?;
+    let c = [0u64; gaudi2::RES_QPC_WORDS];
+    let mut m = [0u64; gaudi2::RES_QPC_WORDS];
     res::VALID.select(&mut m);
-    shared.gateway_write(regs, port, qpn, false, &c, &m)
+    shared.gateway_write(port, qpn, false, &c, &m)
 }
 
 /// Take QP `qpn` off `port`: stop it, wait until neither context is in work, then write
@@ -336,8 +336,8 @@ pub(crate) fn teardown(shared: &Shared, port: usize, qpn: u32) -> Result {
     stop(shared, port, qpn)?;
     // The NIC finishes what is in work; hbl_cn polls 20 times 20 ms.
     for _ in 0..20 {
-        let mut r = [0u64; nic::REQ_QPC_WORDS];
-        let mut s = [0u64; nic::RES_QPC_WORDS];
+        let mut r = [0u64; gaudi2::REQ_QPC_WORDS];
+        let mut s = [0u64; gaudi2::RES_QPC_WORDS];
         shared.gateway_read(port, qpn, true, &[req::IN_WORK], &mut r)?;
         shared.gateway_read(port, qpn, false, &[res::IN_WORK], &mut s)?;
         if req::IN_WORK.get(&r) == 0 && res::IN_WORK.get(&s) == 0 {
@@ -345,22 +345,19 @@ pub(crate) fn teardown(shared: &Shared, port: usize, qpn: u32) -> Result {
         }
         kernel::time::delay::fsleep(kernel::time::Delta::from_millis(20));
     }
-    let regs = &shared.chip()?;
     shared.gateway_write(
-        regs,
         port,
         qpn,
         true,
-        &[0; nic::REQ_QPC_WORDS],
-        &[u64::MAX; nic::REQ_QPC_WORDS],
+        &[0; gaudi2::REQ_QPC_WORDS],
+        &[u64::MAX; gaudi2::REQ_QPC_WORDS],
     )?;
     shared.gateway_write(
-        regs,
         port,
         qpn,
         false,
-        &[0; nic::RES_QPC_WORDS],
-        &[u64::MAX; nic::RES_QPC_WORDS],
+        &[0; gaudi2::RES_QPC_WORDS],
+        &[u64::MAX; gaudi2::RES_QPC_WORDS],
     )
 }
 
@@ -387,11 +384,9 @@ impl QpData {
                         Err(e) => return Err(e),
                     }
                 }
-                if let Some(q) = shared.nic.get(port as usize) {
-                    q.rc_release(reserved);
-                    if let Some(e) = encap {
-                        shared.encap_put(port as usize, e);
-                    }
+                shared.rc_release(port as usize, reserved);
+                if let Some(e) = encap {
+                    shared.encap_put(port as usize, e);
                 }
                 // The queue leaves the ASID (sleeps) after the lock.
                 let _wq_map = {
@@ -421,14 +416,16 @@ impl QpData {
             _ => {}
         }
         let port = a.port.checked_sub(1).ok_or(EINVAL)?;
-        let q = shared.nic.get(port as usize).ok_or(EINVAL)?;
+        if port >= shared.ports {
+            return Err(EINVAL);
+        }
         match (cur, next) {
             (QpState::Reset, QpState::Init) => {
                 // The QP's WQEs are counted against CQ 1 at set-up, so that CQ 1 never
                 // overflows: refused here rather than lost later.
                 let n = self.sq_entries();
                 let map = v.map_wq(dev, port as usize, self.qpn())?;
-                if !q.rc_reserve(n) {
+                if !shared.rc_reserve(port as usize, n) {
                     kernel::ratelimited!(dev_info!(
                         shared.dev,
                         "QP {}: port {}'s send queues are full ({} WQEs)\n",
@@ -455,14 +452,12 @@ impl QpData {
                         return Err(e);
                     }
                 };
-                let regs = &shared.chip()?;
                 if let Err(e) = shared.gateway_write(
-                    regs,
                     port as usize,
                     self.qpn(),
                     false,
                     &c,
-                    &[u64::MAX; nic::RES_QPC_WORDS],
+                    &[u64::MAX; gaudi2::RES_QPC_WORDS],
                 ) {
                     shared.encap_put(port as usize, encap);
                     return Err(e);
@@ -480,14 +475,12 @@ impl QpData {
                     (sq.encap.ok_or(EINVAL)?, a.path.remote_rkey)
                 };
                 let c = req_context(&v.owner(a, self.sq_entries()), a, encap, rkey)?;
-                let regs = &shared.chip()?;
                 shared.gateway_write(
-                    regs,
                     port as usize,
                     self.qpn(),
                     true,
                     &c,
-                    &[u64::MAX; nic::REQ_QPC_WORDS],
+                    &[u64::MAX; gaudi2::REQ_QPC_WORDS],
                 )?;
                 let mut sq = self.sq_lock();
                 sq.state = QpState::Rts;
@@ -515,20 +508,19 @@ impl QpData {
             sq.port
         };
         let shared = self.shared();
-        let regs = &shared.chip()?;
-        let mut c = [0u64; nic::REQ_QPC_WORDS];
-        let mut m = [0u64; nic::REQ_QPC_WORDS];
+        let mut c = [0u64; gaudi2::REQ_QPC_WORDS];
+        let mut m = [0u64; gaudi2::REQ_QPC_WORDS];
         req::RKEY.set(&mut c, rkey.into());
         req::RKEY.select(&mut m);
-        shared.gateway_write(regs, port as usize, self.qpn(), true, &c, &m)?;
+        shared.gateway_write(port as usize, self.qpn(), true, &c, &m)?;
         self.sq_lock().remote_rkey = rkey;
         Ok(())
     }
 
     /// The PSNs the NIC is at: (next to send, next expected). Sleeps.
     pub(crate) fn psns_v2(&self, port: u32) -> Result<(u32, u32)> {
-        let mut r = [0u64; nic::REQ_QPC_WORDS];
-        let mut s = [0u64; nic::RES_QPC_WORDS];
+        let mut r = [0u64; gaudi2::REQ_QPC_WORDS];
+        let mut s = [0u64; gaudi2::RES_QPC_WORDS];
         let shared = self.shared();
         shared.gateway_read(port as usize - 1, self.qpn(), true, &[req::NTS_PSN], &mut r)?;
         shared.gateway_read(
@@ -684,17 +676,12 @@ pub(crate) fn syndrome_status(syndrome: u32) -> (WcStatus, QpEvent) {
 
 /// CQ 1 of port index `port` has new entries: complete the requests they name.
 pub(crate) fn port_completions(ib: &rdma::Device<GaudiRdma>, shared: &Shared, port: usize) {
-    let Some(q) = shared.nic.get(port) else {
-        return;
-    };
-    let mut batch = [nic::Cqe::default(); 32];
+    let mut batch = [gaudi2::Cqe::default(); 32];
     loop {
         let n = {
-            let Some(regs) = shared.chip.try_access() else {
-                return;
-            };
-            match q.rc_take(&*regs, &mut batch) {
+            match shared.rc_take(port, &mut batch) {
                 Ok(n) => n,
+                Err(ENODEV) => return,
                 Err(e) => {
                     kernel::ratelimited!(dev_err!(
                         shared.dev,
@@ -707,9 +694,9 @@ pub(crate) fn port_completions(ib: &rdma::Device<GaudiRdma>, shared: &Shared, po
             }
         };
         for c in &batch[..n] {
-            let qpn = nic::cqe::QPN.get(&c.0) as u32;
-            let tag = nic::cqe::TAG.get(&c.0) as u32;
-            let done = if nic::cqe::IS_REQ.get(&c.0) == 0 {
+            let qpn = gaudi2::cqe::QPN.get(&c.0) as u32;
+            let tag = gaudi2::cqe::TAG.get(&c.0) as u32;
+            let done = if gaudi2::cqe::IS_REQ.get(&c.0) == 0 {
                 Err(EPROTO)
             } else {
                 ib.with_qp(qpn, |qp| {
@@ -727,7 +714,7 @@ pub(crate) fn port_completions(ib: &rdma::Device<GaudiRdma>, shared: &Shared, po
                     port + 1,
                     qpn,
                     tag,
-                    nic::cqe::IS_REQ.get(&c.0)
+                    gaudi2::cqe::IS_REQ.get(&c.0)
                 ));
             }
         }
@@ -781,7 +768,7 @@ pub(crate) fn recheck_errors(ib: &rdma::Device<GaudiRdma>, shared: &Shared, port
         return;
     };
     for qpn in qpns {
-        let mut r = [0u64; nic::REQ_QPC_WORDS];
+        let mut r = [0u64; gaudi2::REQ_QPC_WORDS];
         if shared
             .gateway_read(port, qpn, true, &[req::ERROR], &mut r)
             .is_ok()
@@ -794,7 +781,6 @@ pub(crate) fn recheck_errors(ib: &rdma::Device<GaudiRdma>, shared: &Shared, port
 
 /// Ring the doorbell of `sq` (QP `qpn`, on the kernel's FIFO of its port).
 pub(crate) fn ring(shared: &Shared, sq: &Sq, qpn: u32) -> Result {
-    let regs = shared.chip.try_access().ok_or(ENODEV)?;
     let pi = u32::from(sq.pi) & (sq.wr_ids.len() as u32 - 1);
-    shared.ring_secured(&*regs, sq.port as usize, qpn, pi)
+    shared.ring_secured(sq.port as usize, qpn, pi)
 }

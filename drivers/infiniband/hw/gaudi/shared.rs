@@ -1,192 +1,167 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The device as probe, the interrupt handlers and the verbs share it: its BAR, the NIC's port
-//! queues, QPC gateway, kernel doorbells and encapsulations.
+//! The NIC core as the RDMA driver holds it: revoked when the driver is unbound from the
+//! core's auxiliary device, so that nothing of the driver reaches the core after its unbind.
 
 use kernel::{
     device,
     devres::Devres,
-    io::Io,
-    net::gaudi::chip::Chip,
+    net::gaudi::{
+        chip::{
+            Chip,
+            DevMem, //
+        },
+        cn::Cn,
+    },
     prelude::*,
+    rdma::mmap::QueueMem,
     sync::{
         aref::ARef,
-        atomic::{
-            Atomic,
-            Relaxed, //
-        },
-        Arc,
-        Mutex,
-        SpinLockIrq, //
+        Arc, //
     },
 };
 
-use crate::nic;
+use kernel::net::gaudi::gaudi2;
 
-/// The chip, while the driver is bound to it.
-pub(crate) type ChipRef = Arc<dyn Chip>;
-
-/// State shared between process context, the interrupt handlers and the InfiniBand device.
-#[pin_data(PinnedDrop)]
+/// The NIC core, while the driver is bound to it, with what the driver keeps of it.
 pub(crate) struct Shared {
-    /// The chip's registers and services; revoked at unbind.
-    pub(crate) chip: Devres<ChipRef>,
+    /// The core's operations; revoked at unbind.
+    cn: Devres<Arc<dyn Cn>>,
+    /// The function: it logs and does the DMA.
     pub(crate) dev: ARef<device::Device>,
+    /// The ports the core drives.
     pub(crate) ports: u32,
-    /// The device reported a fatal error: it executes nothing until reset.
-    pub(crate) fatal: Atomic<bool>,
-    /// The device is gone (its registers read all ones): set by the presence check.
-    pub(crate) removed: Atomic<bool>,
-    /// Each port's event queue and CQ region (device model 2.0).
-    pub(crate) nic: KVec<nic::PortQueues>,
-    /// Physical address (for the NIC) of the ports' context tables in device memory; 0 if the
-    /// device has none.
-    pub(crate) nic_tables: u64,
-    /// Serialises the ports' QPC gateway operations, with what is known of their registers.
-    #[pin]
-    pub(crate) gateway: Mutex<nic::Gateways>,
-    /// Serialises the doorbells of the ports' kernel FIFOs: a doorbell is two register
-    /// writes, and Ethernet and the RC queue pairs ring the same FIFO.
-    #[pin]
-    pub(crate) secured_db: SpinLockIrq<()>,
-    /// Each port's encapsulations: the source IPv4 address (big-endian as a number) and the
-    /// QPs using it, 0 for a free one.
-    #[pin]
-    pub(crate) encaps: Mutex<KVec<[(u32, u32); ENCAPS]>>,
 }
 
-/// Encapsulations (source addresses) of a port.
-pub(crate) const ENCAPS: usize = 8;
-
 impl Shared {
+    /// The core `cn`, held until `adev` is unbound.
+    pub(crate) fn new(adev: &device::Device<device::Bound>, cn: Arc<dyn Cn>) -> Result<Self> {
+        let dev = cn.device().into();
+        let ports = cn.ports();
+        Ok(Self {
+            cn: Devres::new(adev, cn)?,
+            dev,
+            ports,
+        })
+    }
+
+    /// The core, `ENODEV` once the driver is unbound from it. (A reference, not the guard of
+    /// the registration, so that the caller may sleep.)
+    pub(crate) fn cn(&self) -> Result<Arc<dyn Cn>> {
+        self.cn.try_access().map(|c| (*c).clone()).ok_or(ENODEV)
+    }
+
+    /// The chip, `ENODEV` once the driver is unbound from the core.
+    pub(crate) fn chip(&self) -> Result<Arc<dyn Chip>> {
+        self.cn()?.chip()
+    }
+
+    /// The device stopped, or the driver is unbound from the core.
+    pub(crate) fn is_fatal(&self) -> bool {
+        self.cn.try_access().is_none_or(|c| c.is_fatal())
+    }
+
+    /// Device memory for users.
+    pub(crate) fn devmem(&self) -> DevMem {
+        self.cn.try_access().map(|c| c.devmem()).unwrap_or_default()
+    }
+
     /// Replace the bits of QP `qpn`'s context on `port` that `mask` selects with those of
-    /// `data`, through the port's gateway. Sleeps: `regs` must not be an RCU-guarded access.
-    /// `ENODEV` once the device stopped (a fatal error): it holds no context any more, and
+    /// `data`. Sleeps. `ENODEV` once the device stopped: it holds no context any more, and
     /// what tears a QP down is done.
     pub(crate) fn gateway_write(
         &self,
-        regs: &dyn Chip,
         port: usize,
         qpn: u32,
         requester: bool,
         data: &[u64],
         mask: &[u64],
     ) -> Result {
-        if self.nic_tables == 0 || self.fatal.load(Relaxed) {
-            return Err(ENODEV);
-        }
-        nic::gateway_write(
-            regs,
-            &mut self.gateway.lock(),
-            port,
-            qpn,
-            requester,
-            data,
-            mask,
-        )
+        self.cn()?.qpc_write(port, qpn, requester, data, mask)
     }
 
-    /// Read `fields` of QP `qpn`'s context on `port` through the port's gateway into `out`
-    /// (its other words are left as they are). Sleeps. `ENODEV` once the device stopped.
+    /// Read `fields` of QP `qpn`'s context on `port` into `out` (its other words are left as
+    /// they are). Sleeps. `ENODEV` once the device stopped.
     pub(crate) fn gateway_read(
         &self,
         port: usize,
         qpn: u32,
         requester: bool,
-        fields: &[nic::Field],
+        fields: &[gaudi2::Field],
         out: &mut [u64],
     ) -> Result {
-        if self.nic_tables == 0 || self.fatal.load(Relaxed) {
-            return Err(ENODEV);
-        }
-        let regs = &self.chip()?;
-        nic::gateway_read(
-            regs,
-            &mut self.gateway.lock(),
-            port,
-            qpn,
-            requester,
-            fields,
-            out,
-        )
+        self.cn()?.qpc_read(port, qpn, requester, fields, out)
     }
 
-    /// An encapsulation of `port` sending from `ip` (big-endian as a number), programmed if it
-    /// is new: its index. `ENOSPC` if the port has as many addresses in use already.
+    /// An encapsulation of `port` sending from `ip` (big-endian as a number): its index.
     pub(crate) fn encap_get(&self, port: usize, ip: u32) -> Result<usize> {
-        let mut e = self.encaps.lock();
-        let t = e.get_mut(port).ok_or(EINVAL)?;
-        if let Some(i) = t.iter().position(|&(a, n)| n != 0 && a == ip) {
-            t[i].1 += 1;
-            return Ok(i);
-        }
-        let i = t.iter().position(|&(_, n)| n == 0).ok_or(ENOSPC)?;
-        let regs = self.chip.try_access().ok_or(ENODEV)?;
-        regs.try_write(
-            nic::PortArrayLoc::<nic::TXE0_SOURCE_IP_PORT0_0>::of(port, i).ok_or(EINVAL)?,
-            nic::TXE0_SOURCE_IP_PORT0_0::from_raw(ip),
-        )?;
-        t[i] = (ip, 1);
-        Ok(i)
+        self.cn()?.encap_get(port, ip)
     }
 
     /// A QP of `port` stopped using encapsulation `i`.
     pub(crate) fn encap_put(&self, port: usize, i: usize) {
-        let mut e = self.encaps.lock();
-        if let Some(t) = e.get_mut(port).and_then(|t| t.get_mut(i)) {
-            t.1 = t.1.saturating_sub(1);
+        if let Ok(cn) = self.cn() {
+            cn.encap_put(port, i);
         }
     }
 
     /// Ring `port`'s kernel doorbell FIFO for QP `qpn`, whose producer index is now `pi`.
-    /// `EAGAIN` if the FIFO is full (the NIC has not taken the doorbells before).
-    pub(crate) fn ring_secured(&self, regs: &dyn Chip, port: usize, qpn: u32, pi: u32) -> Result {
-        let q = self.nic.get(port).ok_or(ENODEV)?;
-        let _g = self.secured_db.lock();
-        if !q.fifo_room() {
-            return Err(EAGAIN);
+    /// `EAGAIN` if the FIFO is full. Does not sleep.
+    pub(crate) fn ring_secured(&self, port: usize, qpn: u32, pi: u32) -> Result {
+        self.cn
+            .try_access()
+            .ok_or(ENODEV)?
+            .ring_secured(port, qpn, pi)
+    }
+
+    /// Count `n` more send WQ entries of RC QPs of `port` against its CQ 1.
+    pub(crate) fn rc_reserve(&self, port: usize, n: u32) -> bool {
+        self.cn.try_access().is_some_and(|c| c.rc_reserve(port, n))
+    }
+
+    /// Give back `n` entries counted by [`Self::rc_reserve`].
+    pub(crate) fn rc_release(&self, port: usize, n: u32) {
+        if let Some(c) = self.cn.try_access() {
+            c.rc_release(port, n);
         }
-        q.ring_secured(regs, qpn, pi)
     }
 
-    /// The chip, `ENODEV` once the driver is unbound from it. (A reference, not the guard of
-    /// the registration, so that the caller may sleep.)
-    pub(crate) fn chip(&self) -> Result<ChipRef> {
-        self.chip.try_access().map(|c| (*c).clone()).ok_or(ENODEV)
+    /// Take up to `out.len()` of the new entries of CQ 1 of `port`.
+    pub(crate) fn rc_take(&self, port: usize, out: &mut [gaudi2::Cqe]) -> Result<usize> {
+        self.cn()?.rc_take(port, out)
     }
 
-    pub(crate) fn is_fatal(&self) -> bool {
-        self.fatal.load(Relaxed)
+    /// A free UMR block of `port` for ASID `asid`, with a CQ of `2^log_cq` entries.
+    pub(crate) fn user_block(
+        &self,
+        port: usize,
+        asid: u32,
+        log_cq: u32,
+    ) -> Result<(usize, QueueMem)> {
+        self.cn()?.user_block(port, asid, log_cq)
     }
 
-    /// Zero `len` bytes of device memory at `offset` (both multiples of 4 KiB), through the
-    /// chip's scrub service: `EIO` once the device has failed, `ENODEV` once it is gone.
+    /// Stop the CQ of UMR block `block` of `port`.
+    pub(crate) fn user_block_stop(&self, port: usize, block: usize) {
+        if let Ok(cn) = self.cn() {
+            cn.user_block_stop(port, block);
+        }
+    }
+
+    /// UMR block `block` of `port` is free again.
+    pub(crate) fn user_block_put(&self, port: usize, block: usize) {
+        if let Ok(cn) = self.cn() {
+            cn.user_block_put(port, block);
+        }
+    }
+
+    /// The offset in BAR 0 of UMR block `block` of `port`.
+    pub(crate) fn umr_page(&self, port: usize, block: usize) -> Option<usize> {
+        self.cn.try_access()?.umr_page(port, block)
+    }
+
+    /// Zero `len` bytes of device memory at `offset`.
     pub(crate) fn clear_devmem(&self, offset: u64, len: u64) -> Result {
-        if self.is_fatal() {
-            return Err(EIO);
-        }
-        self.chip()?.scrub(offset, len)
-    }
-}
-
-#[pinned_drop]
-impl PinnedDrop for Shared {
-    fn drop(self: Pin<&mut Self>) {
-        // The fields, the event queue's memory among them, are dropped after this: stop the
-        // device first. The last reference goes at unbind at the latest (from the driver data,
-        // the InfiniBand device's data or the chip's event receiver, all dropped while the
-        // chip is still ours).
-        // The register guard is an RCU read-side section: the chip is taken out of it, as
-        // stopping it sleeps.
-        let Some(chip) = self.chip.try_access().map(|c| (*c).clone()) else {
-            return;
-        };
-        for q in &self.nic {
-            q.disable(&chip);
-        }
-        // The device has stopped (no event write, no page walk) once this returns; until then
-        // the memory it may reach must stay.
-        // The owner logs a reset that fails.
-        let _ = chip.reset();
+        self.cn()?.clear_devmem(offset, len)
     }
 }

@@ -6,9 +6,11 @@
 //! device-model.rst with the same offset, shape, scope and bits, and a
 //! Source that is one of the document's source keys; and that the
 //! document has no register or field row the emulator lacks. It also reads
-//! the driver's model 2.0 definitions (drivers/infiniband/hw/gaudi/nic.rs):
-//! each register the driver defines has the document's offset, shape and
-//! bits, and each field of its formats the document's bits. The chip
+//! the drivers' model 2.0 definitions (the NIC core's registers,
+//! drivers/net/ethernet/habana/gaudi_cn/nic.rs, and the formats the NIC
+//! drivers share, rust/kernel/net/gaudi/gaudi2.rs): each register the core
+//! defines has the document's offset, shape and bits, and each field of the
+//! formats the document's bits. The chip
 //! services' registers (the emulated function's, model-defined) have the
 //! same names and offsets in the document's table, the emulator
 //! (`chip::SVC_REGISTERS`) and the driver of the emulated function
@@ -27,7 +29,20 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 const DOC: &str = "Documentation/infiniband/gaudi/device-model.rst";
-const DRIVER: &str = "drivers/infiniband/hw/gaudi/nic.rs";
+/// The NIC core's registers, and the formats the NIC drivers share.
+const DRIVER: &str = "drivers/net/ethernet/habana/gaudi_cn/nic.rs";
+const FORMATS: &str = "rust/kernel/net/gaudi/gaudi2.rs";
+
+/// The driver files with the NIC's registers and formats.
+fn driver_nic() -> String {
+    read(DRIVER) + &read(FORMATS)
+}
+
+/// `line` without a leading `pub(crate) ` or `pub `.
+fn public(line: &str) -> Option<&str> {
+    line.strip_prefix("pub(crate) ")
+        .or_else(|| line.strip_prefix("pub "))
+}
 /// The driver of the emulated function (the chip's owner), which has the chip services.
 const DRIVER_PCI: &str = "drivers/net/ethernet/habana/gaudi_pci/gaudi_pci.rs";
 const DRIVER_PCI_MMU: &str = "drivers/net/ethernet/habana/gaudi_pci/mmu.rs";
@@ -55,7 +70,7 @@ fn driver_registers(src: &str) -> Vec<DriverReg> {
     let mut out = Vec::new();
     let mut cur: Option<DriverReg> = None;
     for line in src.lines().map(str::trim) {
-        if let Some(rest) = line.strip_prefix("pub(crate) ") {
+        if let Some(rest) = public(line) {
             let Some((head, off)) = rest.split_once(" @ ") else {
                 continue;
             };
@@ -119,8 +134,8 @@ fn driver_fields(src: &str) -> Vec<(String, String, u32, u32)> {
     let mut out = Vec::new();
     let mut module = None;
     for line in src.lines().map(str::trim) {
-        if let Some(m) = line
-            .strip_prefix("pub(crate) mod ")
+        if let Some(m) = public(line)
+            .and_then(|l| l.strip_prefix("mod "))
             .and_then(|m| m.strip_suffix(" {"))
         {
             module = Some(m.to_string());
@@ -133,7 +148,7 @@ fn driver_fields(src: &str) -> Vec<(String, String, u32, u32)> {
         let Some(m) = module.as_ref() else {
             continue;
         };
-        let Some(rest) = line.strip_prefix("pub(crate) const ") else {
+        let Some(rest) = public(line).and_then(|l| l.strip_prefix("const ")) else {
             continue;
         };
         let Some((name, def)) = rest.split_once(": Field = Field::new(") else {
@@ -527,7 +542,7 @@ fn register_map_matches_doc() {
         "device-model.rst and the emulator disagree:\n{}",
         errors.join("\n")
     );
-    let errors = check_driver(&doc(), &read(DRIVER));
+    let errors = check_driver(&doc(), &driver_nic());
     assert!(
         errors.is_empty(),
         "device-model.rst and the driver disagree:\n{}",
@@ -590,7 +605,7 @@ fn model_sources_catches_a_changed_document() {
     caught(&gone, "QPC0_ARM_CQ_NUM: used by the emulator, no row");
     // The driver: a register's offset, a field's bits, a register the
     // document lacks.
-    let src = read(DRIVER);
+    let src = driver_nic();
     let caught_driver = |src: &str, needle: &str| {
         let errors = check_driver(&d, src);
         assert!(

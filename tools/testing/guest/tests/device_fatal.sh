@@ -3,8 +3,9 @@
 # as DEVICE_FATAL; its context is disassociated (event file ends, verbs fail
 # with EIO) and the InfiniBand device goes away while the program still
 # holds its file open. Unbinding and binding the PCI device then brings a
-# working device back. So does reloading the RDMA driver alone (its probe
-# resets the chip), after which a fatal error is reported again.
+# working device back. So does reloading the NIC core and the RDMA driver
+# (the core's probe resets the chip), after which a fatal error is reported
+# again; the RDMA driver alone refuses a device that stopped.
 . /lib/gaudi/guest-lib.sh
 ports=$(kparam ports 24)
 dev=$(gaudi_devices | head -n 1)
@@ -31,8 +32,14 @@ ib_gone() {
 emu_ctl fatal >/dev/null || fail "emulator refused the second fatal error"
 ib_gone || fail "gaudi_0 still there 10 s after the second fatal error"
 rmmod gaudi_ib || fail "rmmod gaudi_ib after the second fatal error"
+expect_warning "the device stopped before probe: rebind the NIC core"
+expect_warning "probe with driver gaudi_ib.gaudi_ib failed"
+insmod /lib/modules/gaudi_ib.ko $(gaudi_modargs) || fail "insmod gaudi_ib after the second fatal error"
+[ ! -e /sys/class/infiniband/gaudi_0 ] || fail "the RDMA driver registered gaudi_0 on a stopped device"
+test_log | grep -q "the device stopped before probe" || fail "no log line for the refused RDMA probe"
+rmmod gaudi_ib gaudi_cn || fail "rmmod gaudi_ib gaudi_cn after the second fatal error"
 load_driver
-[ -e /sys/class/infiniband/gaudi_0 ] || fail "reloading gaudi_ib alone gave no gaudi_0"
+[ -e /sys/class/infiniband/gaudi_0 ] || fail "reloading gaudi_cn and gaudi_ib gave no gaudi_0"
 gaudi-verbs-test uverbs --ports "$ports" >/tmp/uverbs.out 2>&1 || {
 	cat /tmp/uverbs.out
 	fail "the device of the reloaded driver does not work"
@@ -41,4 +48,4 @@ emu_ctl fatal >/dev/null || fail "emulator refused the third fatal error"
 ib_gone || fail "a fatal error after the reload was not reported: gaudi_0 still there after 10 s"
 rebind_after_fatal "$dev" "$ports" "the third fatal error"
 echo "DEVICE_FATAL reached user space, context disassociated, rebind gave a working device;"
-echo "reloading the RDMA driver alone recovered too, and the next fatal error was reported"
+echo "reloading the NIC core and the RDMA driver recovered too, and the next fatal error was reported"

@@ -51,7 +51,7 @@ emu_ctl link 0 up >/dev/null || fail "emulator: link up failed"
 wait_carrier "$ifc" 1
 echo "$ifc: carrier followed the link down and up"
 info=$(ethtool -i "$ifc") || fail "ethtool -i failed"
-echo "$info" | grep -qx 'driver: gaudi_ib' || { echo "$info"; fail "ethtool -i does not name gaudi_ib"; }
+echo "$info" | grep -qx 'driver: gaudi_cn' || { echo "$info"; fail "ethtool -i does not name gaudi_cn"; }
 echo "$info" | grep -qx "bus-info: $dev" || { echo "$info"; fail "ethtool -i does not name $dev"; }
 settings=$(ethtool "$ifc") || fail "ethtool failed"
 echo "$settings" | grep -q 'Speed: 100000Mb/s' || { echo "$settings"; fail "no 100000Mb/s"; }

@@ -54,14 +54,13 @@ use kernel::{
     },
     time::Delta,
 };
-use zerocopy_derive::Immutable;
 
 use kernel::net::gaudi::chip::Chip;
+// The formats of the NIC's structures, which the RDMA driver writes and reads too.
+pub(crate) use kernel::net::gaudi::gaudi2::*;
 
 /// Where configuration-space offset 0 is in BAR0.
 pub(crate) const CFG_IN_BAR0: usize = 0x400_0000;
-/// Ports of the chip: 12 macros of two.
-pub(crate) const PORTS: usize = 24;
 /// Distance between the blocks of two macros.
 const MACRO_STRIDE: usize = 0x8_0000;
 /// The first per-port register whose odd-port copy is [`ODD_HI`] away (`NIC0_RXE0_CONTROL`).
@@ -341,216 +340,6 @@ pub(crate) const fn eq_vector(port: usize) -> usize {
     1 + port % 7
 }
 
-/// A field of a hardware structure: its lowest bit and width over the whole structure, as
-/// the model's format tables give them. No field crosses a 64-bit word.
-#[derive(Clone, Copy)]
-pub(crate) struct Field {
-    lsb: u32,
-    width: u32,
-}
-
-impl Field {
-    const fn new(lsb: u32, width: u32) -> Self {
-        Self { lsb, width }
-    }
-
-    fn mask(self) -> u64 {
-        if self.width >= 64 {
-            u64::MAX
-        } else {
-            (1u64 << self.width) - 1
-        }
-    }
-
-    /// The field's value in `words`; 0 if it lies beyond them.
-    pub(crate) fn get(self, words: &[u64]) -> u64 {
-        let (w, s) = ((self.lsb / 64) as usize, self.lsb % 64);
-        words.get(w).map_or(0, |v| (v >> s) & self.mask())
-    }
-
-    /// Set the field in `words` to `v` (cut to its width).
-    pub(crate) fn set(self, words: &mut [u64], v: u64) {
-        let (w, s) = ((self.lsb / 64) as usize, self.lsb % 64);
-        if let Some(word) = words.get_mut(w) {
-            let m = self.mask() << s;
-            *word = (*word & !m) | ((v << s) & m);
-        }
-    }
-
-    /// The 32-bit gateway data words that hold the field.
-    pub(crate) fn words(self) -> core::ops::RangeInclusive<usize> {
-        (self.lsb / 32) as usize..=((self.lsb + self.width.max(1) - 1) / 32) as usize
-    }
-
-    /// Set every bit of the field in `words`: a gateway mask for it.
-    pub(crate) fn select(self, words: &mut [u64]) {
-        self.set(words, u64::MAX);
-    }
-}
-
-/// Requester QP context fields ("Requester QP context").
-pub(crate) mod req {
-    use super::Field;
-
-    pub(crate) const DST_QP: Field = Field::new(0, 24);
-    pub(crate) const RKEY: Field = Field::new(128, 32);
-    pub(crate) const DST_IP: Field = Field::new(160, 32);
-    pub(crate) const DST_MAC_LSB: Field = Field::new(192, 32);
-    pub(crate) const DST_MAC_MSB: Field = Field::new(224, 16);
-    pub(crate) const NTS_PSN: Field = Field::new(256, 24);
-    pub(crate) const BCS_PSN: Field = Field::new(288, 24);
-    pub(crate) const ONA_PSN: Field = Field::new(320, 24);
-    pub(crate) const BCC_PSN: Field = Field::new(352, 24);
-    pub(crate) const TM_GRANULARITY: Field = Field::new(376, 7);
-    pub(crate) const ENCAP_TYPE: Field = Field::new(413, 3);
-    pub(crate) const CQ_NUM: Field = Field::new(440, 5);
-    pub(crate) const ENCAP_ENABLE: Field = Field::new(447, 1);
-    pub(crate) const CONGESTION_WIN: Field = Field::new(448, 24);
-    pub(crate) const BURST_SIZE: Field = Field::new(544, 22);
-    pub(crate) const ASID: Field = Field::new(566, 10);
-    pub(crate) const ACKREQ_FREQ: Field = Field::new(808, 8);
-    pub(crate) const CONGESTION_MODE: Field = Field::new(1013, 2);
-    pub(crate) const MTU: Field = Field::new(1015, 2);
-    pub(crate) const IN_WORK: Field = Field::new(1021, 1);
-    pub(crate) const ERROR: Field = Field::new(1022, 1);
-    pub(crate) const LAST_IDX: Field = Field::new(576, 22);
-    pub(crate) const WQ_BACK_PRESSURE: Field = Field::new(383, 1);
-    pub(crate) const DATA_MMU_BYPASS: Field = Field::new(1003, 1);
-    pub(crate) const WQ_TYPE: Field = Field::new(1007, 2);
-    pub(crate) const TRANSPORT_SERVICE: Field = Field::new(1010, 1);
-    pub(crate) const WQ_BASE_ADDR: Field = Field::new(1017, 2);
-    pub(crate) const TRUST_LEVEL: Field = Field::new(1019, 2);
-    pub(crate) const VALID: Field = Field::new(1023, 1);
-}
-
-/// Responder QP context fields ("Responder QP context").
-pub(crate) mod res {
-    use super::Field;
-
-    pub(crate) const DST_QP: Field = Field::new(0, 24);
-    pub(crate) const LKEY: Field = Field::new(32, 32);
-    pub(crate) const DST_IP: Field = Field::new(64, 32);
-    pub(crate) const DST_MAC_LSB: Field = Field::new(96, 32);
-    pub(crate) const DST_MAC_MSB: Field = Field::new(128, 16);
-    pub(crate) const ASID: Field = Field::new(150, 10);
-    pub(crate) const PEER_QP: Field = Field::new(160, 24);
-    pub(crate) const EXPECTED_PSN: Field = Field::new(192, 24);
-    pub(crate) const ENCAP_TYPE: Field = Field::new(220, 3);
-    pub(crate) const ENCAP_ENABLE: Field = Field::new(223, 1);
-    pub(crate) const CQ_NUM: Field = Field::new(248, 5);
-    pub(crate) const IN_WORK: Field = Field::new(254, 1);
-
-    pub(crate) const TRANSPORT_SERVICE: Field = Field::new(149, 1);
-    pub(crate) const TRUST_LEVEL: Field = Field::new(216, 2);
-    pub(crate) const DATA_MMU_BYPASS: Field = Field::new(219, 1);
-    pub(crate) const VALID: Field = Field::new(255, 1);
-}
-
-/// The requester context: 128 bytes.
-pub(crate) const REQ_QPC_WORDS: usize = 16;
-/// The responder context: 32 bytes.
-pub(crate) const RES_QPC_WORDS: usize = 4;
-/// Bytes per requester context in its table.
-pub(crate) const REQ_QPC_SIZE: u64 = 128;
-/// Bytes per responder context in its table.
-pub(crate) const RES_QPC_SIZE: u64 = 32;
-
-/// Where the NIC sees device memory (HBM) offset 0: physical addresses from here on are HBM,
-/// those below it host bus addresses (hl_gaudi2.h: `DRAM_PHYS_BASE`).
-pub(crate) const DRAM_PHYS_BASE: u64 = 0x1001_0000_0000_0000;
-/// QP contexts each port's tables hold.
-pub(crate) const TABLE_QPS: u64 = 1024;
-/// Bytes of device memory each port's context tables take.
-pub(crate) const PORT_TABLES: u64 = TABLE_QPS * (REQ_QPC_SIZE + RES_QPC_SIZE);
-/// Device memory the driver keeps for the NIC's context tables, at its end (24 ports' tables,
-/// rounded up to 4 MiB).
-pub(crate) const NIC_HBM: u64 = 4 << 20;
-const _: () = assert!(PORT_TABLES * PORTS as u64 <= NIC_HBM);
-
-/// `WQ_TYPE`: RDMA WRITE.
-pub(crate) const WQ_TYPE_WRITE: u64 = 1;
-/// `TRANSPORT_SERVICE`: the raw (Ethernet) path.
-pub(crate) const TRANSPORT_RAW: u64 = 1;
-/// `TRUST_LEVEL`: secured (the kernel's QPs).
-pub(crate) const TRUST_SECURED: u64 = 1;
-
-/// A send WQE: 32 bytes ("Send WQE").
-#[repr(C)]
-#[derive(Clone, Copy, Default, FromBytes, IntoBytes, Immutable)]
-pub(crate) struct SqWqe(pub(crate) [u64; 4]);
-
-/// Send WQE fields.
-pub(crate) mod wqe {
-    use super::Field;
-
-    pub(crate) const OPCODE: Field = Field::new(0, 5);
-    pub(crate) const WQE_INDEX: Field = Field::new(8, 8);
-    pub(crate) const SE: Field = Field::new(29, 1);
-    pub(crate) const ACKREQ: Field = Field::new(31, 1);
-    pub(crate) const SIZE: Field = Field::new(32, 32);
-    pub(crate) const LOCAL_ADDRESS: Field = Field::new(64, 64);
-    pub(crate) const REMOTE_ADDRESS: Field = Field::new(128, 64);
-    pub(crate) const TAG: Field = Field::new(192, 32);
-    pub(crate) const COMPLETION_TYPE: Field = Field::new(254, 2);
-}
-
-/// `COMPLETION_TYPE`: a CQE on the requester context's CQ (model-defined value).
-pub(crate) const COMPLETION_CQ: u64 = 2;
-
-/// `OPCODE`: LINEAR (an RDMA WRITE, or a frame on the raw path).
-pub(crate) const WQE_OPCODE_LINEAR: u64 = 2;
-
-/// A CQE: 16 bytes ("CQE").
-#[repr(C)]
-#[derive(Clone, Copy, Default, FromBytes, IntoBytes, Immutable)]
-pub(crate) struct Cqe(pub(crate) [u64; 2]);
-
-/// CQE fields.
-pub(crate) mod cqe {
-    use super::Field;
-
-    pub(crate) const QPN: Field = Field::new(0, 24);
-    pub(crate) const IS_REQ: Field = Field::new(24, 1);
-    pub(crate) const VALID: Field = Field::new(31, 1);
-    pub(crate) const WQE_INDEX: Field = Field::new(32, 32);
-    pub(crate) const TAG: Field = Field::new(64, 32);
-    pub(crate) const RAW_PKT_SIZE: Field = Field::new(96, 32);
-}
-
-/// An EQE: 16 bytes ("EQE").
-#[repr(C)]
-#[derive(Clone, Copy, Default, FromBytes, IntoBytes, Immutable)]
-pub(crate) struct Eqe(pub(crate) [u64; 2]);
-
-/// EQE fields.
-pub(crate) mod eqe {
-    use super::Field;
-
-    pub(crate) const TYPE: Field = Field::new(0, 4);
-    pub(crate) const VALID: Field = Field::new(31, 1);
-    pub(crate) const DATA1: Field = Field::new(32, 32);
-    pub(crate) const DATA2: Field = Field::new(64, 32);
-}
-
-/// EQE types.
-pub(crate) const EQE_COMP: u64 = 0;
-pub(crate) const EQE_COMP_ERR: u64 = 1;
-pub(crate) const EQE_QP_ERR: u64 = 2;
-pub(crate) const EQE_LINK_STATUS: u64 = 3;
-pub(crate) const EQE_RAW_TX_COMP: u64 = 4;
-pub(crate) const EQE_DB_FIFO_OVERRUN: u64 = 5;
-pub(crate) const EQE_CONG: u64 = 6;
-pub(crate) const EQE_CONG_ERR: u64 = 7;
-
-/// CQ 0 of each port: the raw path's receive completions.
-pub(crate) const CQ_ETH: usize = 0;
-/// CQs of a port.
-pub(crate) const CQS: usize = 16;
-/// CQ 1 of each port: the requester completions of the kernel's RC QPs.
-pub(crate) const CQ_RC: usize = 1;
-/// log2 of the entries of each CQ's slot in a port's CQ region: 8192, the NIC's largest CQ;
-/// the region is then the 2 MiB hbl_cn allocates.
-pub(crate) const CQ_LOG_MAX: u32 = 13;
 /// The port-wide retry limits (timeouts, sequence errors) of RC QPs.
 const RC_RETRIES: u32 = 7;
 /// The kernel's doorbell FIFO, and the entries of each FIFO.
@@ -587,7 +376,14 @@ fn addr_31_7(addr: u64) -> (u32, u32) {
 /// time); either way a mask word last written 0 holds 0, so the saving assumes nothing.
 pub(crate) struct Gateways {
     ports: [GatewayRegs; PORTS],
+    /// For each port, the requester and responder contexts the RDMA driver made valid and has
+    /// not invalidated since (bit `q % 64` of word `q / 64`: QP `q`), which the core
+    /// invalidates itself when the RDMA driver goes.
+    rdma_valid: [[[u64; QPC_BITMAP_WORDS]; 2]; PORTS],
 }
+
+/// Words of a bitmap of a port's QP contexts.
+const QPC_BITMAP_WORDS: usize = (TABLE_QPS as usize).div_ceil(64);
 
 #[derive(Clone, Copy)]
 struct GatewayRegs {
@@ -605,7 +401,52 @@ impl Gateways {
                 mask_set: u32::MAX,
                 idle: false,
             }; PORTS],
+            rdma_valid: [[[0; QPC_BITMAP_WORDS]; 2]; PORTS],
         }
+    }
+
+    /// Note what a write of `data` under `mask` to QP `qpn`'s context made of its `VALID` bit.
+    pub(crate) fn note_rdma(
+        &mut self,
+        port: usize,
+        qpn: u32,
+        requester: bool,
+        data: &[u64],
+        mask: &[u64],
+    ) {
+        let valid = if requester { req::VALID } else { res::VALID };
+        if valid.get(mask) == 0 {
+            return;
+        }
+        let (w, b) = (qpn as usize / 64, qpn % 64);
+        if let Some(word) = self
+            .rdma_valid
+            .get_mut(port)
+            .and_then(|p| p[usize::from(!requester)].get_mut(w))
+        {
+            if valid.get(data) != 0 {
+                *word |= 1 << b;
+            } else {
+                *word &= !(1 << b);
+            }
+        }
+    }
+
+    /// Take the set of contexts of `port` the RDMA driver left valid: (QP, requester).
+    pub(crate) fn take_rdma(&mut self, port: usize, out: &mut KVec<(u32, bool)>) -> Result {
+        let Some(p) = self.rdma_valid.get_mut(port) else {
+            return Ok(());
+        };
+        for (kind, words) in p.iter_mut().enumerate() {
+            for (w, word) in words.iter_mut().enumerate() {
+                while *word != 0 {
+                    let b = word.trailing_zeros();
+                    *word &= !(1u64 << b);
+                    out.push(((w * 64) as u32 + b, kind == 0), GFP_KERNEL)?;
+                }
+            }
+        }
+        Ok(())
     }
 
     fn port(&mut self, port: usize) -> Result<&mut GatewayRegs> {
@@ -759,17 +600,6 @@ pub(crate) fn gateway_read(
     }
     Ok(())
 }
-
-/// UMR blocks of a port that user space may map (`NUM_OF_USER_NIC_UMR_BLOCKS`).
-pub(crate) const UMR_BLOCKS: usize = 15;
-/// The CQ of UMR block 0; block b's is `CQ_USER_FIRST + 2b` (`NIC_MIN_CQ_ID`).
-pub(crate) const CQ_USER_FIRST: usize = 2;
-/// The UMR blocks the driver hands out: those whose CQ is one of the port's [`CQS`] (blocks
-/// 0 to 6, CQs 2 to 14); the model has no CQ for the others.
-pub(crate) const USER_BLOCKS: usize = (CQS - CQ_USER_FIRST).div_ceil(2);
-const _: () = assert!(USER_BLOCKS <= UMR_BLOCKS);
-/// log2 of the entries of the smallest CQ (4).
-pub(crate) const CQ_USER_LOG_MIN: u32 = 2;
 
 /// BAR0 offset of UMR block `block` of port `port`, the page its owner maps.
 pub(crate) fn umr_page(port: usize, block: usize) -> Option<usize> {
@@ -926,6 +756,12 @@ impl PortQueues {
             >::of(p, FIFO_SECURED))?,
             QPC0_DBFIFO0_CI_UPD_ADDR_DBFIFO_CI_UPD_ADDR_31_7::from_raw(lo),
         )?;
+        // Send WQ array 1's WQEs (the RC QPs') are fetched in the QP's ASID: set once here,
+        // as the Ethernet driver updates the same register for array 0.
+        regs.try_update(at(PortLoc::<TXE0_WQE_USER_CFG>::of(p))?, |c| {
+            let bypass = c.mmu_bypass().get() & !2;
+            c.try_with_mmu_bypass(bypass).unwrap_or(c)
+        })?;
         let cqs = self.cqs.dma_address();
         regs.try_write(
             at(PortLoc::<RXE0_CQ_BASE_ADDR_63_32>::of(p))?,
@@ -958,11 +794,6 @@ impl PortQueues {
             at(PortArrayLoc::<TXE0_LOG_MAX_WQ_SIZE_0>::of(p, 1))?,
             TXE0_LOG_MAX_WQ_SIZE_0::zeroed().try_with_r(log_lines)?,
         )?;
-        // Array 1's WQEs are fetched in the QP's ASID.
-        regs.try_update(at(PortLoc::<TXE0_WQE_USER_CFG>::of(p))?, |c| {
-            let bypass = c.mmu_bypass().get() & !2;
-            c.try_with_mmu_bypass(bypass).unwrap_or(c)
-        })?;
         regs.try_write(
             at(PortLoc::<QPC0_RETRY_COUNT_MAX>::of(p))?,
             QPC0_RETRY_COUNT_MAX::zeroed()
@@ -995,6 +826,11 @@ impl PortQueues {
                 Err(seen) => cur = seen,
             }
         }
+    }
+
+    /// Forget every reservation of [`Self::rc_reserve`] (the RDMA driver is gone).
+    pub(crate) fn rc_reset(&self) {
+        self.rc_wqes.store(0, Relaxed);
     }
 
     /// Give back `n` entries counted by [`Self::rc_reserve`].
@@ -1304,6 +1140,18 @@ impl PortQueues {
     /// Stop the CQ of UMR block `block` (the NIC writes no more of its entries).
     pub(crate) fn user_block_stop(&self, regs: &dyn Chip, block: usize) {
         self.cq_disable(regs, CQ_USER_FIRST + 2 * block);
+    }
+
+    /// Stop and give back every UMR block still held (the RDMA driver is gone); returns how
+    /// many there were.
+    pub(crate) fn user_blocks_reclaim(&self, regs: &dyn Chip) -> u32 {
+        let used = self.umr_used.xchg(0, Full) & ((1 << USER_BLOCKS) - 1);
+        for block in 0..USER_BLOCKS {
+            if used & (1 << block) != 0 {
+                self.user_block_stop(regs, block);
+            }
+        }
+        used.count_ones()
     }
 
     /// UMR block `block` is free again: nothing maps its page or its CQ's memory any more.

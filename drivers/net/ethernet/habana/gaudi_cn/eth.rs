@@ -49,6 +49,7 @@ use kernel::{
 use kernel::net::gaudi::chip::Chip;
 
 use crate::{
+    device::Nic,
     nic::{
         self,
         cqe,
@@ -59,7 +60,6 @@ use crate::{
         PortLoc,
         SqWqe, //
     },
-    shared::Shared,
 };
 
 /// log2 of the WQEs of QP 0's send queue and of the elements of the receive ring.
@@ -159,7 +159,7 @@ impl Rings {
 /// A port's Ethernet: its rings, buffers and counters.
 #[pin_data]
 pub(crate) struct Port {
-    shared: Arc<Shared>,
+    nic: Arc<Nic>,
     /// Port index (from 0).
     index: usize,
     #[pin]
@@ -178,9 +178,9 @@ pub(crate) struct Port {
 
 impl Port {
     /// Port index `index` of the device; its rings come at the first `open`.
-    pub(crate) fn new(shared: Arc<Shared>, index: usize) -> impl PinInit<Self, Error> {
+    pub(crate) fn new(nic: Arc<Nic>, index: usize) -> impl PinInit<Self, Error> {
         try_pin_init!(Self {
-            shared,
+            nic,
             index,
             tx <- new_spinlock_irq!(Tx { pi: 0, clean: 0 }),
             rx_ci: Atomic::new(0),
@@ -195,7 +195,7 @@ impl Port {
     }
 
     fn queues(&self) -> Result<&nic::PortQueues> {
-        self.shared.nic.get(self.index).ok_or(ENODEV)
+        self.nic.queues.get(self.index).ok_or(ENODEV)
     }
 
     /// Program the raw path: QP 0's contexts through the gateway, its send queue, the receive
@@ -243,7 +243,7 @@ impl Port {
         req::DATA_MMU_BYPASS.set(&mut c, 1);
         req::WQ_BACK_PRESSURE.set(&mut c, 1);
         req::VALID.set(&mut c, 1);
-        self.shared
+        self.nic
             .gateway_write(regs, p, QPN, true, &c, &[u64::MAX; nic::REQ_QPC_WORDS])?;
         // And its responder context: raw, secured, physical, with a key nobody holds (a
         // raw context takes no RDMA; should the NIC disagree, no WRITE carries its key).
@@ -253,7 +253,7 @@ impl Port {
         nic::res::TRUST_LEVEL.set(&mut c, nic::TRUST_SECURED);
         nic::res::DATA_MMU_BYPASS.set(&mut c, 1);
         nic::res::VALID.set(&mut c, 1);
-        self.shared
+        self.nic
             .gateway_write(regs, p, QPN, false, &c, &[u64::MAX; nic::RES_QPC_WORDS])?;
         // The receive ring: element n at the base + n x ELEM.
         let ring = r.rx_ring.dma_address();
@@ -314,7 +314,7 @@ impl Port {
         let mut mask = [0u64; nic::REQ_QPC_WORDS];
         req::VALID.select(&mut mask);
         req::VALID.set(&mut c, 0);
-        self.shared
+        self.nic
             .gateway_write(regs, self.index, QPN, true, &c, &mask)?;
         q.fifo_drained()
     }
@@ -388,7 +388,7 @@ impl Port {
             drop(tx);
             self.counters.tx_bad_completion.add(1, Relaxed);
             kernel::ratelimited!(dev_warn!(
-                self.shared.dev,
+                self.nic.dev,
                 "port {}: transmit completion of WQE {} that is not outstanding: ignored\n",
                 self.index + 1,
                 index
@@ -418,7 +418,7 @@ impl Port {
                 self.counters.rx_bad_cqe.add(1, Relaxed);
                 self.counters.rx_errors.add(1, Relaxed);
                 kernel::ratelimited!(dev_warn!(
-                    self.shared.dev,
+                    self.nic.dev,
                     "port {}: CQE of element {} and {} bytes ignored\n",
                     self.index + 1,
                     elem,
@@ -443,7 +443,7 @@ impl Port {
         }
         if work > 0 {
             self.rx_ci.store(ci, Relaxed);
-            let regs = self.shared.chip.try_access().ok_or(ENODEV)?;
+            let regs = self.nic.chip.try_access().ok_or(ENODEV)?;
             q.cq_consumed(&*regs, nic::CQ_ETH, ci)?;
         }
         Ok(work)
@@ -489,8 +489,8 @@ impl Port {
                 io_write!(&r.wq, [try: at + 2 * i], *v as u32);
                 io_write!(&r.wq, [try: at + 2 * i + 1], (*v >> 32) as u32);
             }
-            let regs = self.shared.chip.try_access().ok_or(ENODEV)?;
-            self.shared
+            let regs = self.nic.chip.try_access().ok_or(ENODEV)?;
+            self.nic
                 .ring_secured(&*regs, self.index, QPN, u32::from(pi % RING))
         })();
         match sent {
@@ -516,7 +516,7 @@ impl Port {
 
     /// Whether the port's link is up.
     pub(crate) fn link_up(&self) -> bool {
-        self.shared.chip().is_ok_and(|c| c.link_up(self.index))
+        self.nic.chip().is_ok_and(|c| c.link_up(self.index))
     }
 }
 
@@ -531,7 +531,7 @@ impl ethernet::Driver for EthDriver {
 
     fn open(dev: &ethernet::Device<Self>) -> Result {
         let p = dev.data();
-        if p.shared.is_fatal() {
+        if p.nic.is_fatal() {
             return Err(EIO);
         }
         if p.rings.as_ref().is_none() {
@@ -539,10 +539,10 @@ impl ethernet::Driver for EthDriver {
             p.rings.populate(Rings::new(dev.parent())?);
         }
         // Not an RCU-guarded access: the gateway sleeps.
-        let regs = &p.shared.chip()?;
+        let regs = &p.nic.chip()?;
         if let Err(e) = p.start(regs, &dev.mac()) {
             dev_err!(
-                p.shared.dev,
+                p.nic.dev,
                 "port {}: raw path not set up: {:?}\n",
                 p.index + 1,
                 e
@@ -569,13 +569,13 @@ impl ethernet::Driver for EthDriver {
         dev.stop_queue();
         // A device that failed or is gone executes nothing: there is nothing to stop, and its
         // gateway and FIFO would not answer.
-        if p.shared.is_fatal() || p.shared.removed.load(Relaxed) {
+        if p.nic.is_fatal() || p.nic.removed.load(Relaxed) {
             return;
         }
-        if let Ok(regs) = p.shared.chip() {
+        if let Ok(regs) = p.nic.chip() {
             if let Err(e) = p.halt(&regs) {
                 dev_warn!(
-                    p.shared.dev,
+                    p.nic.dev,
                     "port {}: raw path not stopped: {:?}\n",
                     p.index + 1,
                     e
@@ -611,7 +611,7 @@ impl ethernet::Driver for EthDriver {
             // NIC compares at its next CQE), so look once more.
             let ci = p.rx_ci.load(Relaxed);
             let armed = p.queues().and_then(|q| {
-                let regs = p.shared.chip.try_access().ok_or(ENODEV)?;
+                let regs = p.nic.chip.try_access().ok_or(ENODEV)?;
                 q.cq_arm(&*regs, nic::CQ_ETH, ci)
             });
             if armed.is_ok() && p.rx_pending() {
@@ -635,7 +635,7 @@ impl ethernet::Driver for EthDriver {
 
     fn set_mac_address(dev: &ethernet::Device<Self>, mac: &[u8; 6]) -> Result {
         let p = dev.data();
-        let regs = p.shared.chip.try_access().ok_or(ENODEV)?;
+        let regs = p.nic.chip.try_access().ok_or(ENODEV)?;
         if dev.is_running() {
             p.set_filter(&*regs, mac)?;
         }
@@ -649,14 +649,14 @@ impl ethernet::Driver for EthDriver {
         if !dev.is_running() {
             return;
         }
-        if let Some(regs) = p.shared.chip.try_access() {
+        if let Some(regs) = p.nic.chip.try_access() {
             let _ = p.set_filter(&*regs, &dev.mac());
         }
     }
 
     fn link_settings(_dev: &ethernet::Device<Self>) -> LinkSettings {
         LinkSettings {
-            speed_mbps: crate::ib::PORT_SPEED_MBPS,
+            speed_mbps: nic::PORT_SPEED_MBPS,
         }
     }
 
