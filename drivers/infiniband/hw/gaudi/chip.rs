@@ -35,7 +35,7 @@ use crate::{
         VaRange,
         VaSpace, //
     },
-    shared::Shared,
+    nic::Nic,
 };
 
 /// Device VAs of regions no peer writes: from 2^47 to the end of an ASID's VAs. Below are the
@@ -88,7 +88,7 @@ const HELD_WAIT_MS: u32 = 10_000;
 /// One ASID and its translation domain: the device VAs of one protection domain.
 #[pin_data(PinnedDrop)]
 pub(crate) struct AddressSpace {
-    shared: Arc<Shared>,
+    nic: Arc<Nic>,
     asid: u32,
     #[pin]
     domain: Mutex<Domain>,
@@ -102,12 +102,12 @@ pub(crate) struct AddressSpace {
 
 impl AddressSpace {
     /// Take an ASID, with nothing mapped, from the chip's owner.
-    pub(crate) fn new(shared: &Arc<Shared>, dev: &Device<Bound>) -> Result<Arc<Self>> {
-        let chip = shared.chip()?;
+    pub(crate) fn new(nic: &Arc<Nic>, dev: &Device<Bound>) -> Result<Arc<Self>> {
+        let chip = nic.chip()?;
         let asid = chip.mmu_space(dev)?;
         Arc::pin_init(
             try_pin_init!(Self {
-                shared: shared.clone(),
+                nic: nic.clone(),
                 asid,
                 domain <- kernel::new_mutex!(Domain {
                     space: KBox::pin_init(
@@ -168,7 +168,7 @@ impl AddressSpace {
             }
             drained
         };
-        m.reclaim(&self.shared.dev, drained);
+        m.reclaim(&self.nic.dev, drained);
     }
 
     /// `range` left the space: give it back, or hold it while work posted before may name it.
@@ -185,12 +185,12 @@ impl AddressSpace {
             }
         };
         match epoch {
-            None => m.give_back(&self.shared.dev, range),
+            None => m.give_back(&self.nic.dev, range),
             Some(epoch) => {
                 if m.held.push(Held { range, epoch }, GFP_KERNEL).is_err() {
                     // Not tracked, not reused: the VA stays taken while the space lives.
                     dev_warn!(
-                        self.shared.dev,
+                        self.nic.dev,
                         "device VAs {:#x}+{:#x} kept out of reuse\n",
                         range.start,
                         range.len
@@ -227,7 +227,7 @@ impl AddressSpace {
             }
             if left == 0 {
                 kernel::ratelimited!(dev_info!(
-                    self.shared.dev,
+                    self.nic.dev,
                     "ASID {}: device VAs {:#x}+{:#x} still named by work posted before their region left\n",
                     self.asid,
                     start,
@@ -259,12 +259,12 @@ impl AddressSpace {
             Place::Anywhere => self.reclaim(&mut self.domain.lock()),
         }
         let range = self.domain.lock().take(place, len, 1 << shift)?;
-        let entered = self.shared.chip().and_then(|chip| {
+        let entered = self.nic.chip().and_then(|chip| {
             chip.mmu_map(dev, self.asid, range.start, &mut pages, count, shift, flags)
         });
         if let Err(e) = entered {
             // The range was never handed out: no work names it.
-            self.domain.lock().give_back(&self.shared.dev, range);
+            self.domain.lock().give_back(&self.nic.dev, range);
             return Err(e);
         }
         Ok(Mapping {
@@ -295,7 +295,7 @@ impl Drop for Mapping {
         let s = &self.space;
         // Without the chip (the driver is unbound from it), its owner dropped the ASID's
         // tables already.
-        if let Ok(chip) = s.shared.chip() {
+        if let Ok(chip) = s.nic.chip() {
             chip.mmu_unmap(
                 s.asid,
                 self.range.start,
@@ -314,7 +314,7 @@ impl PinnedDrop for AddressSpace {
     fn drop(self: Pin<&mut Self>) {
         // The ASID translates nothing more, and its tables go, before another protection
         // domain gets it.
-        if let Ok(chip) = self.shared.chip() {
+        if let Ok(chip) = self.nic.chip() {
             chip.mmu_space_free(self.asid);
         }
     }

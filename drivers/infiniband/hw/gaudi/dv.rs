@@ -54,11 +54,12 @@ use crate::{
     },
     ib::{
         Charge,
-        GaudiRdma,
+        GaudiIbDriver,
         Limit, //
     },
     ids::Ids,
     mmu,
+    nic::Nic, //
     queue::{
         Path,
         QpAttrs, //
@@ -67,7 +68,6 @@ use crate::{
         self,
         Owner, //
     },
-    shared::Shared, //
 };
 
 /// Queues are mapped with 4 KiB pages, for the device and for user space.
@@ -89,13 +89,13 @@ pub(crate) enum Map {
 }
 
 /// Map `entry` into `vma`.
-pub(crate) fn mmap(entry: &MmapEntry<GaudiRdma>, vma: &mut Vma<'_>) -> Result {
+pub(crate) fn mmap(entry: &MmapEntry<GaudiIbDriver>, vma: &mut Vma<'_>) -> Result {
     match entry.data() {
         Map::Queue | Map::UserCq { .. } => vma.map_coherent(entry),
         Map::Umr(b) => vma.io_map_bar(
             entry,
             0,
-            b.shared.umr_page(b.port, b.block).ok_or(EINVAL)? as u64,
+            b.nic.umr_page(b.port, b.block).ok_or(EINVAL)? as u64,
             PAGE_SIZE,
             Caching::Uncached,
         ),
@@ -107,7 +107,7 @@ pub(crate) fn mmap(entry: &MmapEntry<GaudiRdma>, vma: &mut Vma<'_>) -> Result {
 /// only when the set and every mapping of the block's page and CQ are gone, so that no
 /// process keeps a doorbell or CQ that another is given; the ASID it names is held as long.
 pub(crate) struct UserBlock {
-    shared: Arc<Shared>,
+    nic: Arc<Nic>,
     _space: Arc<AddressSpace>,
     port: usize,
     block: usize,
@@ -118,15 +118,15 @@ pub(crate) struct UserBlock {
 impl UserBlock {
     /// Take a block of port index `port` for ASID `space` with a CQ of `2^log_cq` entries.
     fn new(
-        shared: &Arc<Shared>,
+        nic: &Arc<Nic>,
         space: &Arc<AddressSpace>,
         port: usize,
         log_cq: u32,
     ) -> Result<Arc<Self>> {
-        let (block, cq) = shared.user_block(port, space.asid(), log_cq)?;
+        let (block, cq) = nic.user_block(port, space.asid(), log_cq)?;
         // From here dropping the block gives it back.
         let b = Self {
-            shared: shared.clone(),
+            nic: nic.clone(),
             _space: space.clone(),
             port,
             block,
@@ -143,8 +143,8 @@ impl UserBlock {
 
 impl Drop for UserBlock {
     fn drop(&mut self) {
-        self.shared.user_block_stop(self.port, self.block);
-        self.shared.user_block_put(self.port, self.block);
+        self.nic.user_block_stop(self.port, self.block);
+        self.nic.user_block_put(self.port, self.block);
     }
 }
 
@@ -177,7 +177,7 @@ impl SetPort {
         dev: &Device<Bound>,
         port: usize,
     ) -> Result<Self> {
-        let block = UserBlock::new(set.shared, space, port, set.log_cq)?;
+        let block = UserBlock::new(set.nic, space, port, set.log_cq)?;
         let sq = QueueMem::new(set.dev, rc::WQE_BYTES << set.log_sq)?;
         let base = sq.dma_address();
         let pages = (sq.size() / PAGE_SIZE) as u64;
@@ -203,7 +203,7 @@ impl SetPort {
 /// (checked by [`Modify::apply`]). Sleeps.
 fn transition(
     set: &QpSet,
-    shared: &Shared,
+    nic: &Nic,
     slot: usize,
     s: &mut SetQp,
     next: u32,
@@ -229,19 +229,19 @@ fn transition(
     match (s.state, next) {
         (_, IB_QPS_RESET) => {
             if s.on_device {
-                match rc::teardown(shared, port, qpn) {
+                match rc::teardown(nic, port, qpn) {
                     Ok(()) | Err(ENODEV) => {}
                     Err(e) => return Err(e),
                 }
             }
             if let Some(e) = s.encap.take() {
-                shared.encap_put(port, e);
+                nic.encap_put(port, e);
             }
             *s = SetQp::default();
         }
         (_, IB_QPS_ERR) => {
             if s.on_device {
-                match rc::stop(shared, port, qpn) {
+                match rc::stop(nic, port, qpn) {
                     Ok(()) | Err(ENODEV) => {}
                     Err(e) => return Err(e),
                 }
@@ -254,12 +254,12 @@ fn transition(
             if src == 0 {
                 return Err(EADDRNOTAVAIL);
             }
-            let encap = shared.encap_get(port, src)?;
+            let encap = nic.encap_get(port, src)?;
             let res = rc::res_context(&owner, a, encap).and_then(|c| {
-                shared.gateway_write(port, qpn, false, &c, &[u64::MAX; gaudi2::RES_QPC_WORDS])
+                nic.gateway_write(port, qpn, false, &c, &[u64::MAX; gaudi2::RES_QPC_WORDS])
             });
             if let Err(e) = res {
-                shared.encap_put(port, encap);
+                nic.encap_put(port, encap);
                 return Err(e);
             }
             s.encap = Some(encap);
@@ -270,7 +270,7 @@ fn transition(
         (IB_QPS_RTR, IB_QPS_RTS) => {
             let encap = s.encap.ok_or(EINVAL)?;
             let c = rc::req_context(&owner, a, encap, a.path.remote_rkey)?;
-            shared.gateway_write(port, qpn, true, &c, &[u64::MAX; gaudi2::REQ_QPC_WORDS])?;
+            nic.gateway_write(port, qpn, true, &c, &[u64::MAX; gaudi2::REQ_QPC_WORDS])?;
             s.state = IB_QPS_RTS;
             s.attrs = *a;
         }
@@ -281,8 +281,8 @@ fn transition(
 
 /// What the ports of a new set share.
 struct SetParams<'a> {
-    shared: &'a Arc<Shared>,
-    dev: &'a rdma::Device<GaudiRdma>,
+    nic: &'a Arc<Nic>,
+    dev: &'a rdma::Device<GaudiIbDriver>,
     index: u32,
     log_sq: u32,
     log_cq: u32,
@@ -315,9 +315,9 @@ impl QpSet {
     /// failure.
     #[expect(clippy::too_many_arguments)]
     fn new(
-        shared: &Arc<Shared>,
+        nic: &Arc<Nic>,
         ids: &Arc<Ids>,
-        dev: &rdma::Device<GaudiRdma>,
+        dev: &rdma::Device<GaudiIbDriver>,
         pd: &crate::ib::Pd,
         mask: u32,
         want: Option<u32>,
@@ -348,7 +348,7 @@ impl QpSet {
         }
         set.ports.reserve(n, GFP_KERNEL)?;
         let params = SetParams {
-            shared,
+            nic,
             dev,
             index,
             log_sq,
@@ -372,23 +372,23 @@ impl QpSet {
 
     /// Take the set's QPs off the NIC (each stopped, drained and invalidated),
     /// their queues out of the ASID and their CQs stopped. Sleeps.
-    fn teardown(&self, shared: &Shared) {
+    fn teardown(&self, nic: &Nic) {
         let mut st = self.states.lock();
         for (slot, s) in st.iter_mut().enumerate() {
             let Some(p) = self.ports.get(slot) else {
                 break;
             };
-            let r = transition(self, shared, slot, s, IB_QPS_RESET, &QpAttrs::default());
+            let r = transition(self, nic, slot, s, IB_QPS_RESET, &QpAttrs::default());
             if let Err(e) = r {
                 kernel::ratelimited!(dev_warn!(
-                    shared.dev,
+                    nic.dev,
                     "QP set {}: QP on port {} not taken off the NIC: {:?}\n",
                     self.index,
                     p.port + 1,
                     e
                 ));
             }
-            shared.user_block_stop(p.port, p.block.block);
+            nic.user_block_stop(p.port, p.block.block);
         }
     }
 }
@@ -405,14 +405,14 @@ impl Drop for QpSet {
 }
 
 impl Object for QpSet {
-    type Driver = GaudiRdma;
+    type Driver = GaudiIbDriver;
 
-    fn destroy(&self, handle: &uverbs::Handle<'_, GaudiRdma>, _why: RemoveReason) -> Result {
+    fn destroy(&self, handle: &uverbs::Handle<'_, GaudiIbDriver>, _why: RemoveReason) -> Result {
         // No new mapping of its queues; the device lets go of them when the set is dropped.
         if let Some(ctx) = handle.ucontext() {
             withdraw(ctx, &self.offsets);
             let dev = ctx.device();
-            self.teardown(dev.data().shared());
+            self.teardown(dev.data().nic());
         }
         Ok(())
     }
@@ -471,7 +471,7 @@ impl Create {
     /// The request of `call`, checked: ports the device has, queue sizes within its limits,
     /// room for the reply of every port. Changes nothing.
     fn validate(
-        call: &Call<'_, GaudiRdma>,
+        call: &Call<'_, GaudiIbDriver>,
         d: &crate::ib::IbDev,
     ) -> Result<uapi::gaudi_ib_qp_set_create> {
         let req: uapi::gaudi_ib_qp_set_create = call.read(ATTR_CREATE_REQ)?;
@@ -497,7 +497,7 @@ impl Create {
 
     /// Offer the set's queues and doorbell pages to `mmap()`; on failure nothing stays offered.
     fn offer(
-        ctx: &rdma::Ucontext<GaudiRdma>,
+        ctx: &rdma::Ucontext<GaudiIbDriver>,
         set: &QpSet,
         out: &mut KVec<uapi::gaudi_ib_qp_set_port>,
     ) -> Result<KVec<u64>> {
@@ -540,7 +540,7 @@ impl Create {
 }
 
 /// Remove the mmap entries at `offsets`: no new mapping can be made of them.
-fn withdraw(ctx: &rdma::Ucontext<GaudiRdma>, offsets: &[u64]) {
+fn withdraw(ctx: &rdma::Ucontext<GaudiIbDriver>, offsets: &[u64]) {
     for off in offsets {
         // ENOENT: already gone with the context.
         let _ = ctx.mmap_remove(*off);
@@ -548,7 +548,7 @@ fn withdraw(ctx: &rdma::Ucontext<GaudiRdma>, offsets: &[u64]) {
 }
 
 impl Method for Create {
-    type Driver = GaudiRdma;
+    type Driver = GaudiIbDriver;
     const ID: u16 = METHOD_QP_SET_CREATE;
     const ATTRS: &'static [&'static AttrDef] = &[
         &AttrDef::idr(
@@ -571,7 +571,7 @@ impl Method for Create {
         ),
     ];
 
-    fn handle(call: &mut Call<'_, GaudiRdma>) -> Result {
+    fn handle(call: &mut Call<'_, GaudiIbDriver>) -> Result {
         let ctx = call.ucontext()?;
         let dev = ctx.device();
         let d = dev.data();
@@ -589,7 +589,7 @@ impl Method for Create {
             .usage()
             .charge(&[(Limit::Sets, 1), (Limit::QueueBytes, queue_bytes)])?;
         let set = QpSet::new(
-            d.shared(),
+            d.nic(),
             &d.ids,
             dev,
             pd,
@@ -642,7 +642,7 @@ impl Modify {
     /// Check `req` for a move to `state` and fold it into `a`; `pd_key` is the key of the
     /// set's PD.
     fn apply(
-        dev: &rdma::Device<GaudiRdma>,
+        dev: &rdma::Device<GaudiIbDriver>,
         d: &crate::ib::IbDev,
         index: u32,
         req: &uapi::gaudi_ib_qp_set_modify,
@@ -720,7 +720,7 @@ impl Modify {
 }
 
 impl Method for Modify {
-    type Driver = GaudiRdma;
+    type Driver = GaudiIbDriver;
     const ID: u16 = METHOD_QP_SET_MODIFY;
     const ATTRS: &'static [&'static AttrDef] = &[
         &AttrDef::idr(
@@ -733,7 +733,7 @@ impl Method for Modify {
         &AttrDef::ptr_in::<uapi::gaudi_ib_qp_set_modify>(ATTR_MODIFY_REQ, Presence::Mandatory),
     ];
 
-    fn handle(call: &mut Call<'_, GaudiRdma>) -> Result {
+    fn handle(call: &mut Call<'_, GaudiIbDriver>) -> Result {
         let ctx = call.ucontext()?;
         let dev = ctx.device();
         let d = dev.data();
@@ -749,7 +749,7 @@ impl Method for Modify {
         let mut a = s.attrs;
         a.port = port;
         Modify::apply(dev, d, set.index, &req, &mut a, set.pd_key)?;
-        transition(set, d.shared(), slot, s, req.state, &a).inspect_err(|e| {
+        transition(set, d.nic(), slot, s, req.state, &a).inspect_err(|e| {
             kernel::ibdev_dbg!(
                 dev,
                 "QP set {} port {}: move to state {} refused: {:?}\n",
@@ -766,7 +766,7 @@ impl Method for Modify {
 struct Query;
 
 impl Method for Query {
-    type Driver = GaudiRdma;
+    type Driver = GaudiIbDriver;
     const ID: u16 = METHOD_QP_SET_QUERY;
     const ATTRS: &'static [&'static AttrDef] = &[
         &AttrDef::idr(
@@ -779,27 +779,27 @@ impl Method for Query {
         &AttrDef::ptr_out::<uapi::gaudi_ib_qp_set_qp_info>(ATTR_QUERY_RESP, Presence::Mandatory),
     ];
 
-    fn handle(call: &mut Call<'_, GaudiRdma>) -> Result {
+    fn handle(call: &mut Call<'_, GaudiIbDriver>) -> Result {
         let dev = call.device()?;
         let set = call.object::<QpSet>(ATTR_QUERY_HANDLE)?;
         let port = call.const_in(ATTR_QUERY_PORT, 1, u64::from(dev.port_count()))? as u32;
         let slot = set.slot(port - 1)?;
         let p = set.ports.get(slot).ok_or(EINVAL)?;
-        let shared = dev.data().shared();
+        let nic = dev.data().nic();
         let s = *set.states.lock().get(slot).ok_or(EINVAL)?;
         let mut r = [0u64; gaudi2::REQ_QPC_WORDS];
         let mut q = [0u64; gaudi2::RES_QPC_WORDS];
         let mut state = s.state;
         let (mut sq_psn, mut rq_psn) = (s.attrs.sq_psn, s.attrs.rq_psn);
         if s.on_device {
-            shared.gateway_read(
+            nic.gateway_read(
                 p.port,
                 set.index,
                 true,
                 &[gaudi2::req::ERROR, gaudi2::req::NTS_PSN],
                 &mut r,
             )?;
-            shared.gateway_read(
+            nic.gateway_read(
                 p.port,
                 set.index,
                 false,
@@ -827,15 +827,16 @@ impl Method for Query {
     }
 }
 
-static CREATE: MethodDef<GaudiRdma> = MethodDef::new::<Create>();
+static CREATE: MethodDef<GaudiIbDriver> = MethodDef::new::<Create>();
 static DESTROY_HANDLE: [&AttrDef; 1] = [&AttrDef::idr(
     ATTR_DESTROY_HANDLE,
     OBJECT_QP_SET,
     uverbs::Access::Destroy,
     Presence::Mandatory,
 )];
-static DESTROY: MethodDef<GaudiRdma> = MethodDef::destroy(METHOD_QP_SET_DESTROY, &DESTROY_HANDLE);
-static MODIFY: MethodDef<GaudiRdma> = MethodDef::new::<Modify>();
-static QUERY: MethodDef<GaudiRdma> = MethodDef::new::<Query>();
-pub(crate) static QP_SET_OBJECT: ObjectDef<GaudiRdma> =
+static DESTROY: MethodDef<GaudiIbDriver> =
+    MethodDef::destroy(METHOD_QP_SET_DESTROY, &DESTROY_HANDLE);
+static MODIFY: MethodDef<GaudiIbDriver> = MethodDef::new::<Modify>();
+static QUERY: MethodDef<GaudiIbDriver> = MethodDef::new::<Query>();
+pub(crate) static QP_SET_OBJECT: ObjectDef<GaudiIbDriver> =
     ObjectDef::with_handles(OBJECT_QP_SET, &[&CREATE, &DESTROY, &MODIFY, &QUERY]);

@@ -43,29 +43,30 @@ mod ib;
 mod ids;
 mod mmu;
 mod mr;
+mod nic;
 mod queue;
 mod rc;
-mod shared;
 
-use shared::Shared;
+use ib::GaudiIbDriver;
+use nic::Nic;
 
 /// Where the NIC core sends what the ports' event queues say of the driver's QPs.
 struct RdmaEvents {
-    shared: Arc<Shared>,
+    nic: Arc<Nic>,
     /// The InfiniBand device, once it exists.
-    ib: SetOnce<rdma::DeviceHandle<ib::GaudiRdma>>,
+    ib: SetOnce<rdma::DeviceHandle<GaudiIbDriver>>,
 }
 
 impl RdmaEvents {
     /// Run `f` on the InfiniBand device if it exists and is registered.
-    fn with_ib<R>(&self, f: impl FnOnce(&rdma::Device<ib::GaudiRdma>) -> R) -> Option<R> {
+    fn with_ib<R>(&self, f: impl FnOnce(&rdma::Device<GaudiIbDriver>) -> R) -> Option<R> {
         SetOnce::as_ref(&self.ib)?.with_device(f)
     }
 }
 
 impl CnRdmaEvents for RdmaEvents {
     fn completions(&self, port: usize) {
-        self.with_ib(|ib| rc::port_completions(ib, &self.shared, port));
+        self.with_ib(|ib| rc::port_completions(ib, &self.nic, port));
     }
 
     fn qp_error(&self, port: usize, qpn: u32, syndrome: u32) -> bool {
@@ -74,7 +75,7 @@ impl CnRdmaEvents for RdmaEvents {
     }
 
     fn recheck_errors(&self, port: usize) {
-        self.with_ib(|ib| rc::recheck_errors(ib, &self.shared, port));
+        self.with_ib(|ib| rc::recheck_errors(ib, &self.nic, port));
     }
 
     fn link_changed(&self, port: usize, up: bool) {
@@ -114,7 +115,7 @@ impl Drop for Receiving {
 /// A Gaudi2 NIC the driver is bound to.
 struct GaudiIb {
     // Dropped first: the InfiniBand device goes before the events stop reaching it.
-    _ib: Devres<rdma::Registration<ib::GaudiRdma>>,
+    _ib: Devres<rdma::Registration<GaudiIbDriver>>,
     _events: Receiving,
     /// The device's memory, revoked from importers at unbind.
     hbm: Arc<hbm::Hbm>,
@@ -122,8 +123,8 @@ struct GaudiIb {
 
 impl GaudiIb {
     /// The device's limits.
-    fn caps(dev: &Device<Bound>, shared: &Shared) -> Result<ib::Caps> {
-        let caps = ib::Caps::new(shared.ports, shared.chip()?.model());
+    fn caps(dev: &Device<Bound>, nic: &Nic) -> Result<ib::Caps> {
+        let caps = ib::Caps::new(nic.ports, nic.chip()?.model());
         dev_info!(
             dev,
             "{} ports, {} QPs and {} CQs per port\n",
@@ -134,8 +135,6 @@ impl GaudiIb {
         Ok(caps)
     }
 }
-
-struct GaudiIbDriver;
 
 kernel::auxiliary_device_table!(
     AUX_TABLE,
@@ -166,9 +165,9 @@ impl auxiliary::Driver for GaudiIbDriver {
             );
             return Err(EIO);
         }
-        let shared = Arc::new(Shared::new(adev.as_ref(), cn.clone())?, GFP_KERNEL)?;
-        let caps = GaudiIb::caps(dev, &shared)?;
-        let mem = shared.devmem();
+        let nic = Arc::new(Nic::new(adev.as_ref(), cn.clone())?, GFP_KERNEL)?;
+        let caps = GaudiIb::caps(dev, &nic)?;
+        let mem = nic.devmem();
         let hbm = hbm::Hbm::new(dev, mem.start, mem.size)?;
         // The RC QPs' send WQ arrays and CQ 1 start over: no QP of an earlier binding is left.
         for port in 0..caps.ports as usize {
@@ -181,7 +180,7 @@ impl auxiliary::Driver for GaudiIbDriver {
 
         let events = Arc::new(
             RdmaEvents {
-                shared: shared.clone(),
+                nic: nic.clone(),
                 ib: SetOnce::new(),
             },
             GFP_KERNEL,
@@ -205,7 +204,7 @@ impl auxiliary::Driver for GaudiIbDriver {
             refs.push(&**n, GFP_KERNEL)?;
         }
         // The node GUID (and system image GUID) is the EUI-64 of the first port's MAC address.
-        let node_guid = ib::eui64(shared.chip()?.mac(0)?);
+        let node_guid = ib::eui64(nic.chip()?.mac(0)?);
         let ib = rdma::Registration::new_auxiliary(
             adev,
             &<LocalModule as kernel::ModuleMetadata>::THIS_MODULE,
@@ -217,7 +216,7 @@ impl auxiliary::Driver for GaudiIbDriver {
                 node_guid,
             },
             // The part is the Gaudi2 (PCI device 1da3:1020).
-            ib::IbDev::new(shared.clone(), caps, 0x1020, node_guid, hbm.clone()),
+            ib::IbDev::new(nic.clone(), caps, 0x1020, node_guid, hbm.clone()),
         )
         .inspect_err(|e| dev_err!(dev, "cannot register the InfiniBand device: {:?}\n", e))?;
         drop(refs);
@@ -233,7 +232,7 @@ impl auxiliary::Driver for GaudiIbDriver {
                 ibdev.port_count()
             );
         }
-        if shared.is_fatal() {
+        if nic.is_fatal() {
             dev_err!(dev, "device fatal error during probe\n");
             return Err(EIO);
         }

@@ -44,7 +44,7 @@ use kernel::{
     uapi,
 };
 
-use crate::ib::GaudiRdma;
+use crate::ib::GaudiIbDriver;
 
 /// Blocks are multiples of 4 KiB (the CPU's and the device MMU's smallest page).
 const BLOCK_ALIGN: u64 = 1 << 12;
@@ -181,9 +181,9 @@ pub(crate) struct HbmObject {
 }
 
 impl Object for HbmObject {
-    type Driver = GaudiRdma;
+    type Driver = GaudiIbDriver;
 
-    fn destroy(&self, _handle: &uverbs::Handle<'_, GaudiRdma>, _why: RemoveReason) -> Result {
+    fn destroy(&self, _handle: &uverbs::Handle<'_, GaudiIbDriver>, _why: RemoveReason) -> Result {
         // Dma-bufs of the block keep it allocated until they are released.
         Ok(())
     }
@@ -213,7 +213,7 @@ const EXPORT_CLOEXEC: u32 = uapi::gaudi_ib_hbm_export_flags_GAUDI_IB_HBM_EXPORT_
 struct Alloc;
 
 impl Method for Alloc {
-    type Driver = GaudiRdma;
+    type Driver = GaudiIbDriver;
     const ID: u16 = METHOD_HBM_ALLOC;
     const ATTRS: &'static [&'static AttrDef] = &[
         &AttrDef::idr(
@@ -226,7 +226,7 @@ impl Method for Alloc {
         &AttrDef::ptr_out::<uapi::gaudi_ib_hbm_alloc_resp>(ATTR_ALLOC_RESP, Presence::Mandatory),
     ];
 
-    fn handle(call: &mut Call<'_, GaudiRdma>) -> Result {
+    fn handle(call: &mut Call<'_, GaudiIbDriver>) -> Result {
         let ctx = call.ucontext()?;
         let dev = ctx.device();
         let hbm = dev.data().hbm();
@@ -248,7 +248,7 @@ impl Method for Alloc {
             }
         })?;
         // Whatever an earlier owner left there is not the new owner's to read.
-        dev.data().shared().clear_devmem(block.offset, block.len)?;
+        dev.data().nic().clear_devmem(block.offset, block.len)?;
         let resp = uapi::gaudi_ib_hbm_alloc_resp {
             offset: block.offset,
             length: block.len,
@@ -267,7 +267,7 @@ impl Method for Alloc {
 struct Export;
 
 impl Method for Export {
-    type Driver = GaudiRdma;
+    type Driver = GaudiIbDriver;
     const ID: u16 = METHOD_HBM_EXPORT;
     const ATTRS: &'static [&'static AttrDef] = &[
         &AttrDef::idr(
@@ -280,7 +280,7 @@ impl Method for Export {
         &AttrDef::ptr_out::<uapi::gaudi_ib_hbm_export_resp>(ATTR_EXPORT_RESP, Presence::Mandatory),
     ];
 
-    fn handle(call: &mut Call<'_, GaudiRdma>) -> Result {
+    fn handle(call: &mut Call<'_, GaudiIbDriver>) -> Result {
         let obj: &HbmObject = call.object(ATTR_EXPORT_HANDLE)?;
         let req: uapi::gaudi_ib_hbm_export = call.read(ATTR_EXPORT_REQ)?;
         if req.comp_mask != 0 || req.flags & !EXPORT_CLOEXEC != 0 {
@@ -313,14 +313,14 @@ impl Method for Export {
     }
 }
 
-static ALLOC: MethodDef<GaudiRdma> = MethodDef::new::<Alloc>();
+static ALLOC: MethodDef<GaudiIbDriver> = MethodDef::new::<Alloc>();
 static DESTROY_HANDLE: [&AttrDef; 1] = [&AttrDef::idr(
     ATTR_DESTROY_HANDLE,
     OBJECT_HBM,
     uverbs::Access::Destroy,
     Presence::Mandatory,
 )];
-static DESTROY: MethodDef<GaudiRdma> = MethodDef::destroy(METHOD_HBM_DESTROY, &DESTROY_HANDLE);
-static EXPORT: MethodDef<GaudiRdma> = MethodDef::new::<Export>();
-pub(crate) static HBM_OBJECT: ObjectDef<GaudiRdma> =
+static DESTROY: MethodDef<GaudiIbDriver> = MethodDef::destroy(METHOD_HBM_DESTROY, &DESTROY_HANDLE);
+static EXPORT: MethodDef<GaudiIbDriver> = MethodDef::new::<Export>();
+pub(crate) static HBM_OBJECT: ObjectDef<GaudiIbDriver> =
     ObjectDef::with_handles(OBJECT_HBM, &[&ALLOC, &DESTROY, &EXPORT]);

@@ -89,6 +89,7 @@ use crate::{
         MrData,
         MrInfo, //
     },
+    nic::Nic,
     queue::{
         self,
         Path,
@@ -96,7 +97,6 @@ use crate::{
         QpData,
         QpParams, //
     },
-    shared::Shared,
 };
 
 /// The device model whose formats user space writes and reads (QUERY_DEVICE's
@@ -151,7 +151,7 @@ impl Caps {
 /// The driver's data of the InfiniBand device.
 #[pin_data]
 pub(crate) struct IbDev {
-    pub(crate) shared: Arc<Shared>,
+    pub(crate) nic: Arc<Nic>,
     caps: Caps,
     vendor_part_id: u32,
     /// The node GUID, which is also the system image GUID.
@@ -185,14 +185,14 @@ pub(crate) struct IbDev {
 
 impl IbDev {
     pub(crate) fn new(
-        shared: Arc<Shared>,
+        nic: Arc<Nic>,
         caps: Caps,
         vendor_part_id: u32,
         node_guid: u64,
         hbm: Arc<Hbm>,
     ) -> impl PinInit<Self, Error> {
         try_pin_init!(Self {
-            shared,
+            nic,
             caps,
             vendor_part_id,
             node_guid,
@@ -231,9 +231,9 @@ impl IbDev {
         &self.hbm
     }
 
-    /// The state shared with the interrupt handlers.
-    pub(crate) fn shared(&self) -> &Arc<Shared> {
-        &self.shared
+    /// The NIC, through the core.
+    pub(crate) fn nic(&self) -> &Arc<Nic> {
+        &self.nic
     }
 
     /// Enter `info` under a fresh key.
@@ -267,7 +267,7 @@ impl IbDev {
     /// context owns it or has a protection domain. The owner keeps it until it is closed. (A
     /// rule from when the device had one translation domain for every context, kept for
     /// device memory until it is revisited.)
-    pub(crate) fn claim(&self, dev: &rdma::Device<GaudiRdma>, ctx: &Context) -> Result {
+    pub(crate) fn claim(&self, dev: &rdma::Device<GaudiIbDriver>, ctx: &Context) -> Result {
         let mut o = self.owners.lock();
         if o.exclusive == ctx.id {
             return Ok(());
@@ -339,12 +339,12 @@ impl IbDev {
 
     fn port_mac(&self, port: u32) -> Result<[u8; 6]> {
         let i = self.port_index(port)?;
-        self.shared.chip()?.mac(i)
+        self.nic.chip()?.mac(i)
     }
 
     fn port_up(&self, port: u32) -> Result<bool> {
         let i = self.port_index(port)?;
-        Ok(self.shared.chip()?.link_up(i))
+        Ok(self.nic.chip()?.link_up(i))
     }
 
     fn port_speed(&self, port: u32) -> Result<u32> {
@@ -508,11 +508,11 @@ pub(crate) struct Pd {
 }
 
 impl Pd {
-    fn new(dev: &rdma::Device<GaudiRdma>, user: bool, id: PdId) -> Result<Self> {
+    fn new(dev: &rdma::Device<GaudiIbDriver>, user: bool, id: PdId) -> Result<Self> {
         Ok(Self {
             user,
             id,
-            space: AddressSpace::new(&dev.data().shared, dev.parent())?,
+            space: AddressSpace::new(&dev.data().nic, dev.parent())?,
             key: loop {
                 let k = kernel::random::get_random_u32();
                 if k != 0 {
@@ -532,11 +532,12 @@ const PDN: u32 = 1;
 
 const PORT_FLAG_LINK_UP: u32 = uapi::gaudi_ib_port_flags_GAUDI_IB_PORT_LINK_UP;
 
-/// The RDMA driver of the Gaudi2 NIC.
-pub(crate) struct GaudiRdma;
+/// The RDMA driver of the Gaudi2 NIC: the auxiliary driver of the core's `ib` device, and
+/// the driver of the InfiniBand device it registers.
+pub(crate) struct GaudiIbDriver;
 
 #[vtable]
-impl rdma::Driver for GaudiRdma {
+impl rdma::Driver for GaudiIbDriver {
     type Data = IbDev;
     type Ucontext = Context;
     type Pd = Pd;
@@ -659,7 +660,7 @@ impl rdma::Driver for GaudiRdma {
         udata: &mut Udata<'_>,
     ) -> impl PinInit<Context, Error> {
         let d = dev.data();
-        if d.shared.is_fatal() {
+        if d.nic.is_fatal() {
             return Err(EIO);
         }
         let c = &d.caps;
@@ -766,7 +767,7 @@ impl rdma::Driver for GaudiRdma {
             return Err(EINVAL);
         }
         let id = d.ids.alloc_cqn()?;
-        let cq = queue::Cq::new(d.shared.clone(), id, entries.ilog2())
+        let cq = queue::Cq::new(d.nic.clone(), id, entries.ilog2())
             .and_then(|init| Arc::pin_init(init, GFP_KERNEL));
         match cq {
             Ok(cq) => {
@@ -869,7 +870,7 @@ impl rdma::Driver for GaudiRdma {
             }
             let qpn = d.alloc_qpn()?;
             let data = QpData::new(
-                &d.shared,
+                &d.nic,
                 dev.parent(),
                 QpParams {
                     qpn,
@@ -1069,8 +1070,8 @@ fn transition_attrs(cur: QpState, next: QpState) -> Option<(QpAttrMask, QpAttrMa
 /// The state machine of the standard verbs' QPs; see "Queue pairs" in uapi.rst for the
 /// driver data of RTR and RTS.
 fn modify_qp(
-    dev: &rdma::Device<GaudiRdma>,
-    qp: &rdma::Qp<GaudiRdma>,
+    dev: &rdma::Device<GaudiIbDriver>,
+    qp: &rdma::Qp<GaudiIbDriver>,
     attr: &QpAttr<'_>,
     udata: Option<&Udata<'_>>,
 ) -> Result {
@@ -1083,8 +1084,8 @@ fn modify_qp(
 /// Check a modification of `qp`, whose attributes are `attrs`, with `attr` and the driver data
 /// `udata`: the states (current, next) and the attributes the QP would have. Changes nothing.
 fn validate_modify(
-    dev: &rdma::Device<GaudiRdma>,
-    qp: &rdma::Qp<GaudiRdma>,
+    dev: &rdma::Device<GaudiIbDriver>,
+    qp: &rdma::Qp<GaudiIbDriver>,
     attrs: &QpAttrs,
     attr: &QpAttr<'_>,
     udata: Option<&Udata<'_>>,
@@ -1203,8 +1204,8 @@ fn validate_modify(
 /// RoCE v2 from a valid source GID of the QP's port to a unicast destination GID of the
 /// same family, at the MAC the core resolved (`EINVAL` otherwise).
 fn av_path(
-    dev: &rdma::Device<GaudiRdma>,
-    qp: &rdma::Qp<GaudiRdma>,
+    dev: &rdma::Device<GaudiIbDriver>,
+    qp: &rdma::Qp<GaudiIbDriver>,
     a: &QpAttrs,
     av: &AddressVector,
 ) -> Result<Path> {
@@ -1269,8 +1270,8 @@ fn udp_sport(flow_label: u32, lqpn: u32, rqpn: u32) -> u16 {
 /// Move `qp` from `cur` to `next` with the checked attributes `a` on the NIC, and keep them
 /// in `attrs`; a QP moved to ERR has its outstanding requests and receives flushed.
 fn apply_modify(
-    dev: &rdma::Device<GaudiRdma>,
-    qp: &rdma::Qp<GaudiRdma>,
+    dev: &rdma::Device<GaudiIbDriver>,
+    qp: &rdma::Qp<GaudiIbDriver>,
     cur: QpState,
     next: QpState,
     a: QpAttrs,
@@ -1299,14 +1300,14 @@ const ATTR_QUERY_DEVICE_RESP: u16 =
 struct QueryPort;
 
 impl Method for QueryPort {
-    type Driver = GaudiRdma;
+    type Driver = GaudiIbDriver;
     const ID: u16 = METHOD_QUERY_PORT;
     const ATTRS: &'static [&'static AttrDef] = &[
         &AttrDef::const_in(ATTR_QUERY_PORT_NUM, Presence::Mandatory),
         &AttrDef::ptr_out::<uapi::gaudi_ib_port_info>(ATTR_QUERY_PORT_RESP, Presence::Mandatory),
     ];
 
-    fn handle(call: &mut Call<'_, GaudiRdma>) -> Result {
+    fn handle(call: &mut Call<'_, GaudiIbDriver>) -> Result {
         let dev = call.device()?;
         let port = call.const_in(ATTR_QUERY_PORT_NUM, 1, u64::from(dev.port_count()))? as u32;
         let d = dev.data();
@@ -1330,14 +1331,14 @@ impl Method for QueryPort {
 struct QueryDevice;
 
 impl Method for QueryDevice {
-    type Driver = GaudiRdma;
+    type Driver = GaudiIbDriver;
     const ID: u16 = METHOD_QUERY_DEVICE;
     const ATTRS: &'static [&'static AttrDef] = &[&AttrDef::ptr_out::<uapi::gaudi_ib_device_info>(
         ATTR_QUERY_DEVICE_RESP,
         Presence::Mandatory,
     )];
 
-    fn handle(call: &mut Call<'_, GaudiRdma>) -> Result {
+    fn handle(call: &mut Call<'_, GaudiIbDriver>) -> Result {
         let d = call.ucontext()?.device().data();
         let info = uapi::gaudi_ib_device_info {
             // The formats of WQEs, CQEs and doorbells user space writes and reads: the NIC's.
@@ -1350,12 +1351,12 @@ impl Method for QueryDevice {
     }
 }
 
-static QUERY_PORT: MethodDef<GaudiRdma> = MethodDef::new::<QueryPort>();
-static QUERY_MR: MethodDef<GaudiRdma> = MethodDef::new::<mr::QueryMr>();
-static QUERY_DEVICE: MethodDef<GaudiRdma> = MethodDef::new::<QueryDevice>();
-static DEVICE_OBJECT: ObjectDef<GaudiRdma> =
+static QUERY_PORT: MethodDef<GaudiIbDriver> = MethodDef::new::<QueryPort>();
+static QUERY_MR: MethodDef<GaudiIbDriver> = MethodDef::new::<mr::QueryMr>();
+static QUERY_DEVICE: MethodDef<GaudiIbDriver> = MethodDef::new::<QueryDevice>();
+static DEVICE_OBJECT: ObjectDef<GaudiIbDriver> =
     ObjectDef::global(OBJECT_DEVICE, &[&QUERY_PORT, &QUERY_MR, &QUERY_DEVICE]);
-static UAPI: [UapiDef<GaudiRdma>; 4] = [
+static UAPI: [UapiDef<GaudiIbDriver>; 4] = [
     UapiDef::object(&DEVICE_OBJECT),
     UapiDef::object(&dv::QP_SET_OBJECT),
     UapiDef::object(&hbm::HBM_OBJECT),

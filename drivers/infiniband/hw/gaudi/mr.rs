@@ -39,7 +39,7 @@ use crate::{
     hbm::Hbm,
     ib::{
         Charge,
-        GaudiRdma,
+        GaudiIbDriver,
         Limit, //
     },
     mmu,
@@ -77,9 +77,9 @@ pub(crate) struct MrData {
 
 /// Register user memory (`ib_reg_user_mr`).
 pub(crate) fn reg_user(
-    pd: &rdma::Pd<GaudiRdma>,
+    pd: &rdma::Pd<GaudiIbDriver>,
     req: &UserMr,
-    user: &mut User<'_, GaudiRdma>,
+    user: &mut User<'_, GaudiIbDriver>,
     keys: &mut MrKeys,
 ) -> Result<MrData> {
     let dev = pd.device();
@@ -108,9 +108,9 @@ pub(crate) fn reg_user(
 /// Register the memory of a dma-buf (`ib_reg_user_mr_dmabuf`): a peer's, or this device's own
 /// (its HBM).
 pub(crate) fn reg_dmabuf(
-    pd: &rdma::Pd<GaudiRdma>,
+    pd: &rdma::Pd<GaudiIbDriver>,
     req: &DmabufMr,
-    user: &mut User<'_, GaudiRdma>,
+    user: &mut User<'_, GaudiIbDriver>,
     keys: &mut MrKeys,
 ) -> Result<MrData> {
     let dev = pd.device();
@@ -159,7 +159,7 @@ pub(crate) fn reg_dmabuf(
 }
 
 /// Deregister `mr`.
-pub(crate) fn dereg(mr: &rdma::Mr<GaudiRdma>) -> Result {
+pub(crate) fn dereg(mr: &rdma::Mr<GaudiIbDriver>) -> Result {
     // The key goes first: no new work request can name the region. Its pages leave the PD's
     // ASID, and the device MMU forgets them (incoming WRITEs in flight fault from their next
     // packet), when the data is dropped, before the umem is unpinned.
@@ -168,7 +168,7 @@ pub(crate) fn dereg(mr: &rdma::Mr<GaudiRdma>) -> Result {
 }
 
 /// Refuse what the NIC cannot do with a memory region of `length` bytes and `access`.
-fn check_mr(dev: &rdma::Device<GaudiRdma>, length: u64, access: Access) -> Result {
+fn check_mr(dev: &rdma::Device<GaudiIbDriver>, length: u64, access: Access) -> Result {
     // The NIC executes RDMA WRITE only: nothing atomically updates its memory on behalf of a
     // peer, and it has no memory windows or on-demand paging. `REMOTE_READ`, which software
     // asks for with every region (there is no capability to say it would be refused), is
@@ -243,9 +243,9 @@ fn pages_of<'a>(
 /// and report it to user space; on failure nothing stays mapped or keyed, and `pinned` is
 /// released.
 fn register(
-    pd: &rdma::Pd<GaudiRdma>,
+    pd: &rdma::Pd<GaudiIbDriver>,
     r: &MrRegion,
-    user: &mut User<'_, GaudiRdma>,
+    user: &mut User<'_, GaudiIbDriver>,
     keys: &mut MrKeys,
     pinned: Pinned,
 ) -> Result<MrData> {
@@ -328,7 +328,7 @@ const ATTR_QUERY_MR_RESP: u16 =
 pub(crate) struct QueryMr;
 
 impl Method for QueryMr {
-    type Driver = GaudiRdma;
+    type Driver = GaudiIbDriver;
     const ID: u16 = METHOD_QUERY_MR;
     const ATTRS: &'static [&'static AttrDef] = &[
         &AttrDef::idr(
@@ -340,7 +340,7 @@ impl Method for QueryMr {
         &AttrDef::ptr_out::<uapi::gaudi_ib_mr_info>(ATTR_QUERY_MR_RESP, Presence::Mandatory),
     ];
 
-    fn handle(call: &mut Call<'_, GaudiRdma>) -> Result {
+    fn handle(call: &mut Call<'_, GaudiIbDriver>) -> Result {
         let mr = call.mr(ATTR_QUERY_MR_HANDLE)?;
         let m = mr.data();
         let info = mr.device().data().mr(m.key).ok_or(EINVAL)?;

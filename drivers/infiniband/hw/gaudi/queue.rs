@@ -48,8 +48,8 @@ use kernel::{
 use crate::{
     chip::AddressSpace,
     ids::PdId,
+    nic::Nic, //
     rc,
-    shared::Shared, //
 };
 
 /// The bytes of one inline request, as the driver copies them for the device to read: a WQE
@@ -82,7 +82,7 @@ struct SwCq {
 /// A completion queue: the driver's data of one (in an [`Arc`], which its queue pairs share).
 #[pin_data]
 pub(crate) struct Cq {
-    shared: Arc<Shared>,
+    nic: Arc<Nic>,
     /// CQ number in [`rdma::Device::with_cq`].
     id: u32,
     #[pin]
@@ -90,11 +90,7 @@ pub(crate) struct Cq {
 }
 
 impl Cq {
-    pub(crate) fn new(
-        shared: Arc<Shared>,
-        id: u32,
-        log_size: u32,
-    ) -> Result<impl PinInit<Self, Error>> {
+    pub(crate) fn new(nic: Arc<Nic>, id: u32, log_size: u32) -> Result<impl PinInit<Self, Error>> {
         // Sized by user space: charged to its memory cgroup.
         let n = 1usize << log_size;
         let mut entries = KVec::with_capacity(n, GFP_KERNEL_ACCOUNT)?;
@@ -109,7 +105,7 @@ impl Cq {
         };
         entries.resize(n, (0, none, None), GFP_KERNEL_ACCOUNT)?;
         Ok(try_pin_init!(Self {
-            shared,
+            nic,
             id,
             sw <- new_spinlock_irq!(SwCq {
                 entries,
@@ -128,7 +124,7 @@ impl Cq {
     /// destroyed with it, as the verbs' recovery goes). Sleeps.
     pub(crate) fn deliver(
         &self,
-        ib: &kernel::rdma::Device<crate::ib::GaudiRdma>,
+        ib: &kernel::rdma::Device<crate::ib::GaudiIbDriver>,
         qpn: u32,
         wc: Wc,
         frees: Option<u16>,
@@ -150,7 +146,7 @@ impl Cq {
         };
         if overflow {
             kernel::ratelimited!(dev_warn!(
-                self.shared.dev,
+                self.nic.dev,
                 "CQ {} (port {}) overflowed: completions lost, from QP {} on\n",
                 self.id,
                 wc.port,
@@ -327,7 +323,7 @@ impl Sq {
 /// The driver's data of a queue pair of the standard verbs.
 #[pin_data]
 pub(crate) struct QpData {
-    shared: Arc<Shared>,
+    nic: Arc<Nic>,
     qpn: u32,
     /// [`crate::ib::Pd`] id, for the check of the SGEs.
     pd: PdId,
@@ -377,7 +373,7 @@ pub(crate) struct QpParams {
 
 impl QpData {
     pub(crate) fn new(
-        shared: &Arc<Shared>,
+        nic: &Arc<Nic>,
         dev: &Device<Bound>,
         p: QpParams,
     ) -> Result<impl PinInit<Self, Error>> {
@@ -395,9 +391,9 @@ impl QpData {
         let rq = p.max_recv_wr as usize;
         let mut recvs = KVec::with_capacity(rq, GFP_KERNEL_ACCOUNT)?;
         recvs.resize(rq, 0, GFP_KERNEL_ACCOUNT)?;
-        let shared = shared.clone();
+        let nic = nic.clone();
         Ok(try_pin_init!(Self {
-            shared,
+            nic,
             qpn: p.qpn,
             pd: p.pd,
             log_sq: p.log_sq,
@@ -439,8 +435,8 @@ impl QpData {
         &self.v2
     }
 
-    pub(crate) fn shared(&self) -> &Shared {
-        &self.shared
+    pub(crate) fn nic(&self) -> &Nic {
+        &self.nic
     }
 
     pub(crate) fn qpn(&self) -> u32 {
@@ -570,9 +566,9 @@ pub(crate) fn post_send(
         // The doorbell write is ordered after the WQE writes to coherent memory. A full FIFO
         // (the NIC stopped taking doorbells) leaves the requests unsent until the next
         // doorbell of the QP.
-        if let Err(e) = rc::ring(&qp.shared, sq, qp.qpn) {
+        if let Err(e) = rc::ring(&qp.nic, sq, qp.qpn) {
             kernel::ratelimited!(dev_warn!(
-                qp.shared.dev,
+                qp.nic.dev,
                 "QP {}: doorbell failed: {:?}\n",
                 qp.qpn,
                 e

@@ -41,17 +41,17 @@ use crate::{
         AddressSpace,
         Mapping, //
     },
-    ib::GaudiRdma,
+    ib::GaudiIbDriver,
     mmu::{
         self,
         Place, //
     },
+    nic::Nic,
     queue::{
         QpAttrs,
         QpData,
         Sq, //
     },
-    shared::Shared,
 };
 
 /// Where the ports' send WQ arrays 1 (the RC QPs') are in every ASID: the top 2 GiB of the
@@ -317,42 +317,42 @@ pub(crate) fn req_context(
 
 /// Stop QP `qpn`'s contexts on `port`: the requester's window closed, the responder invalid
 /// (gaudi2_cn.c `gaudi2_cn_qpc_invalidate`'s first step).
-pub(crate) fn stop(shared: &Shared, port: usize, qpn: u32) -> Result {
+pub(crate) fn stop(nic: &Nic, port: usize, qpn: u32) -> Result {
     let mut c = [0u64; gaudi2::REQ_QPC_WORDS];
     let mut m = [0u64; gaudi2::REQ_QPC_WORDS];
     req::CONGESTION_MODE.set(&mut c, 2);
     req::CONGESTION_MODE.select(&mut m);
     req::CONGESTION_WIN.select(&mut m);
-    shared.gateway_write(port, qpn, true, &c, &m)?;
+    nic.gateway_write(port, qpn, true, &c, &m)?;
     let c = [0u64; gaudi2::RES_QPC_WORDS];
     let mut m = [0u64; gaudi2::RES_QPC_WORDS];
     res::VALID.select(&mut m);
-    shared.gateway_write(port, qpn, false, &c, &m)
+    nic.gateway_write(port, qpn, false, &c, &m)
 }
 
 /// Take QP `qpn` off `port`: stop it, wait until neither context is in work, then write
 /// zeros over both. Sleeps.
-pub(crate) fn teardown(shared: &Shared, port: usize, qpn: u32) -> Result {
-    stop(shared, port, qpn)?;
+pub(crate) fn teardown(nic: &Nic, port: usize, qpn: u32) -> Result {
+    stop(nic, port, qpn)?;
     // The NIC finishes what is in work; hbl_cn polls 20 times 20 ms.
     for _ in 0..20 {
         let mut r = [0u64; gaudi2::REQ_QPC_WORDS];
         let mut s = [0u64; gaudi2::RES_QPC_WORDS];
-        shared.gateway_read(port, qpn, true, &[req::IN_WORK], &mut r)?;
-        shared.gateway_read(port, qpn, false, &[res::IN_WORK], &mut s)?;
+        nic.gateway_read(port, qpn, true, &[req::IN_WORK], &mut r)?;
+        nic.gateway_read(port, qpn, false, &[res::IN_WORK], &mut s)?;
         if req::IN_WORK.get(&r) == 0 && res::IN_WORK.get(&s) == 0 {
             break;
         }
         kernel::time::delay::fsleep(kernel::time::Delta::from_millis(20));
     }
-    shared.gateway_write(
+    nic.gateway_write(
         port,
         qpn,
         true,
         &[0; gaudi2::REQ_QPC_WORDS],
         &[u64::MAX; gaudi2::REQ_QPC_WORDS],
     )?;
-    shared.gateway_write(
+    nic.gateway_write(
         port,
         qpn,
         false,
@@ -371,7 +371,7 @@ impl QpData {
         a: &QpAttrs,
     ) -> Result {
         let v = self.v2();
-        let shared = self.shared();
+        let nic = self.nic();
         match next {
             QpState::Reset => {
                 let (on_device, port, reserved, encap) = {
@@ -379,14 +379,14 @@ impl QpData {
                     (sq.on_device, sq.port, sq.reserved, sq.encap)
                 };
                 if on_device {
-                    match teardown(shared, port as usize, self.qpn()) {
+                    match teardown(nic, port as usize, self.qpn()) {
                         Ok(()) | Err(ENODEV) => {}
                         Err(e) => return Err(e),
                     }
                 }
-                shared.rc_release(port as usize, reserved);
+                nic.rc_release(port as usize, reserved);
                 if let Some(e) = encap {
-                    shared.encap_put(port as usize, e);
+                    nic.encap_put(port as usize, e);
                 }
                 // The queue leaves the ASID (sleeps) after the lock.
                 let _wq_map = {
@@ -406,7 +406,7 @@ impl QpData {
                     (sq.on_device, sq.port)
                 };
                 if on_device {
-                    match stop(shared, port as usize, self.qpn()) {
+                    match stop(nic, port as usize, self.qpn()) {
                         Ok(()) | Err(ENODEV) => {}
                         Err(e) => return Err(e),
                     }
@@ -416,7 +416,7 @@ impl QpData {
             _ => {}
         }
         let port = a.port.checked_sub(1).ok_or(EINVAL)?;
-        if port >= shared.ports {
+        if port >= nic.ports {
             return Err(EINVAL);
         }
         match (cur, next) {
@@ -425,9 +425,9 @@ impl QpData {
                 // overflows: refused here rather than lost later.
                 let n = self.sq_entries();
                 let map = v.map_wq(dev, port as usize, self.qpn())?;
-                if !shared.rc_reserve(port as usize, n) {
+                if !nic.rc_reserve(port as usize, n) {
                     kernel::ratelimited!(dev_info!(
-                        shared.dev,
+                        nic.dev,
                         "QP {}: port {}'s send queues are full ({} WQEs)\n",
                         self.qpn(),
                         port + 1,
@@ -444,22 +444,22 @@ impl QpData {
             }
             (QpState::Init, QpState::Rtr) => {
                 let src = a.path.src_ip;
-                let encap = shared.encap_get(port as usize, src)?;
+                let encap = nic.encap_get(port as usize, src)?;
                 let c = match res_context(&v.owner(a, self.sq_entries()), a, encap) {
                     Ok(c) => c,
                     Err(e) => {
-                        shared.encap_put(port as usize, encap);
+                        nic.encap_put(port as usize, encap);
                         return Err(e);
                     }
                 };
-                if let Err(e) = shared.gateway_write(
+                if let Err(e) = nic.gateway_write(
                     port as usize,
                     self.qpn(),
                     false,
                     &c,
                     &[u64::MAX; gaudi2::RES_QPC_WORDS],
                 ) {
-                    shared.encap_put(port as usize, encap);
+                    nic.encap_put(port as usize, encap);
                     return Err(e);
                 }
                 let mut sq = self.sq_lock();
@@ -475,7 +475,7 @@ impl QpData {
                     (sq.encap.ok_or(EINVAL)?, a.path.remote_rkey)
                 };
                 let c = req_context(&v.owner(a, self.sq_entries()), a, encap, rkey)?;
-                shared.gateway_write(
+                nic.gateway_write(
                     port as usize,
                     self.qpn(),
                     true,
@@ -507,12 +507,12 @@ impl QpData {
             }
             sq.port
         };
-        let shared = self.shared();
+        let nic = self.nic();
         let mut c = [0u64; gaudi2::REQ_QPC_WORDS];
         let mut m = [0u64; gaudi2::REQ_QPC_WORDS];
         req::RKEY.set(&mut c, rkey.into());
         req::RKEY.select(&mut m);
-        shared.gateway_write(port as usize, self.qpn(), true, &c, &m)?;
+        nic.gateway_write(port as usize, self.qpn(), true, &c, &m)?;
         self.sq_lock().remote_rkey = rkey;
         Ok(())
     }
@@ -521,9 +521,9 @@ impl QpData {
     pub(crate) fn psns_v2(&self, port: u32) -> Result<(u32, u32)> {
         let mut r = [0u64; gaudi2::REQ_QPC_WORDS];
         let mut s = [0u64; gaudi2::RES_QPC_WORDS];
-        let shared = self.shared();
-        shared.gateway_read(port as usize - 1, self.qpn(), true, &[req::NTS_PSN], &mut r)?;
-        shared.gateway_read(
+        let nic = self.nic();
+        nic.gateway_read(port as usize - 1, self.qpn(), true, &[req::NTS_PSN], &mut r)?;
+        nic.gateway_read(
             port as usize - 1,
             self.qpn(),
             false,
@@ -635,7 +635,11 @@ impl QpData {
 }
 
 /// Complete `wcs` of QP `qp` on its CQs.
-fn deliver_all(ib: &rdma::Device<GaudiRdma>, qp: &rdma::Qp<GaudiRdma>, wcs: &[(Wc, Option<u16>)]) {
+fn deliver_all(
+    ib: &rdma::Device<GaudiIbDriver>,
+    qp: &rdma::Qp<GaudiIbDriver>,
+    wcs: &[(Wc, Option<u16>)],
+) {
     let d = qp.data();
     for &(wc, frees) in wcs {
         // Receives (nothing to free) complete on the receive CQ.
@@ -649,7 +653,7 @@ fn deliver_all(ib: &rdma::Device<GaudiRdma>, qp: &rdma::Qp<GaudiRdma>, wcs: &[(W
 }
 
 /// The owner moved `qp` to ERR: flush what it has outstanding.
-pub(crate) fn flush(ib: &rdma::Device<GaudiRdma>, qp: &rdma::Qp<GaudiRdma>) {
+pub(crate) fn flush(ib: &rdma::Device<GaudiIbDriver>, qp: &rdma::Qp<GaudiIbDriver>) {
     let d = qp.data();
     let port = d.sq_lock().port;
     if let Ok((wcs, _)) = d.error_v2(port, 0) {
@@ -675,16 +679,16 @@ pub(crate) fn syndrome_status(syndrome: u32) -> (WcStatus, QpEvent) {
 }
 
 /// CQ 1 of port index `port` has new entries: complete the requests they name.
-pub(crate) fn port_completions(ib: &rdma::Device<GaudiRdma>, shared: &Shared, port: usize) {
+pub(crate) fn port_completions(ib: &rdma::Device<GaudiIbDriver>, nic: &Nic, port: usize) {
     let mut batch = [gaudi2::Cqe::default(); 32];
     loop {
         let n = {
-            match shared.rc_take(port, &mut batch) {
+            match nic.rc_take(port, &mut batch) {
                 Ok(n) => n,
                 Err(ENODEV) => return,
                 Err(e) => {
                     kernel::ratelimited!(dev_err!(
-                        shared.dev,
+                        nic.dev,
                         "port {}: CQ 1 read failed: {:?}\n",
                         port + 1,
                         e
@@ -709,7 +713,7 @@ pub(crate) fn port_completions(ib: &rdma::Device<GaudiRdma>, shared: &Shared, po
             };
             if done.is_err() {
                 kernel::ratelimited!(dev_warn!(
-                    shared.dev,
+                    nic.dev,
                     "port {}: CQE of QP {} (tag {:#x}, requester {}) names no outstanding request: dropped\n",
                     port + 1,
                     qpn,
@@ -727,17 +731,22 @@ pub(crate) fn port_completions(ib: &rdma::Device<GaudiRdma>, shared: &Shared, po
 
 /// Port index `port`'s event queue reported QP `qpn` in error with `syndrome`. Returns
 /// whether the QP is one of the standard verbs'.
-pub(crate) fn qp_error(ib: &rdma::Device<GaudiRdma>, port: usize, qpn: u32, syndrome: u32) -> bool {
+pub(crate) fn qp_error(
+    ib: &rdma::Device<GaudiIbDriver>,
+    port: usize,
+    qpn: u32,
+    syndrome: u32,
+) -> bool {
     ib.with_qp(qpn, |qp| match qp.data().error_v2(port as u32, syndrome) {
         Ok((wcs, event)) => {
             // The requests are flushed here: the NIC must execute none of them after. The
             // requester of a QP whose responder failed is still running, and a device that
             // reports an error need not have stopped the QP: stop it, as the owner's ERR does.
             if event.is_some() {
-                let stopped = stop(qp.data().shared(), port, qpn);
+                let stopped = stop(qp.data().nic(), port, qpn);
                 if let Err(e) = stopped.or_else(|e| if e == ENODEV { Ok(()) } else { Err(e) }) {
                     kernel::ratelimited!(dev_warn!(
-                        qp.data().shared().dev,
+                        qp.data().nic().dev,
                         "QP {}: not stopped after its error: {:?}\n",
                         qpn,
                         e
@@ -750,7 +759,7 @@ pub(crate) fn qp_error(ib: &rdma::Device<GaudiRdma>, port: usize, qpn: u32, synd
             }
         }
         Err(e) => kernel::ratelimited!(dev_warn!(
-            qp.data().shared().dev,
+            qp.data().nic().dev,
             "QP {}: error not handled: {:?}\n",
             qpn,
             e
@@ -763,13 +772,13 @@ pub(crate) fn qp_error(ib: &rdma::Device<GaudiRdma>, port: usize, qpn: u32, synd
 /// requester context says ERROR is handled as its `QP_ERR` event would have been, with the
 /// syndrome unknown (0: a local QP operation error). A QP whose error was handled already is
 /// left alone. Sleeps.
-pub(crate) fn recheck_errors(ib: &rdma::Device<GaudiRdma>, shared: &Shared, port: usize) {
+pub(crate) fn recheck_errors(ib: &rdma::Device<GaudiIbDriver>, nic: &Nic, port: usize) {
     let Ok(qpns) = ib.data().ids.qp_indexes_on(port) else {
         return;
     };
     for qpn in qpns {
         let mut r = [0u64; gaudi2::REQ_QPC_WORDS];
-        if shared
+        if nic
             .gateway_read(port, qpn, true, &[req::ERROR], &mut r)
             .is_ok()
             && req::ERROR.get(&r) != 0
@@ -780,7 +789,7 @@ pub(crate) fn recheck_errors(ib: &rdma::Device<GaudiRdma>, shared: &Shared, port
 }
 
 /// Ring the doorbell of `sq` (QP `qpn`, on the kernel's FIFO of its port).
-pub(crate) fn ring(shared: &Shared, sq: &Sq, qpn: u32) -> Result {
+pub(crate) fn ring(nic: &Nic, sq: &Sq, qpn: u32) -> Result {
     let pi = u32::from(sq.pi) & (sq.wr_ids.len() as u32 - 1);
-    shared.ring_secured(sq.port as usize, qpn, pi)
+    nic.ring_secured(sq.port as usize, qpn, pi)
 }

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The NIC core as the RDMA driver holds it: revoked when the driver is unbound from the
-//! core's auxiliary device, so that nothing of the driver reaches the core after its unbind.
+//! The NIC, as the RDMA driver reaches it: through the NIC core, held in a revocable
+//! registration of the driver's auxiliary device, so that nothing of the driver reaches the
+//! core after its unbind.
 
 use kernel::{
     device,
@@ -24,7 +25,7 @@ use kernel::{
 use kernel::net::gaudi::gaudi2;
 
 /// The NIC core, while the driver is bound to it, with what the driver keeps of it.
-pub(crate) struct Shared {
+pub(crate) struct Nic {
     /// The core's operations; revoked at unbind.
     cn: Devres<Arc<dyn Cn>>,
     /// The function: it logs and does the DMA.
@@ -33,7 +34,7 @@ pub(crate) struct Shared {
     pub(crate) ports: u32,
 }
 
-impl Shared {
+impl Nic {
     /// The core `cn`, held until `adev` is unbound.
     pub(crate) fn new(adev: &device::Device<device::Bound>, cn: Arc<dyn Cn>) -> Result<Self> {
         let dev = cn.device().into();
