@@ -228,6 +228,22 @@ start_removal_traffic() {
 	wait_for_line /tmp/removal.out 600 '^traffic$'
 }
 
+# Frames from interface $2 (MAC $3) to interface $4 (MAC $5) of two linked
+# ports, and back: each interface is brought up with address $1.0.1 or
+# $1.0.2, and $1.9.9 is an address behind the other side (its MAC, a
+# permanent neighbour), so that `ping -I $2 $1.9.9` sends frames across the
+# link (a local address would use the loopback) that $4 receives.
+cross_link_up() {
+	_cp=$1
+	for x in "$2 $1.0.1 $5" "$4 $1.0.2 $3"; do
+		set -- $x
+		ip link set "$1" up || fail "$1: cannot bring it up"
+		ip addr add "$2/32" dev "$1" || fail "$1: cannot add $2"
+		ip neigh replace "$_cp.9.9" lladdr "$3" dev "$1" nud permanent
+		ip route replace "$_cp.9.9/32" dev "$1"
+	done
+}
+
 # After a fatal error: the InfiniBand device is gone while PCI function $1
 # stays bound to the driver; unbinding it leaves no DMA or interrupt behind
 # (after $3), and binding it again gives a working device with $2 ACTIVE

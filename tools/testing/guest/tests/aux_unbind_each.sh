@@ -20,15 +20,7 @@ drv=/sys/bus/auxiliary/drivers/gaudi_ib.gaudi_ib
 i0=$(nic_with_mac 02:1d:a3:00:00:00)
 i1=$(nic_with_mac 02:1d:a3:00:00:01)
 [ -n "$i0" ] && [ -n "$i1" ] || fail "no interfaces for ports 1 and 2"
-for x in "$i0 10.52.0.1 02:1d:a3:00:00:01" "$i1 10.52.0.2 02:1d:a3:00:00:00"; do
-	set -- $x
-	ip link set "$1" up || fail "$1: cannot bring it up"
-	ip addr add "$2/32" dev "$1" || fail "$1: cannot add $2"
-	# The other port's MAC for an address that is not the other side's, so
-	# the frames cross the link (a local address would use the loopback).
-	ip neigh replace 10.52.9.9 lladdr "$3" dev "$1" nud permanent
-	ip route replace 10.52.9.9/32 dev "$1"
-done
+cross_link_up 10.52 "$i0" 02:1d:a3:00:00:00 "$i1" 02:1d:a3:00:00:01
 rx_of() { cat "/sys/class/net/$i1/statistics/rx_packets"; }
 # Fail unless $i1 receives frames from $i0 within 5 s; $1 says when.
 frames_flow() {

@@ -13,15 +13,7 @@ i0=$(nic_with_mac 02:1d:a3:00:00:00)
 i1=$(nic_with_mac 02:1d:a3:00:00:01)
 [ -n "$i0" ] && [ -n "$i1" ] || fail "no interfaces for ports 1 and 2"
 start_removal_traffic
-for x in "$i0 10.51.0.1 10.51.0.2 02:1d:a3:00:00:01" "$i1 10.51.0.2 10.51.0.1 02:1d:a3:00:00:00"; do
-	set -- $x
-	ip link set "$1" up || fail "$1: cannot bring it up"
-	ip addr add "$2/32" dev "$1" || fail "$1: cannot add $2"
-	# The other port's MAC for an address that is not the other side's, so
-	# the frames cross the link (a local address would use the loopback).
-	ip neigh replace 10.51.9.9 lladdr "$4" dev "$1" nud permanent
-	ip route replace 10.51.9.9/32 dev "$1"
-done
+cross_link_up 10.51 "$i0" 02:1d:a3:00:00:00 "$i1" 02:1d:a3:00:00:01
 rx0=$(cat "/sys/class/net/$i1/statistics/rx_packets")
 ping -q -i 0.02 -w 600 -I "$i0" 10.51.9.9 >/dev/null 2>&1 &
 p0=$!

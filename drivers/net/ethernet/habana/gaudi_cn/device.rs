@@ -64,42 +64,29 @@ pub(crate) struct Nic {
     pub(crate) rdma: Receiver<dyn CnRdmaEvents>,
 }
 
+/// Who writes a QP context: the RDMA driver's contexts are noted, so that the core can take
+/// back what it leaves (see [`Nic::rdma_reset`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Writer {
+    /// The core itself and its Ethernet ports (QP 0).
+    Core,
+    /// The RDMA driver.
+    Rdma,
+}
+
 /// Encapsulations (source addresses) of a port.
 pub(crate) const ENCAPS: usize = 8;
 
 impl Nic {
     /// Replace the bits of QP `qpn`'s context on `port` that `mask` selects with those of
-    /// `data`, through the port's gateway. Sleeps: `regs` must not be an RCU-guarded access.
-    /// `ENODEV` once the device stopped (a fatal error): it holds no context any more, and
-    /// what tears a QP down is done.
+    /// `data`, through the port's gateway, for `writer`. Sleeps: `regs` must not be an
+    /// RCU-guarded access. `ENODEV` once the device stopped (a fatal error): it holds no
+    /// context any more, and what tears a QP down is done.
+    #[expect(clippy::too_many_arguments)]
     pub(crate) fn gateway_write(
         &self,
         regs: &dyn Chip,
-        port: usize,
-        qpn: u32,
-        requester: bool,
-        data: &[u64],
-        mask: &[u64],
-    ) -> Result {
-        if self.nic_tables == 0 || self.fatal.load(Relaxed) {
-            return Err(ENODEV);
-        }
-        nic::gateway_write(
-            regs,
-            &mut self.gateway.lock(),
-            port,
-            qpn,
-            requester,
-            data,
-            mask,
-        )
-    }
-
-    /// [`Self::gateway_write`] for the RDMA driver: the core notes which contexts it leaves
-    /// valid, and invalidates them itself in [`Self::rdma_reset`].
-    pub(crate) fn rdma_gateway_write(
-        &self,
-        regs: &dyn Chip,
+        writer: Writer,
         port: usize,
         qpn: u32,
         requester: bool,
@@ -111,7 +98,9 @@ impl Nic {
         }
         let mut gw = self.gateway.lock();
         nic::gateway_write(regs, &mut gw, port, qpn, requester, data, mask)?;
-        gw.note_rdma(port, qpn, requester, data, mask);
+        if writer == Writer::Rdma {
+            gw.note_rdma(port, qpn, requester, data, mask);
+        }
         Ok(())
     }
 
@@ -148,7 +137,15 @@ impl Nic {
                 valid.select(&mut mask[..words]);
                 let zero = [0u64; nic::REQ_QPC_WORDS];
                 if self
-                    .gateway_write(&*regs, port, qpn, requester, &zero[..words], &mask[..words])
+                    .gateway_write(
+                        &*regs,
+                        Writer::Core,
+                        port,
+                        qpn,
+                        requester,
+                        &zero[..words],
+                        &mask[..words],
+                    )
                     .is_ok()
                 {
                     stopped += 1;

@@ -49,7 +49,10 @@ use kernel::{
 use kernel::net::gaudi::chip::Chip;
 
 use crate::{
-    device::Nic,
+    device::{
+        Nic,
+        Writer, //
+    },
     nic::{
         self,
         cqe,
@@ -243,8 +246,15 @@ impl Port {
         req::DATA_MMU_BYPASS.set(&mut c, 1);
         req::WQ_BACK_PRESSURE.set(&mut c, 1);
         req::VALID.set(&mut c, 1);
-        self.nic
-            .gateway_write(regs, p, QPN, true, &c, &[u64::MAX; nic::REQ_QPC_WORDS])?;
+        self.nic.gateway_write(
+            regs,
+            Writer::Core,
+            p,
+            QPN,
+            true,
+            &c,
+            &[u64::MAX; nic::REQ_QPC_WORDS],
+        )?;
         // And its responder context: raw, secured, physical, with a key nobody holds (a
         // raw context takes no RDMA; should the NIC disagree, no WRITE carries its key).
         let mut c = [0u64; nic::RES_QPC_WORDS];
@@ -253,8 +263,15 @@ impl Port {
         nic::res::TRUST_LEVEL.set(&mut c, nic::TRUST_SECURED);
         nic::res::DATA_MMU_BYPASS.set(&mut c, 1);
         nic::res::VALID.set(&mut c, 1);
-        self.nic
-            .gateway_write(regs, p, QPN, false, &c, &[u64::MAX; nic::RES_QPC_WORDS])?;
+        self.nic.gateway_write(
+            regs,
+            Writer::Core,
+            p,
+            QPN,
+            false,
+            &c,
+            &[u64::MAX; nic::RES_QPC_WORDS],
+        )?;
         // The receive ring: element n at the base + n x ELEM.
         let ring = r.rx_ring.dma_address();
         regs.try_write(
@@ -315,7 +332,7 @@ impl Port {
         req::VALID.select(&mut mask);
         req::VALID.set(&mut c, 0);
         self.nic
-            .gateway_write(regs, self.index, QPN, true, &c, &mask)?;
+            .gateway_write(regs, Writer::Core, self.index, QPN, true, &c, &mask)?;
         q.fifo_drained()
     }
 

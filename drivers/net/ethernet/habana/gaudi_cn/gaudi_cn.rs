@@ -61,7 +61,10 @@ mod device;
 mod eth;
 mod nic;
 
-use device::Nic;
+use device::{
+    Nic,
+    Writer, //
+};
 
 /// The ports' network devices, each unregistered when the core is unbound or the last
 /// reference to the chip's event receiver dropped.
@@ -428,7 +431,7 @@ impl Cn for NicCore {
     ) -> Result {
         let regs = self.nic.chip()?;
         self.nic
-            .rdma_gateway_write(&*regs, port, qpn, requester, data, mask)
+            .gateway_write(&*regs, Writer::Rdma, port, qpn, requester, data, mask)
     }
 
     fn qpc_read(
