@@ -228,6 +228,27 @@ start_removal_traffic() {
 	wait_for_line /tmp/removal.out 600 '^traffic$'
 }
 
+# Fail unless `rdma link show` attaches each port of gaudi_0, in state $2 (a
+# pattern), to the interface of Gaudi2 function $1 whose dev_port is the
+# port's index, and the function has $3 interfaces; $4 says when. One pass
+# over the interfaces: a lookup per port reads every interface's sysfs
+# once per port.
+ports_attached() {
+	_want=$(for _i in /sys/class/net/*; do
+		[ "$(basename "$(readlink "$_i/device" 2>/dev/null)")" = "$1" ] || continue
+		read -r _p <"$_i/dev_port"
+		echo "gaudi_0/$((_p + 1)) ${_i##*/}"
+	done | sort)
+	[ "$(echo "$_want" | grep -c .)" = "$3" ] ||
+		fail "$4: $(echo "$_want" | grep -c .) interfaces are children of $1, expected $3: $_want"
+	_links=$(rdma link show) || fail "$4: rdma link show failed"
+	_got=$(echo "$_links" | sed -n "s/^link \(gaudi_0\/[0-9]*\) state $2 .* netdev \([^ ]*\) *\$/\1 \2/p" | sort)
+	[ "$_got" = "$_want" ] || {
+		echo "$_links"
+		fail "$4: rdma link show does not attach each port ($2) to its interface: want $_want, got $_got"
+	}
+}
+
 # Frames from interface $2 (MAC $3) to interface $4 (MAC $5) of two linked
 # ports, and back: each interface is brought up with address $1.0.1 or
 # $1.0.2, and $1.9.9 is an address behind the other side (its MAC, a
@@ -239,8 +260,9 @@ cross_link_up() {
 		set -- $x
 		ip link set "$1" up || fail "$1: cannot bring it up"
 		ip addr add "$2/32" dev "$1" || fail "$1: cannot add $2"
-		ip neigh replace "$_cp.9.9" lladdr "$3" dev "$1" nud permanent
-		ip route replace "$_cp.9.9/32" dev "$1"
+		ip neigh replace "$_cp.9.9" lladdr "$3" dev "$1" nud permanent ||
+			fail "$1: no neighbour $_cp.9.9"
+		ip route replace "$_cp.9.9/32" dev "$1" || fail "$1: no route to $_cp.9.9"
 	done
 }
 

@@ -38,7 +38,10 @@ use crate::{
 /// The NIC core, as its RDMA driver reaches it.
 ///
 /// Ports are indexes from 0 to [`Cn::ports`] - 1; a method given another returns `EINVAL` (or
-/// does nothing). Once the device stopped (a fatal error, or it is gone), the methods that
+/// does nothing). QP 0 of each port is the core's (Ethernet's): the context methods refuse it,
+/// and QP numbers beyond the context tables ([`super::gaudi2::TABLE_QPS`]), with `EINVAL`.
+/// The driver calls no method after its receiver is cleared ([`Cn::set_rdma_events`]): the
+/// core takes back then what is left, and a later call would hold something again. Once the device stopped (a fatal error, or it is gone), the methods that
 /// would reach it return `ENODEV`: it holds no context any more, and what tears a QP down is
 /// done. Every method may sleep unless it says otherwise.
 pub trait Cn: Send + Sync {

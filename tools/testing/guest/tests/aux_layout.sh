@@ -32,20 +32,5 @@ all=$(ls /sys/bus/auxiliary/devices | grep -c '^gaudi_' || true)
 [ "$all" = 2 ] || fail "$all gaudi auxiliary devices, expected 2: $(ls /sys/bus/auxiliary/devices)"
 ib_parent=$(basename "$(readlink -f /sys/class/infiniband/gaudi_0/device)")
 [ "$ib_parent" = "$d" ] || fail "gaudi_0's device is $ib_parent, expected $d"
-links=$(rdma link show) || fail "rdma link show failed"
-# Each interface that is a child of $d as "gaudi_0/<port> <name>" (its
-# dev_port is the port's index), in one pass: a lookup per port would read
-# every interface's sysfs 24 times.
-want=$(for i in /sys/class/net/*; do
-	[ "$(basename "$(readlink "$i/device" 2>/dev/null)")" = "$d" ] || continue
-	read -r p <"$i/dev_port"
-	echo "gaudi_0/$((p + 1)) ${i##*/}"
-done | sort)
-[ "$(echo "$want" | grep -c .)" = "$ports" ] ||
-	fail "$(echo "$want" | grep -c .) interfaces are children of $d, expected $ports: $want"
-got=$(echo "$links" | sed -n 's/^link \(gaudi_0\/[0-9]*\) .* netdev \([^ ]*\) *$/\1 \2/p' | sort)
-[ "$got" = "$want" ] || {
-	echo "$links"
-	fail "rdma link show does not attach each port to its interface: want $want, got $got"
-}
+ports_attached "$d" '[A-Z_]*' "$ports" "after loading"
 echo "gaudi_pci binds $d, gaudi_cn its auxiliary device, gaudi_ib the core's; gaudi_0 and $ports interfaces are children of $d, each port attached to its interface"

@@ -97,67 +97,66 @@ impl Nic {
             return Err(ENODEV);
         }
         let mut gw = self.gateway.lock();
+        if writer == Writer::Rdma {
+            gw.rdma_writing(port, qpn, requester, data, mask);
+        }
         nic::gateway_write(regs, &mut gw, port, qpn, requester, data, mask)?;
         if writer == Writer::Rdma {
-            gw.note_rdma(port, qpn, requester, data, mask);
+            gw.rdma_written(port, qpn, requester, data, mask);
         }
         Ok(())
     }
 
     /// The RDMA driver is gone: take back what it held on the NIC. Its teardown gives each
-    /// back as it goes; what is left (a QP context its teardown could not write, a UMR block
-    /// whose mapping outlived its unbind) would otherwise reach the next RDMA driver's
-    /// address spaces.
+    /// back as it goes (draining a context before it writes zeros over it); what is left (a
+    /// context a failed teardown left valid, a UMR block whose mapping outlived its unbind)
+    /// would otherwise reach the next RDMA driver's address spaces. Contexts get zeros, then
+    /// the UMR blocks' CQs stop; the first gateway operation that fails ends the writes (the
+    /// next probe of the core resets the chip), the bookkeeping is done for every port.
     pub(crate) fn rdma_reset(&self) {
+        let chip = self.chip().ok();
+        // After a fatal error the device executes nothing until the core's next probe resets
+        // it; without the chip the core is being unbound.
+        let fatal = self.is_fatal();
+        let mut regs = chip.as_deref().filter(|_| !fatal);
         for (port, q) in self.queues.iter().enumerate() {
             q.rc_reset();
-            let Ok(regs) = self.chip() else {
-                return;
-            };
-            let blocks = q.user_blocks_reclaim(&*regs);
-            let mut left = KVec::new();
-            let taken = self.gateway.lock().take_rdma(port, &mut left);
-            if self.is_fatal() {
-                // The device executes nothing until the core's next probe resets it.
-                continue;
-            }
-            let mut stopped = 0;
-            for &(qpn, requester) in &left {
+            let left = self.gateway.lock().take_rdma(port);
+            let mut zeroed = 0;
+            for &(qpn, requester) in left.as_deref().unwrap_or_default() {
+                let Some(r) = regs else {
+                    break;
+                };
                 let words = if requester {
                     nic::REQ_QPC_WORDS
                 } else {
                     nic::RES_QPC_WORDS
                 };
-                let mut mask = [0u64; nic::REQ_QPC_WORDS];
-                let valid = if requester {
-                    nic::req::VALID
-                } else {
-                    nic::res::VALID
-                };
-                valid.select(&mut mask[..words]);
                 let zero = [0u64; nic::REQ_QPC_WORDS];
-                if self
-                    .gateway_write(
-                        &*regs,
-                        Writer::Core,
-                        port,
-                        qpn,
-                        requester,
-                        &zero[..words],
-                        &mask[..words],
-                    )
-                    .is_ok()
-                {
-                    stopped += 1;
+                let all = [u64::MAX; nic::REQ_QPC_WORDS];
+                match self.gateway_write(
+                    r,
+                    Writer::Core,
+                    port,
+                    qpn,
+                    requester,
+                    &zero[..words],
+                    &all[..words],
+                ) {
+                    Ok(()) => zeroed += 1,
+                    Err(_) => regs = None,
                 }
             }
-            if blocks != 0 || !left.is_empty() || taken.is_err() {
+            let blocks = q.user_blocks_reclaim(regs);
+            let n = left.as_ref().map_or(0, |l| l.len());
+            // After a fatal error no teardown could write a context: nothing to report.
+            if !fatal && (n != 0 || blocks != 0 || left.is_err()) {
                 dev_warn!(
                     self.dev,
-                    "port {}: the RDMA driver left {} QP contexts ({} invalidated) and {} UMR blocks\n",
+                    "port {}: the RDMA driver left {} QP contexts ({} zeroed) and {} UMR blocks\n",
                     port + 1,
-                    left.len(),
-                    stopped,
+                    n,
+                    zeroed,
                     blocks
                 );
             }

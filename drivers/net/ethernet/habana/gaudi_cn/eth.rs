@@ -90,8 +90,8 @@ pub(crate) const MAX_MTU: u32 = 9000;
 const WQE_WORDS: usize = size_of::<SqWqe>() / 4;
 /// log2 of the 128-byte lines of QP 0's slot in send WQ array 0.
 const LOG_WQ_LINES: u32 = LOG_RING + 5 - 7;
-/// The Ethernet QP.
-const QPN: u32 = 0;
+/// The Ethernet QP: the RDMA driver's QPs are the others.
+pub(crate) const QPN: u32 = 0;
 
 /// The Ethernet device driver of the ports.
 pub(crate) struct EthDriver;

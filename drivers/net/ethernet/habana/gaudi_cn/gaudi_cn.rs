@@ -387,6 +387,17 @@ impl NicCore {
     }
 }
 
+impl NicCore {
+    /// `EINVAL` unless QP `qpn` of `port` is one the RDMA driver may use: a port the core
+    /// drives, a context its tables hold, not the Ethernet port's QP.
+    fn rdma_qp(&self, port: usize, qpn: u32) -> Result {
+        if port >= self.nic.ports as usize || qpn == eth::QPN || u64::from(qpn) >= nic::TABLE_QPS {
+            return Err(EINVAL);
+        }
+        Ok(())
+    }
+}
+
 impl Cn for NicCore {
     fn device(&self) -> &Device {
         &self.nic.dev
@@ -429,6 +440,7 @@ impl Cn for NicCore {
         data: &[u64],
         mask: &[u64],
     ) -> Result {
+        self.rdma_qp(port, qpn)?;
         let regs = self.nic.chip()?;
         self.nic
             .gateway_write(&*regs, Writer::Rdma, port, qpn, requester, data, mask)
@@ -442,6 +454,7 @@ impl Cn for NicCore {
         fields: &[Field],
         out: &mut [u64],
     ) -> Result {
+        self.rdma_qp(port, qpn)?;
         self.nic.gateway_read(port, qpn, requester, fields, out)
     }
 
@@ -629,7 +642,7 @@ impl auxiliary::Driver for GaudiCnDriver {
                 removed: Atomic::new(false),
                 queues,
                 nic_tables,
-                gateway <- kernel::new_mutex!(nic::Gateways::new()),
+                gateway <- kernel::new_mutex!(nic::Gateways::new(n)?),
                 secured_db <- kernel::new_spinlock_irq!(()),
                 encaps <- kernel::new_mutex!({
                     let mut t = KVec::with_capacity(n, GFP_KERNEL)?;

@@ -376,10 +376,11 @@ fn addr_31_7(addr: u64) -> (u32, u32) {
 /// time); either way a mask word last written 0 holds 0, so the saving assumes nothing.
 pub(crate) struct Gateways {
     ports: [GatewayRegs; PORTS],
-    /// For each port, the requester and responder contexts the RDMA driver made valid and has
-    /// not invalidated since (bit `q % 64` of word `q / 64`: QP `q`), which the core
-    /// invalidates itself when the RDMA driver goes.
-    rdma_valid: [[[u64; QPC_BITMAP_WORDS]; 2]; PORTS],
+    /// For each port, the requester and responder contexts the RDMA driver may have made
+    /// valid and has not invalidated since (bit `q % 64` of word `q / 64`: QP `q`), which the
+    /// core invalidates itself when the RDMA driver goes. In memory of its own: 512 bytes a
+    /// port, too much for the probe's stack.
+    rdma_valid: KVec<[[u64; QPC_BITMAP_WORDS]; 2]>,
 }
 
 /// Words of a bitmap of a port's QP contexts.
@@ -394,19 +395,30 @@ struct GatewayRegs {
 }
 
 impl Gateways {
-    /// Nothing known: the first operation of each port writes every mask word.
-    pub(crate) const fn new() -> Self {
-        Self {
+    /// Nothing known of `ports` ports: the first operation of each writes every mask word.
+    pub(crate) fn new(ports: usize) -> Result<Self> {
+        let mut rdma_valid = KVec::with_capacity(ports, GFP_KERNEL)?;
+        rdma_valid.resize(ports, [[0; QPC_BITMAP_WORDS]; 2], GFP_KERNEL)?;
+        Ok(Self {
             ports: [GatewayRegs {
                 mask_set: u32::MAX,
                 idle: false,
             }; PORTS],
-            rdma_valid: [[[0; QPC_BITMAP_WORDS]; 2]; PORTS],
-        }
+            rdma_valid,
+        })
     }
 
-    /// Note what a write of `data` under `mask` to QP `qpn`'s context made of its `VALID` bit.
-    pub(crate) fn note_rdma(
+    /// The bit of QP `qpn`'s requester (or responder) context of `port` in `rdma_valid`.
+    fn rdma_bit(&mut self, port: usize, qpn: u32, requester: bool) -> Option<(&mut u64, u64)> {
+        let p = self.rdma_valid.get_mut(port)?;
+        let word = p[usize::from(!requester)].get_mut(qpn as usize / 64)?;
+        Some((word, 1 << (qpn % 64)))
+    }
+
+    /// A write of `data` under `mask` to QP `qpn`'s context by the RDMA driver is about to
+    /// start: if it may make the context valid, note it now (a write that fails half-way may
+    /// have).
+    pub(crate) fn rdma_writing(
         &mut self,
         port: usize,
         qpn: u32,
@@ -415,28 +427,38 @@ impl Gateways {
         mask: &[u64],
     ) {
         let valid = if requester { req::VALID } else { res::VALID };
-        if valid.get(mask) == 0 {
-            return;
-        }
-        let (w, b) = (qpn as usize / 64, qpn % 64);
-        if let Some(word) = self
-            .rdma_valid
-            .get_mut(port)
-            .and_then(|p| p[usize::from(!requester)].get_mut(w))
-        {
-            if valid.get(data) != 0 {
-                *word |= 1 << b;
-            } else {
-                *word &= !(1 << b);
+        if valid.get(mask) != 0 && valid.get(data) != 0 {
+            if let Some((word, bit)) = self.rdma_bit(port, qpn, requester) {
+                *word |= bit;
             }
         }
     }
 
-    /// Take the set of contexts of `port` the RDMA driver left valid: (QP, requester).
-    pub(crate) fn take_rdma(&mut self, port: usize, out: &mut KVec<(u32, bool)>) -> Result {
+    /// A write of `data` under `mask` to QP `qpn`'s context by the RDMA driver is done: if it
+    /// made the context invalid, forget it.
+    pub(crate) fn rdma_written(
+        &mut self,
+        port: usize,
+        qpn: u32,
+        requester: bool,
+        data: &[u64],
+        mask: &[u64],
+    ) {
+        let valid = if requester { req::VALID } else { res::VALID };
+        if valid.get(mask) != 0 && valid.get(data) == 0 {
+            if let Some((word, bit)) = self.rdma_bit(port, qpn, requester) {
+                *word &= !bit;
+            }
+        }
+    }
+
+    /// Take the contexts of `port` the RDMA driver may have left valid: (QP, requester).
+    pub(crate) fn take_rdma(&mut self, port: usize) -> Result<KVec<(u32, bool)>> {
         let Some(p) = self.rdma_valid.get_mut(port) else {
-            return Ok(());
+            return Ok(KVec::new());
         };
+        let n = p.iter().flatten().map(|w| w.count_ones() as usize).sum();
+        let mut out = KVec::with_capacity(n, GFP_KERNEL)?;
         for (kind, words) in p.iter_mut().enumerate() {
             for (w, word) in words.iter_mut().enumerate() {
                 while *word != 0 {
@@ -446,7 +468,7 @@ impl Gateways {
                 }
             }
         }
-        Ok(())
+        Ok(out)
     }
 
     fn port(&mut self, port: usize) -> Result<&mut GatewayRegs> {
@@ -809,6 +831,7 @@ impl PortQueues {
             RXE0_CQ_WRITE_INDEX_0::zeroed(),
         )?;
         self.rc_ci.store(0, Relaxed);
+        self.rc_wqes.store(0, Relaxed);
         self.cq_consumed(regs, CQ_RC, 0)?;
         self.cq_enable(regs, CQ_RC, CQ_LOG_MAX)?;
         self.cq_arm(regs, CQ_RC, 0)
@@ -1142,13 +1165,15 @@ impl PortQueues {
         self.cq_disable(regs, CQ_USER_FIRST + 2 * block);
     }
 
-    /// Stop and give back every UMR block still held (the RDMA driver is gone); returns how
-    /// many there were.
-    pub(crate) fn user_blocks_reclaim(&self, regs: &dyn Chip) -> u32 {
+    /// Give back every UMR block still held (the RDMA driver is gone), their CQs stopped
+    /// through `regs` if given; returns how many there were.
+    pub(crate) fn user_blocks_reclaim(&self, regs: Option<&dyn Chip>) -> u32 {
         let used = self.umr_used.xchg(0, Full) & ((1 << USER_BLOCKS) - 1);
-        for block in 0..USER_BLOCKS {
-            if used & (1 << block) != 0 {
-                self.user_block_stop(regs, block);
+        if let Some(regs) = regs {
+            for block in 0..USER_BLOCKS {
+                if used & (1 << block) != 0 {
+                    self.user_block_stop(regs, block);
+                }
             }
         }
         used.count_ones()
