@@ -98,11 +98,11 @@ impl Nic {
         }
         let mut gw = self.gateway.lock();
         if writer == Writer::Rdma {
-            gw.rdma_writing(port, qpn, requester, data, mask);
+            gw.note_rdma(false, port, qpn, requester, data, mask);
         }
         nic::gateway_write(regs, &mut gw, port, qpn, requester, data, mask)?;
         if writer == Writer::Rdma {
-            gw.rdma_written(port, qpn, requester, data, mask);
+            gw.note_rdma(true, port, qpn, requester, data, mask);
         }
         Ok(())
     }

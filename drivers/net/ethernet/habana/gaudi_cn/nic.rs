@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The Gaudi2 NIC's blocks as device model 2.0 describes them (the real NIC's programming
-//! interface): their registers at their configuration-space offsets, the formats of the QP
-//! contexts, work queue entries, completions and events, the QPC gateway, and each port's
-//! event queue and completion-queue region.
+//! interface): their registers at their configuration-space offsets, the QPC gateway, and each
+//! port's event queue and completion-queue region. The formats of the QP contexts, work queue
+//! entries, completions and events, which the RDMA driver writes and reads too, are
+//! [`kernel::net::gaudi::gaudi2`] (re-exported here).
 //!
 //! Documentation/infiniband/gaudi/device-model.rst is the reference; each register and field
-//! here has its row there, with the public source it comes from.
+//! here and there has its row there, with the public source it comes from.
 //!
 //! Configuration-space offset X is BAR0 offset [`CFG_IN_BAR0`] + X. Registers are defined at
 //! port 0's offset; [`PortLoc`] and [`PortArrayLoc`] place them for a port, [`MacroLoc`] for
@@ -415,11 +416,12 @@ impl Gateways {
         Some((word, 1 << (qpn % 64)))
     }
 
-    /// A write of `data` under `mask` to QP `qpn`'s context by the RDMA driver is about to
-    /// start: if it may make the context valid, note it now (a write that fails half-way may
-    /// have).
-    pub(crate) fn rdma_writing(
+    /// Note a write of `data` under `mask` to QP `qpn`'s context by the RDMA driver: before
+    /// it starts (`done` false), one that may make the context valid (a write that fails
+    /// half-way may have); once it is done, one that made it invalid.
+    pub(crate) fn note_rdma(
         &mut self,
+        done: bool,
         port: usize,
         qpn: u32,
         requester: bool,
@@ -427,27 +429,15 @@ impl Gateways {
         mask: &[u64],
     ) {
         let valid = if requester { req::VALID } else { res::VALID };
-        if valid.get(mask) != 0 && valid.get(data) != 0 {
-            if let Some((word, bit)) = self.rdma_bit(port, qpn, requester) {
-                *word |= bit;
-            }
+        if valid.get(mask) == 0 {
+            return;
         }
-    }
-
-    /// A write of `data` under `mask` to QP `qpn`'s context by the RDMA driver is done: if it
-    /// made the context invalid, forget it.
-    pub(crate) fn rdma_written(
-        &mut self,
-        port: usize,
-        qpn: u32,
-        requester: bool,
-        data: &[u64],
-        mask: &[u64],
-    ) {
-        let valid = if requester { req::VALID } else { res::VALID };
-        if valid.get(mask) != 0 && valid.get(data) == 0 {
-            if let Some((word, bit)) = self.rdma_bit(port, qpn, requester) {
-                *word &= !bit;
+        let sets = valid.get(data) != 0;
+        if let Some((word, bit)) = self.rdma_bit(port, qpn, requester) {
+            match (done, sets) {
+                (false, true) => *word |= bit,
+                (true, false) => *word &= !bit,
+                _ => {}
             }
         }
     }
