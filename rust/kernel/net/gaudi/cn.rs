@@ -29,9 +29,7 @@ use crate::{
     rdma::mmap::QueueMem,
     sync::{
         aref::ARef,
-        Arc,
-        CondVar,
-        Mutex, //
+        Arc, //
     },
 };
 
@@ -178,101 +176,5 @@ impl CnDevice {
     /// The core.
     pub fn cn(&self) -> &Arc<dyn Cn> {
         &self.cn
-    }
-}
-
-/// A receiver of events that is set and cleared while events are delivered: clearing it
-/// returns once no call to it runs any more, and no reference to it is left.
-///
-/// # Examples
-///
-/// ```
-/// use kernel::{net::gaudi::cn::Receiver, sync::Arc};
-///
-/// let r = KBox::pin_init(Receiver::<u32>::new(), GFP_KERNEL)?;
-/// assert_eq!(r.call(|v| *v), None);
-/// let to = Arc::new(7, GFP_KERNEL)?;
-/// r.set_to(Some(to.clone()));
-/// assert!(r.is_set());
-/// assert_eq!(r.call(|v| *v + 1), Some(8));
-/// r.set_to(None);
-/// // The slot kept no reference.
-/// assert_eq!(r.call(|v| *v), None);
-/// assert!(Arc::into_unique_or_drop(to).is_some());
-/// # Ok::<(), Error>(())
-/// ```
-#[pin_data]
-pub struct Receiver<T: ?Sized> {
-    #[pin]
-    state: Mutex<Slot<T>>,
-    /// Notified when no call to the receiver runs any more.
-    #[pin]
-    idle: CondVar,
-}
-
-/// The names of the lock classes of every [`Receiver`]'s lock and condition.
-static RECEIVER_STATE: &CStr = c"net::gaudi::cn::Receiver::state";
-static RECEIVER_IDLE: &CStr = c"net::gaudi::cn::Receiver::idle";
-
-struct Slot<T: ?Sized> {
-    to: Option<Arc<T>>,
-    running: u32,
-}
-
-impl<T: ?Sized + Send + Sync> Receiver<T> {
-    /// A receiver slot with nobody in it.
-    pub fn new() -> impl PinInit<Self> {
-        // The lock classes' names are statics, not literals of this generic function: a
-        // literal would be a copy of its own in each crate that instantiates it, and lockdep
-        // refuses two names for one class.
-        pin_init!(Self {
-            state <- Mutex::new(
-                Slot { to: None, running: 0 },
-                RECEIVER_STATE,
-                crate::static_lock_class!()
-            ),
-            idle <- CondVar::new(RECEIVER_IDLE, crate::static_lock_class!()),
-        })
-    }
-
-    /// Run `f` on the receiver, if there is one; `None` if there is none. May sleep; must
-    /// not be called from the receiver.
-    pub fn call<R>(&self, f: impl FnOnce(&T) -> R) -> Option<R> {
-        let to = {
-            let mut s = self.state.lock();
-            let to = s.to.clone()?;
-            s.running += 1;
-            to
-        };
-        let r = f(&to);
-        drop(to);
-        let mut s = self.state.lock();
-        s.running -= 1;
-        if s.running == 0 {
-            self.idle.notify_all();
-        }
-        Some(r)
-    }
-
-    /// Whether there is a receiver.
-    pub fn is_set(&self) -> bool {
-        self.state.lock().to.is_some()
-    }
-
-    /// Make `to` the receiver; with `None`, return once no call to the previous one runs.
-    ///
-    /// Callers serialise their calls (a driver's probe and unbind are), and clearing the
-    /// receiver from inside one of its calls would wait for itself.
-    pub fn set_to(&self, to: Option<Arc<T>>) {
-        let mut s = self.state.lock();
-        let set = to.is_some();
-        let old = core::mem::replace(&mut s.to, to);
-        if !set {
-            while s.running != 0 {
-                self.idle.wait(&mut s);
-            }
-        }
-        drop(s);
-        drop(old);
     }
 }

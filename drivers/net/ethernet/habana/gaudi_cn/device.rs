@@ -9,10 +9,8 @@ use kernel::{
     io::Io,
     net::gaudi::{
         chip::Chip,
-        cn::{
-            CnRdmaEvents,
-            Receiver, //
-        },
+        cn::CnRdmaEvents,
+        Receiver, //
     },
     prelude::*,
     sync::{

@@ -649,7 +649,7 @@ impl auxiliary::Driver for GaudiCnDriver {
                     t.resize(n, [(0, 0); device::ENCAPS], GFP_KERNEL)?;
                     t
                 }),
-                rdma <- kernel::net::gaudi::cn::Receiver::new(),
+                rdma <- kernel::net::gaudi::Receiver::new(),
             }),
             GFP_KERNEL,
         )?;

@@ -30,13 +30,16 @@ use kernel::{
         ThreadedHandler,
         ThreadedIrqReturn, //
     },
-    net::gaudi::chip::{
-        Chip,
-        ChipDevice,
-        ChipEvents,
-        DevMem,
-        MmuFlags,
-        CONFIG_SIZE, //
+    net::gaudi::{
+        chip::{
+            Chip,
+            ChipDevice,
+            ChipEvents,
+            DevMem,
+            MmuFlags,
+            CONFIG_SIZE, //
+        },
+        Receiver,
     },
     pci,
     prelude::*,
@@ -50,7 +53,6 @@ use kernel::{
             Release, //
         },
         Arc,
-        CondVar,
         Mutex, //
     },
     time::Delta,
@@ -215,12 +217,6 @@ fn devmem(pdev: &pci::Device<Bound>, bar: &Bar<'_>) -> Result<DevMem> {
     })
 }
 
-/// Who receives the chip's events, and how many calls to them run.
-struct Receiver {
-    events: Option<Arc<dyn ChipEvents>>,
-    running: u32,
-}
-
 /// The emulated function's chip, as the NIC core reaches it.
 #[pin_data]
 struct PciChip {
@@ -240,32 +236,16 @@ struct PciChip {
     /// The device MMU's ASIDs and their page tables.
     #[pin]
     mmu: mmu::Mmu,
+    /// Who receives the chip's events.
     #[pin]
-    receiver: Mutex<Receiver>,
-    /// Notified when no call to the receiver runs any more.
-    #[pin]
-    idle: CondVar,
+    events: Receiver<dyn ChipEvents>,
 }
 
 impl PciChip {
     /// Run `f` on the events' receiver, if there is one; a receiver that is being replaced
     /// waits for it.
     fn to_receiver(&self, f: impl FnOnce(&dyn ChipEvents)) {
-        let events = {
-            let mut r = self.receiver.lock();
-            let Some(e) = r.events.clone() else {
-                return;
-            };
-            r.running += 1;
-            e
-        };
-        f(&*events);
-        drop(events);
-        let mut r = self.receiver.lock();
-        r.running -= 1;
-        if r.running == 0 {
-            self.idle.notify_all();
-        }
+        self.events.call(|e| f(e));
     }
 }
 
@@ -477,14 +457,10 @@ impl Chip for PciChip {
 
     fn set_events(&self, events: Option<Arc<dyn ChipEvents>>) {
         let Some(events) = events else {
-            let mut r = self.receiver.lock();
-            r.events = None;
-            while r.running != 0 {
-                self.idle.wait(&mut r);
-            }
+            self.events.set_to(None);
             return;
         };
-        self.receiver.lock().events = Some(events.clone());
+        self.events.set_to(Some(events.clone()));
         if self.stopped.load(Acquire) {
             // Found while nobody received events: told now.
             events.fatal(self.removed.load(Relaxed));
@@ -697,11 +673,7 @@ impl pci::Driver for GaudiPciDriver {
                 stopped: Atomic::new(false),
                 services <- kernel::new_mutex!(()),
                 mmu <- mmu::Mmu::new(),
-                receiver <- kernel::new_mutex!(Receiver {
-                    events: None,
-                    running: 0,
-                }),
-                idle <- kernel::new_condvar!(),
+                events <- Receiver::new(),
             }),
             GFP_KERNEL,
         )?;
