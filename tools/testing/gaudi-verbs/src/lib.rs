@@ -1263,7 +1263,8 @@ impl AsyncEvents {
 /// third serial port (one command per line, replies end in "ok" or "err").
 pub struct EmuCtl {
     tty: File,
-    /// Bytes read past the last reply's end (none in practice: one command at a time).
+    /// Bytes read past the last reply's end (none in practice: one command at a time,
+    /// see [`EmuCtl::command`]).
     pending: Vec<u8>,
     /// The ASID whose page tables the commands that read or write device
     /// VAs go through ([`EmuCtl::view_asid_of`]; `None`: no `asid=` prefix).
@@ -1324,7 +1325,32 @@ impl EmuCtl {
 
     /// Send one command; the reply lines before "ok", or the "err" line as
     /// an error.
+    ///
+    /// The port is one channel for all of the guest's processes: a command
+    /// and its reply hold an exclusive lock on it, so that two programs
+    /// asking at once (a WRITE source and its target on one host) each read
+    /// their own reply.
     pub fn command(&mut self, cmd: &str) -> io::Result<Vec<String>> {
+        // The lock is an abstract socket name (the guest's kernel has no file
+        // locks): one process at a time can bind it, and it goes with the
+        // process that holds it, also when that one is killed. (Abstract
+        // names are per network namespace: programs asking from two
+        // namespaces at once are not serialised.)
+        use std::os::linux::net::SocketAddrExt;
+        let name = std::os::unix::net::SocketAddr::from_abstract_name(b"gaudi-emu-ctl")?;
+        let _locked = loop {
+            match std::os::unix::net::UnixListener::bind_addr(&name) {
+                Ok(l) => break l,
+                Err(e) if e.kind() == io::ErrorKind::AddrInUse => {
+                    std::thread::sleep(std::time::Duration::from_millis(2))
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        self.exchange(cmd)
+    }
+
+    fn exchange(&mut self, cmd: &str) -> io::Result<Vec<String>> {
         use std::io::{Read, Write};
         self.tty.write_all(format!("{cmd}\n").as_bytes())?;
         let mut lines = Vec::new();
