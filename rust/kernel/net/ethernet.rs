@@ -212,6 +212,18 @@ impl NetDev {
     pub fn as_raw(&self) -> *mut bindings::net_device {
         self.0.get()
     }
+
+    /// Whether the device is up.
+    pub fn is_running(&self) -> bool {
+        // SAFETY: The device is live (type invariants).
+        unsafe { bindings::netif_running(self.as_raw()) }
+    }
+
+    /// Whether the stack thinks the link is up.
+    pub fn carrier_ok(&self) -> bool {
+        // SAFETY: The device is live (type invariants).
+        unsafe { bindings::netif_carrier_ok(self.as_raw()) }
+    }
 }
 
 /// An Ethernet device of driver `T`: the `struct net_device` with its NAPI context and the

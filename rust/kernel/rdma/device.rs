@@ -84,7 +84,7 @@ use crate::{
             SendWrs, //
         },
     },
-    sync::{new_spinlock_irq, Completion, Mutex, Refcount, SpinLockIrq},
+    sync::{aref::ARef, new_spinlock_irq, Completion, Mutex, Refcount, SpinLockIrq},
     types::Opaque,
     xarray::{AllocKind, XArray},
     ThisModule,
@@ -313,6 +313,20 @@ impl<T: Driver> Device<T> {
         unsafe { dispatch(self.as_raw(), event) }
     }
 
+    /// The network device attached to port `port` (from 1), if there is one.
+    pub fn netdev(&self, port: u32) -> Option<ARef<NetDev>> {
+        if port == 0 || port > self.port_count() {
+            return None;
+        }
+        // SAFETY: `as_raw` is a live device and `port` one of its ports; the core returns the
+        // attached device with a reference taken for the caller (`dev_hold`), or null.
+        let raw = unsafe { bindings::ib_device_get_netdev(self.as_raw(), port) };
+        let raw = NonNull::new(raw)?;
+        // SAFETY: `raw` is a live network device whose reference the caller owns now; `NetDev`
+        // is transparent over `struct net_device`.
+        Some(unsafe { ARef::from_raw(raw.cast()) })
+    }
+
     /// A handle for contexts that cannot hold a `&Device<T>`, such as interrupt threads
     /// created before the device.
     pub fn handle(&self) -> DeviceHandle<T> {
@@ -421,6 +435,45 @@ impl<T: Driver> DeviceHandle<T> {
         }
         // SAFETY: The device is live and registered until the put below.
         let ret = unsafe { dispatch(ib, event) };
+        // SAFETY: Balances the successful `ib_device_try_get()` above.
+        unsafe { bindings::ib_device_put(ib) };
+        ret
+    }
+
+    /// Attach `netdev` to port `port` (from 1) in place of the port's previous network device,
+    /// or with `None` detach it, if the device is still registered: `ENODEV` when it is not
+    /// (unregistration dropped every attachment). Ports beyond [`Device::port_count`] are
+    /// refused with `EINVAL`.
+    ///
+    /// The RDMA core keeps a reference to an attached device until it is detached or this
+    /// device unregistered; the network device's unregistration waits for it, so a driver
+    /// detaches it before. On a RoCE port the core then derives the GIDs from the new device's
+    /// addresses (it looks at those it has now: this takes the RTNL lock, which the caller
+    /// must not hold), and the port's state and events from its state, unless the driver
+    /// implements [`Driver::report_port_event`]. GID entries of the previous device are deleted
+    /// when it is unregistered. May sleep.
+    pub fn set_netdev(&self, port: u32, netdev: Option<&NetDev>) -> Result {
+        crate::task::might_sleep();
+        let ib = self.ib.as_ptr();
+        // SAFETY: `phys_port_cnt` is written before registration and never changes afterwards.
+        if port == 0 || port > unsafe { (*ib).phys_port_cnt } {
+            return Err(EINVAL);
+        }
+        // SAFETY: The device's memory is live (type invariants). A successful
+        // `ib_device_try_get()` holds off unregistration until the matching put.
+        if !unsafe { bindings::ib_device_try_get(ib) } {
+            return Err(ENODEV);
+        }
+        let raw = netdev.map_or(core::ptr::null_mut(), NetDev::as_raw);
+        // SAFETY: The device is registered until the put below, so its port data exist and
+        // unregistration (which drops the core's references to network devices) comes after
+        // the call; `raw` is null or a live network device (`NetDev` invariants), of which
+        // the core takes a reference.
+        let ret = to_result(unsafe { bindings::ib_device_set_netdev(ib, raw, port) });
+        if ret.is_ok() && netdev.is_some() {
+            // SAFETY: The device is registered and `port` is one of its ports.
+            unsafe { bindings::rdma_roce_rescan_port(ib, port) };
+        }
         // SAFETY: Balances the successful `ib_device_try_get()` above.
         unsafe { bindings::ib_device_put(ib) };
         ret
