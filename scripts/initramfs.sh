@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # Assemble the guest initramfs: busybox, our init and guest tests, the
-# driver module. Rebuilt only when one of its inputs changed.
+# driver modules. Rebuilt only when one of its inputs changed.
 #
 # usage: initramfs.sh KBUILD_DIR OUTPUT
 
@@ -10,10 +10,11 @@
 
 KOUT=${1:?usage: initramfs.sh KBUILD_DIR OUTPUT}
 OUT=${2:?usage: initramfs.sh KBUILD_DIR OUTPUT}
-# The driver of the emulated function (the chip's owner), the NIC core and
-# the RDMA driver.
+# The driver of the emulated function (the chip's owner), the NIC core, the
+# Ethernet driver and the RDMA driver.
 MODS="$KOUT/drivers/net/ethernet/habana/gaudi_pci/gaudi_pci.ko"
 MODS="$MODS $KOUT/drivers/net/ethernet/habana/gaudi_cn/gaudi_cn.ko"
+MODS="$MODS $KOUT/drivers/net/ethernet/habana/gaudi_en/gaudi_en.ko"
 MODS="$MODS $KOUT/drivers/infiniband/hw/gaudi/gaudi_ib.ko"
 BUSYBOX=$ENVROOT/usr/bin/busybox
 VERBS=$CACHE/cargo-target/release/gaudi-verbs-test

@@ -223,19 +223,26 @@ wait_for_line() {
 
 # Start `gaudi-verbs-test removal` (traffic until the device goes away) and
 # wait until its WRITEs flow; sets $bg_pid, output in /tmp/removal.out.
+# The ports' interfaces are brought up first: the program takes any event
+# but DEVICE_FATAL for a failure, and an interface it brought up itself
+# (to reach its GIDs) would give it PORT_ACTIVE.
 start_removal_traffic() {
+	ports_up "$(gaudi_devices | head -n 1)" "$(kparam ports 24)" "before the traffic"
 	start_listener removal gaudi-verbs-test removal
 	wait_for_line /tmp/removal.out 600 '^traffic$'
 }
 
 # Fail unless `rdma link show` attaches each port of gaudi_0, in state $2 (a
 # pattern), to the interface of Gaudi2 function $1 whose dev_port is the
-# port's index, and the function has $3 interfaces; $4 says when. One pass
-# over the interfaces: a lookup per port reads every interface's sysfs
-# once per port.
+# port's index, and the function has $3 interfaces; $4 says when. The
+# interfaces are gaudi_en's (children of the function) and a port's state
+# is its interface's: ACTIVE only while it is up with carrier (ports_up).
+# One pass over the function's interfaces, with shell built-ins only: a
+# lookup per port reads every interface's sysfs once per port, and each
+# process costs a tenth of a second under TCG.
 ports_attached() {
-	_want=$(for _i in /sys/class/net/*; do
-		[ "$(basename "$(readlink "$_i/device" 2>/dev/null)")" = "$1" ] || continue
+	_want=$(for _i in /sys/bus/pci/devices/"$1"/net/*; do
+		[ -e "$_i" ] || continue
 		read -r _p <"$_i/dev_port"
 		echo "gaudi_0/$((_p + 1)) ${_i##*/}"
 	done | sort)
@@ -247,6 +254,57 @@ ports_attached() {
 		echo "$_links"
 		fail "$4: rdma link show does not attach each port ($2) to its interface: want $_want, got $_got"
 	}
+}
+
+# Bring up every network interface of Gaudi2 function $1 and wait up to
+# 10 s until each of the $2 ports of gaudi_0 is ACTIVE, then check that
+# each is attached to its own interface (ports_attached); $3 says when.
+# As for mlx5's RoCE ports, a port's state is its interface's (the RDMA
+# core's): ACTIVE only while the interface is up and has carrier (the
+# emulated link's, up unless a test takes it down), DOWN otherwise, and
+# the core reports each change as PORT_ACTIVE or PORT_ERR. So a test that
+# wants ACTIVE ports brings their interfaces up, before a program opens
+# its async event file. The interfaces stay up.
+ports_up() {
+	_ui=""
+	for _i in /sys/bus/pci/devices/"$1"/net/*; do
+		if [ -e "$_i" ]; then _ui="$_ui ${_i##*/}"; fi
+	done
+	[ -n "$_ui" ] || fail "$3: $1 has no network interface (gaudi_en not bound?)"
+	if [ "$(active_ports)" != "$2" ]; then
+		# One process for all of them (each costs a tenth of a second
+		# under TCG).
+		# shellcheck disable=SC2086 # one word per interface
+		printf 'link set dev %s up\n' $_ui | ip -batch - || fail "$3: cannot bring up$_ui"
+		_t=0
+		until [ "$(active_ports)" = "$2" ]; do
+			_t=$((_t + 1))
+			[ $_t -lt 100 ] || {
+				rdma link show
+				fail "$3: not $2 ports of gaudi_0 ACTIVE with an interface 10 s after bringing up$_ui"
+			}
+			sleep 0.1
+		done
+		# A carrier that comes after the interface is up reaches the RDMA
+		# core through the link watcher, up to a second later: its
+		# PORT_ACTIVE goes before a program opens its event file.
+		sleep 1
+	fi
+	ports_attached "$1" ACTIVE "$2" "$3"
+}
+
+# How many ports of gaudi_0 `rdma link show` has ACTIVE with an interface.
+active_ports() {
+	rdma link show 2>/dev/null | grep -c '^link gaudi_0/[0-9]* state ACTIVE .* netdev ' || true
+}
+
+# The auxiliary device whose name starts with $1 (gaudi_cn.en., ...), if
+# there is one.
+aux_device() {
+	for _ad in /sys/bus/auxiliary/devices/"$1"*; do
+		[ -e "$_ad" ] && echo "${_ad##*/}" && return 0
+	done
+	return 0
 }
 
 # Frames from interface $2 (MAC $3) to interface $4 (MAC $5) of two linked
@@ -267,18 +325,23 @@ cross_link_up() {
 }
 
 # After a fatal error: the InfiniBand device is gone while PCI function $1
-# stays bound to the driver; unbinding it leaves no DMA or interrupt behind
-# (after $3), and binding it again gives a working device with $2 ACTIVE
-# links.
+# stays bound to the driver and the chip's auxiliary device to the NIC
+# core; unbinding the function leaves no DMA or interrupt behind (after
+# $3), and binding it again gives a working device whose $2 links are each
+# attached to its new interface (DOWN, as the interface is: turning them
+# ACTIVE opens every raw path, which costs seconds on 24 ports, and other
+# tests show it).
 rebind_after_fatal() {
 	n=$(rdma dev show | grep -c ': gaudi_' || true)
 	[ "$n" = 0 ] || fail "the gaudi device is still registered after the fatal error"
 	[ "$(bound_driver "$1")" = gaudi_pci ] || fail "the PCI device lost its driver"
+	_cn=$(aux_device gaudi_pci.cn.)
+	[ -n "$_cn" ] || fail "no gaudi_pci.cn auxiliary device after the fatal error"
+	[ -e "/sys/bus/auxiliary/devices/$_cn/driver" ] || fail "the NIC core let go of $_cn after the fatal error"
 	echo "$1" >/sys/bus/pci/drivers/gaudi_pci/unbind || fail "unbind failed"
 	emu_quiet_after "$3 and unbind"
 	echo "$1" >/sys/bus/pci/drivers/gaudi_pci/bind || fail "bind failed"
-	n=$(rdma link show | grep -c '^link gaudi_[0-9]*/[0-9]* state ACTIVE ' || true)
-	[ "$n" = "$2" ] || fail "after rebind: $n ACTIVE links, expected $2"
+	ports_attached "$1" DOWN "$2" "after rebind"
 	gaudi-verbs-test uverbs --ports "$2" >/tmp/uverbs.out 2>&1 || {
 		cat /tmp/uverbs.out
 		fail "the rebound device does not work"
@@ -317,10 +380,10 @@ probe_refused() {
 	rmmod gaudi_pci || fail "rmmod gaudi_pci failed after a refused probe"
 }
 
-# Unload the drivers that are loaded: the RDMA driver, the NIC core, then
-# the emulated function's.
+# Unload the drivers that are loaded: the RDMA driver, the Ethernet driver,
+# the NIC core, then the emulated function's.
 unload_drivers() {
-	for m in gaudi_ib gaudi_cn gaudi_pci; do
+	for m in gaudi_ib gaudi_en gaudi_cn gaudi_pci; do
 		! grep -q "^$m " /proc/modules || rmmod $m || fail "rmmod $m failed"
 	done
 }
@@ -336,10 +399,11 @@ gaudi_modargs() {
 }
 
 # Load the drivers unless they are loaded (the emulated function's, which
-# owns the chip, the NIC core and the RDMA driver), and wait until gaudi_0
-# exists.
+# owns the chip, the NIC core, the Ethernet driver and the RDMA driver),
+# and wait until gaudi_0 exists. The Ethernet driver's interfaces are
+# down, and so are the ports, until a test brings them up (ports_up).
 load_driver() {
-	for m in gaudi_pci gaudi_cn; do
+	for m in gaudi_pci gaudi_cn gaudi_en; do
 		grep -q "^$m " /proc/modules || insmod /lib/modules/$m.ko ||
 			fail "insmod $m failed"
 	done

@@ -5,7 +5,8 @@
 //! The NIC is a block of the accelerator, driven by the NIC core (`gaudi_cn`), which gives this
 //! driver the NIC through the auxiliary device `ib` ([`kernel::net::gaudi::cn`]). All ports of
 //! a device are exposed through one InfiniBand device, each port attached to its network
-//! device; see Documentation/infiniband/gaudi/ for the design and the device model.
+//! device (the Ethernet driver's, which the core names as it comes and goes); see
+//! Documentation/infiniband/gaudi/ for the design and the device model.
 
 use kernel::{
     auxiliary,
@@ -29,7 +30,6 @@ use kernel::{
         Event, //
     },
     sync::{
-        aref::ARef,
         Arc,
         SetOnce, //
     },
@@ -78,16 +78,26 @@ impl CnRdmaEvents for RdmaEvents {
         self.with_ib(|ib| rc::recheck_errors(ib, &self.nic, port));
     }
 
-    fn link_changed(&self, port: usize, up: bool) {
-        let port = port as u32 + 1;
-        let event = if up {
-            Event::PortActive(port)
-        } else {
-            Event::PortErr(port)
+    fn netdev_changed(&self, port: usize, netdev: Option<&NetDev>) {
+        let Some(ib) = SetOnce::as_ref(&self.ib) else {
+            return;
         };
-        if let Some(ib) = SetOnce::as_ref(&self.ib) {
-            // ENODEV: the device is being removed; nobody is left to tell.
-            let _ = ib.dispatch_event(event);
+        // The RDMA core derives the port's GIDs and state from the device (and deletes the
+        // GIDs of the previous one when it is unregistered). ENODEV: the InfiniBand device is
+        // unregistered, which dropped every attachment.
+        match ib.set_netdev(port as u32 + 1, netdev) {
+            Ok(()) | Err(ENODEV) => {}
+            Err(e) => dev_err!(
+                self.nic.dev,
+                "port {}: network device not {}: {:?}\n",
+                port + 1,
+                if netdev.is_some() {
+                    "attached"
+                } else {
+                    "detached"
+                },
+                e
+            ),
         }
     }
 
@@ -185,24 +195,10 @@ impl auxiliary::Driver for GaudiIbDriver {
             },
             GFP_KERNEL,
         )?;
-        // From here on the events of the driver's QPs reach it, until `receiving` is dropped.
-        cn.set_rdma_events(Some(events.clone()));
-        let receiving = Receiving(cn.clone());
-
-        // Each InfiniBand port is attached to its network device: the core derives the port's
-        // GIDs from the device's addresses and resolves address vectors through it.
-        let mut ndevs: KVec<ARef<NetDev>> = KVec::with_capacity(caps.ports as usize, GFP_KERNEL)?;
-        for port in 0..caps.ports as usize {
-            let Some(n) = cn.netdev(port) else {
-                dev_err!(dev, "port {} has no network device\n", port + 1);
-                return Err(ENODEV);
-            };
-            ndevs.push(n, GFP_KERNEL)?;
-        }
-        let mut refs = KVec::with_capacity(ndevs.len(), GFP_KERNEL)?;
-        for n in &ndevs {
-            refs.push(&**n, GFP_KERNEL)?;
-        }
+        // The ports are attached to their network devices once the device is registered
+        // (the core names them when the receiver is set, and as the Ethernet driver comes and
+        // goes): the RDMA core derives each port's GIDs from its device's addresses, and its
+        // state from the device's.
         // The node GUID (and system image GUID) is the EUI-64 of the first port's MAC address.
         let node_guid = ib::eui64(nic.chip()?.mac(0)?);
         let ib = rdma::Registration::new_auxiliary(
@@ -212,15 +208,13 @@ impl auxiliary::Driver for GaudiIbDriver {
                 ports: caps.ports,
                 comp_vectors: 1,
                 node_type: rdma::NodeType::Ca,
-                netdevs: &refs,
+                netdevs: &[],
                 node_guid,
             },
             // The part is the Gaudi2 (PCI device 1da3:1020).
             ib::IbDev::new(nic.clone(), caps, 0x1020, node_guid, hbm.clone()),
         )
         .inspect_err(|e| dev_err!(dev, "cannot register the InfiniBand device: {:?}\n", e))?;
-        drop(refs);
-        drop(ndevs);
         {
             let reg = ib.access(adev.as_ref())?;
             let ibdev = reg.device();
@@ -232,6 +226,10 @@ impl auxiliary::Driver for GaudiIbDriver {
                 ibdev.port_count()
             );
         }
+        // From here on the events of the driver's QPs and the ports' network devices reach
+        // it, until `receiving` is dropped.
+        cn.set_rdma_events(Some(events.clone()));
+        let receiving = Receiving(cn.clone());
         if nic.is_fatal() {
             dev_err!(dev, "device fatal error during probe\n");
             return Err(EIO);

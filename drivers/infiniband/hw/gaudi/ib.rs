@@ -587,9 +587,15 @@ impl rdma::Driver for GaudiIbDriver {
         })
     }
 
+    /// A port's state is its network device's (up, with carrier), as the RDMA core reports
+    /// its events: a port without one is down. The RDMA engine itself only needs the link,
+    /// which `GAUDI_IB_METHOD_QUERY_PORT` reports.
     fn query_port(dev: &rdma::Device<Self>, port: u32) -> Result<PortAttr> {
         let d = dev.data();
-        let up = d.port_up(port)?;
+        d.port_index(port)?;
+        let up = dev
+            .netdev(port)
+            .is_some_and(|n| n.is_running() && n.carrier_ok());
         Ok(PortAttr {
             state: if up {
                 PortState::Active
@@ -630,11 +636,6 @@ impl rdma::Driver for GaudiIbDriver {
     fn get_link_layer(_dev: &rdma::Device<Self>, _port: u32) -> LinkLayer {
         LinkLayer::Ethernet
     }
-
-    /// A port's state is its link's, which the device reports (`PORT_UP`, `PORT_DOWN`)
-    /// and the event queue's handler passes on; the RDMA engine does not depend on the
-    /// administrative state of the port's network interface.
-    fn report_port_event(_dev: &rdma::Device<Self>, _port: u32) {}
 
     fn add_gid(dev: &rdma::Device<Self>, attr: &GidAttr) -> Result {
         // The ports carry RoCE v2 only, so the core adds no other kind.

@@ -1,17 +1,22 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The NIC core's interface: what the core of a Gaudi2 NIC gives its RDMA driver.
+//! The NIC core's interface: what the core of a Gaudi2 NIC gives its Ethernet and RDMA
+//! drivers.
 //!
 //! The NIC core binds the chip's `cn` auxiliary device ([`super::chip`]), programs what the
 //! ports share (event queues, the CQ region, the QPC gateway, the kernel's doorbell FIFOs,
-//! encapsulations, the send WQ arrays) and adds an auxiliary device named `ib` whose
-//! registration data is a [`CnDevice`]: the core behind [`Cn`]. The RDMA driver binds it,
-//! reaches the NIC only through [`Cn`], and receives what the ports' event queues say of its
-//! QPs through the [`CnRdmaEvents`] it sets. Nothing it is given outlives its binding: the
-//! core's auxiliary device goes before the core is unbound.
+//! encapsulations, the send WQ arrays) and adds two auxiliary devices: `en`, whose registration
+//! data is a [`CnEthDevice`] (the core behind [`CnEth`]), and `ib`, whose registration data is
+//! a [`CnDevice`] (the core behind [`Cn`]). The Ethernet driver binds the first, registers a
+//! network device for each port over the port's raw path and receives the raw path's and the
+//! link's events through the [`CnEthEvents`] it sets; the RDMA driver binds the second and
+//! receives what the ports' event queues say of its QPs, and which network device each port
+//! has, through the [`CnRdmaEvents`] it sets. Nothing either is given outlives its binding:
+//! the core's auxiliary devices go before the core is unbound.
 
 use crate::{
     device::Device,
+    dma::Coherent,
     net::{
         ethernet::NetDev,
         gaudi::{
@@ -61,11 +66,6 @@ pub trait Cn: Send + Sync {
     /// Zero `len` bytes of device memory at `offset` (both multiples of 4 KiB): `EIO` once
     /// the device has failed, `ENODEV` once it is gone.
     fn clear_devmem(&self, offset: u64, len: u64) -> Result;
-
-    /// Port `port`'s network device, while it is registered. Its unregistration waits for the
-    /// reference: the caller drops it before its unbind returns (the RDMA core keeps one of
-    /// its own for each port it attaches).
-    fn netdev(&self, port: usize) -> Option<ARef<NetDev>>;
 
     /// Replace the bits of QP `qpn`'s requester (or responder) context on `port` that `mask`
     /// selects with those of `data`, through the port's gateway.
@@ -142,8 +142,10 @@ pub trait Cn: Send + Sync {
 
 /// Where the NIC core sends the events of the RDMA driver: implemented by the RDMA driver.
 ///
-/// Called in process context (the chip's interrupt threads); each may sleep. For one port,
-/// calls come in the order the port's event queue had the events.
+/// Called in process context (the chip's interrupt threads; [`CnRdmaEvents::fatal`] from a
+/// work item of the core, [`CnRdmaEvents::netdev_changed`] from the Ethernet or the RDMA
+/// driver's probe or unbind); each may sleep. For one port, calls come in the order the port's
+/// event queue had the events.
 pub trait CnRdmaEvents: Send + Sync {
     /// CQ 1 of `port` has new entries.
     fn completions(&self, port: usize);
@@ -155,8 +157,12 @@ pub trait CnRdmaEvents: Send + Sync {
     /// Events of `port` were lost (its event queue overran): look at the QPs' state again.
     fn recheck_errors(&self, port: usize);
 
-    /// The link of `port` went up or down.
-    fn link_changed(&self, port: usize, up: bool);
+    /// Port `port` has network device `netdev` from now on (`None`: none). Attach it to the
+    /// port: the RDMA core derives the port's state and GIDs from it. With `None` the RDMA
+    /// driver drops every reference it holds to the port's previous device before it returns:
+    /// the device is unregistered next, which waits for them. Called when the Ethernet driver
+    /// binds or unbinds, and for every port that has a device when the receiver is set.
+    fn netdev_changed(&self, port: usize, netdev: Option<&NetDev>);
 
     /// The device stopped (a fatal error, or it is gone). Called once.
     fn fatal(&self);
@@ -175,6 +181,133 @@ impl CnDevice {
 
     /// The core.
     pub fn cn(&self) -> &Arc<dyn Cn> {
+        &self.cn
+    }
+}
+
+/// log2 of the WQEs of QP 0's send queue of each port, and of the elements of its receive ring:
+/// the raw path's geometry, which the core programs.
+pub const RAW_LOG_RING: u32 = 5;
+
+/// log2 of the bytes of each element of a port's receive ring.
+pub const RAW_LOG_ELEM: u32 = 14;
+
+/// The largest frame the raw path sends or takes (without FCS): one of the largest MTU, with
+/// its Ethernet header and a VLAN tag (device model 2.0, "What the model decides").
+pub const RAW_MAX_FRAME: usize = 9018;
+
+/// Each port's Ethernet QP, the core's: the RDMA driver's QPs are the others.
+pub const RAW_QPN: u32 = 0;
+
+/// The NIC core, as its Ethernet driver reaches it: each port's raw path (QP 0, send WQ array
+/// 0, the kernel's doorbell FIFO, the receive ring with its completions on CQ 0, the MAC
+/// filter).
+///
+/// Ports are indexes from 0 to [`CnEth::ports`] - 1; a method given another returns `EINVAL`.
+/// The queues are the Ethernet driver's coherent memory of [`CnEth::device`]: a send queue of
+/// `2^RAW_LOG_RING` [`super::gaudi2::SqWqe`] and a ring of as many elements of
+/// `2^RAW_LOG_ELEM` bytes, which the NIC reaches by bus address with the MMU bypassed. The
+/// driver keeps them while the port's raw path is open (from [`CnEth::raw_open`] to
+/// [`CnEth::raw_close`]). Once the device stopped the methods that would reach it return
+/// `ENODEV` (or `EIO`). Every method may sleep unless it says otherwise.
+pub trait CnEth: Send + Sync {
+    /// The function the NIC is part of: it logs and does the DMA.
+    fn device(&self) -> &Device;
+
+    /// The ports the core drives.
+    fn ports(&self) -> u32;
+
+    /// Port `port`'s MAC address, as the chip's owner gives it.
+    fn mac(&self, port: usize) -> Result<[u8; 6]>;
+
+    /// Whether port `port`'s link is up.
+    fn link_up(&self, port: usize) -> bool;
+
+    /// The device reported a fatal error or is gone: it executes nothing until reset.
+    fn is_fatal(&self) -> bool;
+
+    /// Open port `port`'s raw path on `wq` and `ring`: QP 0's contexts, its send queue from
+    /// WQE 0, the receive ring and CQ 0 from element 0, the MAC filter (`mac`, or every
+    /// address with `promisc`); CQ 0 is armed. `EINVAL` if a queue is shorter than the
+    /// geometry, `EBUSY` if the path is open already.
+    fn raw_open(
+        &self,
+        port: usize,
+        wq: &Coherent<[u32]>,
+        ring: &Coherent<[u8]>,
+        mac: &[u8; 6],
+        promisc: bool,
+    ) -> Result;
+
+    /// Close port `port`'s raw path: no frame is received or sent any more, and the NIC has
+    /// taken every doorbell. The queues are the driver's again (also after an error).
+    fn raw_close(&self, port: usize) -> Result;
+
+    /// Set port `port`'s MAC filter while its raw path is open. Does not sleep.
+    fn raw_filter(&self, port: usize, mac: &[u8; 6], promisc: bool) -> Result;
+
+    /// Ring port `port`'s kernel doorbell FIFO for QP 0, whose producer index is now `pi`
+    /// (the WQEs before it are written). `EAGAIN` if the FIFO is full. Does not sleep.
+    fn raw_send(&self, port: usize, pi: u32) -> Result;
+
+    /// Take CQ 0's entry `ci` of port `port` (free running), if the NIC wrote it (it is then
+    /// cleared for the ring's next pass). Does not sleep.
+    fn raw_completion(&self, port: usize, ci: u32) -> Result<Option<Cqe>>;
+
+    /// Whether the NIC wrote CQ 0's entry `ci` of port `port` (which stays). Does not sleep.
+    fn raw_pending(&self, port: usize, ci: u32) -> bool;
+
+    /// The entries of port `port`'s CQ 0 before `ci` are taken: the NIC may write them again.
+    /// Does not sleep.
+    fn raw_consumed(&self, port: usize, ci: u32) -> Result;
+
+    /// Arm port `port`'s CQ 0 at `ci`: an event comes for its next entry. Does not sleep.
+    fn raw_arm(&self, port: usize, ci: u32) -> Result;
+
+    /// Send the events of the ports' raw paths and links to `events` from now on; with
+    /// `None`, to nobody. Setting it attaches each port's network device to the RDMA driver
+    /// ([`CnEthEvents::netdev`]); clearing it detaches them first, and returns once no call to
+    /// the previous receiver runs any more and the core holds no reference to it. Called at
+    /// the Ethernet driver's probe and unbind, never from a receiver's call.
+    fn set_eth_events(&self, events: Option<Arc<dyn CnEthEvents>>);
+}
+
+/// Where the NIC core sends the events of the ports' raw paths and links: implemented by the
+/// Ethernet driver.
+///
+/// Called in process context (the chip's interrupt threads; [`CnEthEvents::fatal`] from a work
+/// item of the core); each may sleep. For one port, calls come in the order the port's event
+/// queue had the events.
+pub trait CnEthEvents: Send + Sync {
+    /// The NIC sent port `port`'s WQE at ring position `index` (and those before it).
+    fn transmitted(&self, port: usize, index: u32);
+
+    /// Port `port`'s CQ 0 has new entries (or may have: events were lost).
+    fn received(&self, port: usize);
+
+    /// The link of `port` went up or down.
+    fn link_changed(&self, port: usize, up: bool);
+
+    /// Port `port`'s network device, while it is registered.
+    fn netdev(&self, port: usize) -> Option<ARef<NetDev>>;
+
+    /// The device stopped (a fatal error, or it is gone). Called once.
+    fn fatal(&self);
+}
+
+/// The registration data of the core's `en` auxiliary device: the core.
+pub struct CnEthDevice {
+    cn: Arc<dyn CnEth>,
+}
+
+impl CnEthDevice {
+    /// The registration data giving `cn`.
+    pub fn new(cn: Arc<dyn CnEth>) -> Self {
+        Self { cn }
+    }
+
+    /// The core.
+    pub fn cn(&self) -> &Arc<dyn CnEth> {
         &self.cn
     }
 }

@@ -167,6 +167,20 @@ impl HabanalabsChip {
         Ok((chip, revoker))
     }
 
+    /// The chip of habanalabs' `cn` auxiliary device `adev`, as
+    /// [`HabanalabsChip::from_auxiliary`], in a kernel whose habanalabs implements
+    /// `include/linux/habanalabs/cn_aux.h`: its configuration says so
+    /// (`CONFIG_GAUDI_CN_HABANALABS`, which is set only for such a habanalabs). `ENODEV` for a
+    /// device of another name or one a Rust driver added.
+    #[cfg(CONFIG_GAUDI_CN_HABANALABS)]
+    pub fn bind(adev: &auxiliary::Device<Bound>) -> Result<(Arc<Self>, Devres<Revoker>)> {
+        // SAFETY: The kernel is configured with `CONFIG_GAUDI_CN_HABANALABS`, whose statement is
+        // that its habanalabs adds its `cn` devices as the header describes and keeps their
+        // operations and data while they are bound; `from_auxiliary()` refuses the devices of
+        // other names and those a Rust driver added.
+        unsafe { Self::from_auxiliary(adev) }
+    }
+
     /// The chip of the `struct hbl_aux_dev` at `aux`.
     ///
     /// # Safety

@@ -7,7 +7,9 @@
 # The four post 1024 signalled WRITEs each (port 1 writes to port 2), their
 # queues full, while nobody polls: every completion arrives, in order and
 # successful, every WRITE lands, no event comes. With one QP destroyed, the
-# fifth enters INIT.
+# fifth enters INIT. The ports' interfaces are up first (one the program
+# brought up itself would give it PORT_ACTIVE).
 . /lib/gaudi/guest-lib.sh
 load_driver
+ports_up "$(gaudi_devices | head -n 1)" "$(kparam ports 2)" "before the QPs"
 gaudi-verbs-test cq-no-overflow || fail "a full CQ 1 lost, reordered or failed WRITEs"

@@ -2,10 +2,12 @@
 # A device fatal error injected through the emulator reaches a user program
 # as DEVICE_FATAL; its context is disassociated (event file ends, verbs fail
 # with EIO) and the InfiniBand device goes away while the program still
-# holds its file open. Unbinding and binding the PCI device then brings a
-# working device back. So does reloading the NIC core and the RDMA driver
-# (the core's probe resets the chip), after which a fatal error is reported
-# again; the RDMA driver alone refuses a device that stopped.
+# holds its file open, while the NIC core stays bound to the chip's
+# device. Unbinding and binding the PCI device then brings a working device
+# back (each port attached to its new interface). So does
+# reloading the NIC core, the Ethernet and the RDMA driver (the core's
+# probe resets the chip), after which a fatal error is reported again; the
+# RDMA driver alone refuses a device that stopped.
 . /lib/gaudi/guest-lib.sh
 ports=$(kparam ports 24)
 dev=$(gaudi_devices | head -n 1)
@@ -37,9 +39,10 @@ expect_warning "probe with driver gaudi_ib.gaudi_ib failed"
 insmod /lib/modules/gaudi_ib.ko $(gaudi_modargs) || fail "insmod gaudi_ib after the second fatal error"
 [ ! -e /sys/class/infiniband/gaudi_0 ] || fail "the RDMA driver registered gaudi_0 on a stopped device"
 test_log | grep -q "the device stopped before probe" || fail "no log line for the refused RDMA probe"
-rmmod gaudi_ib gaudi_cn || fail "rmmod gaudi_ib gaudi_cn after the second fatal error"
+rmmod gaudi_ib gaudi_en gaudi_cn || fail "rmmod gaudi_ib gaudi_en gaudi_cn after the second fatal error"
 load_driver
-[ -e /sys/class/infiniband/gaudi_0 ] || fail "reloading gaudi_cn and gaudi_ib gave no gaudi_0"
+[ -e /sys/class/infiniband/gaudi_0 ] || fail "reloading gaudi_cn, gaudi_en and gaudi_ib gave no gaudi_0"
+ports_attached "$dev" DOWN "$ports" "after reloading gaudi_cn, gaudi_en and gaudi_ib"
 gaudi-verbs-test uverbs --ports "$ports" >/tmp/uverbs.out 2>&1 || {
 	cat /tmp/uverbs.out
 	fail "the device of the reloaded driver does not work"
@@ -48,4 +51,4 @@ emu_ctl fatal >/dev/null || fail "emulator refused the third fatal error"
 ib_gone || fail "a fatal error after the reload was not reported: gaudi_0 still there after 10 s"
 rebind_after_fatal "$dev" "$ports" "the third fatal error"
 echo "DEVICE_FATAL reached user space, context disassociated, rebind gave a working device;"
-echo "reloading the NIC core and the RDMA driver recovered too, and the next fatal error was reported"
+echo "reloading the NIC core, the Ethernet and the RDMA driver recovered too, and the next fatal error was reported"

@@ -6,9 +6,11 @@
 # a ring ahead, logs exactly that many as lost, takes the ring's entries
 # that are left and reads back what the lost ones said (CQs, link state).
 # The queue works on: a link down and up afterwards reaches a user program
-# as PORT_ERR and PORT_ACTIVE.
+# as PORT_ERR and PORT_ACTIVE (the ports' interfaces are up: a port is
+# ACTIVE only while its interface is up and has carrier).
 . /lib/gaudi/guest-lib.sh
 load_driver
+ports_up "$(gaudi_devices | head -n 1)" "$(kparam ports 2)" "before the flood"
 expect_warning 'port 1: event queue overrun: [0-9]+ events lost'
 overwritten() { emu_ctl stat | sed -n 's/^nic .* eq_overwritten \([0-9]*\).*/\1/p'; }
 before=$(overwritten)

@@ -3,9 +3,14 @@
 # fuzz-nic, CQ 1 included) under a connected QP pair. Malformed CQEs never
 # reach a consumer, malformed event queue entries reach no context and lose
 # nothing, a WRITE lands after each round, a link flap still arrives; the
-# kernel log stays bounded. A rebind then gives a working device.
+# kernel log stays bounded. A rebind then gives a working device. The
+# ports' interfaces are up first: a port is ACTIVE (and its link flap
+# reported) only while its interface is up, and the program takes no
+# other event.
 . /lib/gaudi/guest-lib.sh
 load_driver
+d=$(gaudi_devices | head -n 1)
+ports_up "$d" "$(kparam ports 2)" "before the garbage"
 # What the driver reports about a misbehaving NIC (rate-limited; fuzz-nic,
 # as in fuzz_nic).
 expect_warning 'unknown event type'
@@ -15,7 +20,6 @@ expect_warning 'port [0-9]+: event [25] '
 expect_warning 'CQE of element [0-9]+ and [0-9]+ bytes ignored'
 expect_warning 'CQE of QP [0-9]+ \(tag 0x[0-9a-f]+, requester [01]\) names no outstanding request'
 gaudi-verbs-test fuzz-device --seed "$(kparam fuzz_seed 1)" || fail "the driver did not withstand the device's garbage"
-d=$(gaudi_devices | head -n 1)
 echo "$d" >/sys/bus/pci/drivers/gaudi_pci/unbind
 echo "$d" >/sys/bus/pci/drivers/gaudi_pci/bind
 load_driver

@@ -1,9 +1,11 @@
 # SPDX-License-Identifier: GPL-2.0
 # The driver registers one InfiniBand device with every port of the NIC;
-# iproute2's rdma tool sees it through RDMA netlink.
+# iproute2's rdma tool sees it through RDMA netlink. Every port is ACTIVE
+# once the ports' interfaces are up (a port's state is its interface's).
 . /lib/gaudi/guest-lib.sh
 ports=$(kparam ports 24)
 load_driver
+ports_up "$(gaudi_devices | head -n 1)" "$ports" "with the interfaces up"
 devs=$(rdma dev show) || fail "rdma dev show failed"
 echo "$devs"
 n=$(echo "$devs" | grep -c ': gaudi_[0-9]*:')

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: GPL-2.0
 # Debian's ibv_devinfo, through libibverbs and the device's rdma-core
-# provider, lists gaudi_0 with every port ACTIVE on Ethernet, the NIC's
+# provider, lists gaudi_0 with every port ACTIVE on Ethernet (the ports'
+# interfaces up: a port's state is its interface's), the NIC's
 # limits (1024 QPs per port: a port's context tables; the driver's CQs: 1024
 # per port of 8192 entries), the device model (the chip services'
 # SVC_VERSION, 2.0) as firmware version, and each port's GIDs: the default
@@ -18,6 +19,7 @@ load_driver
 ibv_devinfo -l >/tmp/devs.txt 2>&1 || { cat /tmp/devs.txt; fail "ibv_devinfo -l failed"; }
 grep -q '^[[:space:]]*gaudi_0$' /tmp/devs.txt || { cat /tmp/devs.txt; fail "ibv_devinfo -l does not list gaudi_0"; }
 n=$(data_if_up 10.31.0.1 fd00:31::1)
+ports_up "$(gaudi_devices | head -n 1)" "$ports" "with the interfaces up"
 i=0
 while ! grep -q '0000:0000:0000:0000:0000:ffff:0a1f:0001' /sys/class/infiniband/gaudi_0/ports/1/gids/* 2>/dev/null &&
 	[ $i -lt 50 ]; do

@@ -3,9 +3,12 @@
 # QP set's mapped queues (gaudi-verbs-test link-flap): across a 100 ms flap
 # every WRITE lands and the process reads PORT_ERR then PORT_ACTIVE; an
 # outage past the retry budget fails the WRITE under way on each path, and
-# both QPs recover through RESET once the link is back.
+# both QPs recover through RESET once the link is back. The ports'
+# interfaces are up first: a port is ACTIVE only while its interface is up
+# (and has carrier), and the program takes no other event.
 . /lib/gaudi/guest-lib.sh
 load_driver
+ports_up "$(gaudi_devices | head -n 1)" "$(kparam ports 2)" "before the traffic"
 gaudi-verbs-test link-flap >/tmp/link-flap.out 2>&1 || {
 	cat /tmp/link-flap.out
 	fail "link flap under traffic"

@@ -1,10 +1,10 @@
 # SPDX-License-Identifier: GPL-2.0
 # One Ethernet interface per port, with the port's MAC address (the
 # emulator's 02:1d:a3:00:00:PP), linked to its InfiniBand port; its carrier
-# follows the port's link (injected down and up); ethtool names the driver,
-# the bus address, the link speed, the rings and the raw path's counters
-# (CQEs refused, transmit queue full: none yet); a new unicast MAC address
-# is taken, a multicast one refused.
+# follows the port's link (injected down and up); ethtool names the driver
+# (the Ethernet driver, gaudi_en), the bus address, the link speed, the
+# rings and the raw path's counters (CQEs refused, transmit queue full:
+# none yet); a new unicast MAC address is taken, a multicast one refused.
 . /lib/gaudi/guest-lib.sh
 load_driver
 dev=$(gaudi_devices | head -n 1)
@@ -51,7 +51,7 @@ emu_ctl link 0 up >/dev/null || fail "emulator: link up failed"
 wait_carrier "$ifc" 1
 echo "$ifc: carrier followed the link down and up"
 info=$(ethtool -i "$ifc") || fail "ethtool -i failed"
-echo "$info" | grep -qx 'driver: gaudi_cn' || { echo "$info"; fail "ethtool -i does not name gaudi_cn"; }
+echo "$info" | grep -qx 'driver: gaudi_en' || { echo "$info"; fail "ethtool -i does not name gaudi_en"; }
 echo "$info" | grep -qx "bus-info: $dev" || { echo "$info"; fail "ethtool -i does not name $dev"; }
 settings=$(ethtool "$ifc") || fail "ethtool failed"
 echo "$settings" | grep -q 'Speed: 100000Mb/s' || { echo "$settings"; fail "no 100000Mb/s"; }

@@ -7,10 +7,13 @@
 # adding the driver's log line after the step began; 50 refused
 # allocations in a row add 10 (rate limit). Once A is gone, a new process
 # takes the NIC to itself (PD, QP set, device memory) and keeps it until its
-# context is closed: another context's PD is refused meanwhile.
+# context is closed: another context's PD is refused meanwhile. The
+# ports' interfaces are up first: QUERY_PORT must find every port ACTIVE,
+# which a port is only while its interface is up.
 . /lib/gaudi/guest-lib.sh
 ports=$(kparam ports 24)
 load_driver
+ports_up "$(gaudi_devices | head -n 1)" "$ports" "before the queries"
 gaudi-verbs-test hold >/tmp/hold.out 2>&1 &
 holder=$!
 # The holder goes with the test, also when it fails.

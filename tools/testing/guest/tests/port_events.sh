@@ -3,10 +3,13 @@
 # a link taken down and up through the emulator's control interface is seen
 # by a program reading its context's async event file as PORT_ERR and then
 # PORT_ACTIVE (with the port number), and by `rdma link show`. Another port
-# is left alone throughout.
+# is left alone throughout. The ports' interfaces are up first: as for
+# mlx5's RoCE ports, a port is ACTIVE only while its interface is up and
+# has carrier, which follows the link.
 . /lib/gaudi/guest-lib.sh
 load_driver
 ports=$(kparam ports 24)
+ports_up "$(gaudi_devices | head -n 1)" "$ports" "at start"
 port=$ports # the last port: its index is the largest the event carries
 idx=$((port - 1))
 [ "$(link_state gaudi_0/$port)" = ACTIVE ] || fail "port $port not ACTIVE at start"

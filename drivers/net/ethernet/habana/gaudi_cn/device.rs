@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The NIC as the core's probe, the interrupt threads, the Ethernet ports and the RDMA driver
+//! The NIC as the core's probe, the interrupt threads, the Ethernet driver and the RDMA driver
 //! share it: the chip, the ports' queues, QPC gateway, kernel doorbells and encapsulations.
 
 use kernel::{
@@ -9,7 +9,10 @@ use kernel::{
     io::Io,
     net::gaudi::{
         chip::Chip,
-        cn::CnRdmaEvents,
+        cn::{
+            CnEthEvents,
+            CnRdmaEvents, //
+        },
         Receiver, //
     },
     prelude::*,
@@ -22,6 +25,11 @@ use kernel::{
         Arc,
         Mutex,
         SpinLockIrq, //
+    },
+    workqueue::{
+        OwnedQueue,
+        Work,
+        WorkItem, //
     },
 };
 
@@ -60,13 +68,72 @@ pub(crate) struct Nic {
     /// Where the events of the RDMA driver's QPs go, while it is bound.
     #[pin]
     pub(crate) rdma: Receiver<dyn CnRdmaEvents>,
+    /// Where the events of the raw paths and links go, while the Ethernet driver is bound.
+    #[pin]
+    pub(crate) eth: Receiver<dyn CnEthEvents>,
+    /// Serialises the setting of the two receivers, so that the RDMA driver is told of each
+    /// port's network device exactly as the Ethernet driver comes and goes.
+    #[pin]
+    pub(crate) attach: Mutex<()>,
+    /// What the core knows of each port's raw path and link. Taken in any context.
+    #[pin]
+    pub(crate) ports_state: SpinLockIrq<PortsState>,
+    /// Tells the Ethernet and RDMA drivers that the device stopped, from the core's queue:
+    /// not from the chip's interrupt thread, as the RDMA driver's unregistration waits for its
+    /// users.
+    #[pin]
+    pub(crate) fatal_work: Work<Nic>,
+    /// The core's queue, while the core is bound (see `FatalQueue`).
+    #[pin]
+    pub(crate) fatal_queue: SpinLockIrq<Option<Arc<OwnedQueue>>>,
+}
+
+kernel::impl_has_work! {
+    impl HasWork<Self> for Nic { self.fatal_work }
+}
+
+impl WorkItem for Nic {
+    type Pointer = Arc<Nic>;
+
+    fn run(this: Arc<Nic>) {
+        // The RDMA driver reports the fatal error and unregisters its InfiniBand device
+        // first: its users hear of it, not of the ports going down, which the RDMA core would
+        // report when the carriers go. The interfaces stay, without carrier, until the core is
+        // unbound.
+        this.rdma.call(|r| r.fatal());
+        this.eth.call(|e| e.fatal());
+    }
+}
+
+/// What the core knows of the ports' raw paths and links (bit n: port n).
+pub(crate) struct PortsState {
+    /// The raw path is open.
+    pub(crate) raw_open: u32,
+    /// The raw filter passes every address.
+    pub(crate) raw_promisc: u32,
+    /// The link was last seen up.
+    pub(crate) links: u32,
+}
+
+impl PortsState {
+    /// Set or clear bit `port` of `bits`; returns whether it was set.
+    pub(crate) fn set(bits: &mut u32, port: usize, on: bool) -> bool {
+        let bit = 1u32 << port;
+        let was = *bits & bit != 0;
+        if on {
+            *bits |= bit;
+        } else {
+            *bits &= !bit;
+        }
+        was
+    }
 }
 
 /// Who writes a QP context: the RDMA driver's contexts are noted, so that the core can take
 /// back what it leaves (see [`Nic::rdma_reset`]).
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Writer {
-    /// The core itself and its Ethernet ports (QP 0).
+    /// The core itself, for the ports' raw paths (QP 0).
     Core,
     /// The RDMA driver.
     Rdma,
@@ -242,6 +309,15 @@ impl Nic {
 
     pub(crate) fn is_fatal(&self) -> bool {
         self.fatal.load(Relaxed)
+    }
+
+    /// Have the drivers told, from the core's queue, that the device stopped.
+    pub(crate) fn queue_fatal(self: &Arc<Self>) {
+        let queue = self.fatal_queue.lock().clone();
+        if let Some(q) = queue {
+            // Already queued: it has not run yet, and will.
+            let _ = q.enqueue(self.clone());
+        }
     }
 
     /// Zero `len` bytes of device memory at `offset` (both multiples of 4 KiB), through the

@@ -6,9 +6,10 @@
 //! driver of the emulated function under test) gives it to the core through the auxiliary
 //! device `cn` ([`kernel::net::gaudi::chip`]). The core programs what the ports share (event
 //! queues, the CQ region, the QP context tables and gateway, the kernel's doorbell FIFOs,
-//! encapsulations), registers each port's network device, and adds the auxiliary device `ib`
-//! for the RDMA driver, which reaches the NIC through [`Cn`]. See
-//! Documentation/infiniband/gaudi/design.rst, "Layering".
+//! encapsulations) and each port's raw path, and adds two auxiliary devices: `en` for the
+//! Ethernet driver, which reaches the NIC through [`CnEth`] and registers the ports' network
+//! devices, and `ib` for the RDMA driver, which reaches it through [`Cn`] and is told of each
+//! port's network device. See Documentation/infiniband/gaudi/design.rst, "Layering".
 
 use kernel::{
     auxiliary,
@@ -18,57 +19,51 @@ use kernel::{
         Device, //
     },
     devres::Devres,
-    net::{
-        ethernet::{
-            self,
-            NetDev, //
+    dma::Coherent,
+    net::gaudi::{
+        chip::{
+            Chip,
+            ChipDevice,
+            ChipEvents,
+            DevMem, //
         },
-        gaudi::{
-            chip::{
-                Chip,
-                ChipDevice,
-                ChipEvents,
-                DevMem, //
-            },
-            cn::{
-                Cn,
-                CnDevice,
-                CnRdmaEvents, //
-            },
-            gaudi2::{
-                Cqe,
-                Field, //
-            },
+        cn::{
+            Cn,
+            CnDevice,
+            CnEth,
+            CnEthDevice,
+            CnEthEvents,
+            CnRdmaEvents,
+            RAW_QPN, //
+        },
+        gaudi2::{
+            Cqe,
+            Field, //
         },
     },
     prelude::*,
     rdma::mmap::QueueMem,
     sync::{
-        aref::ARef,
         atomic::{
             Atomic,
             Full,
             Relaxed, //
         },
-        Arc,
-        SetOnce, //
+        Arc, //
     },
     time::Delta,
     types::CovariantForLt,
+    workqueue::OwnedQueue,
 };
 
 mod device;
-mod eth;
 mod nic;
+mod raw;
 
 use device::{
     Nic,
     Writer, //
 };
-
-/// The ports' network devices, each unregistered when the core is unbound or the last
-/// reference to the chip's event receiver dropped.
-type Netdevs = SetOnce<KVec<Devres<ethernet::Registration<eth::EthDriver>>>>;
 
 /// Messages about faults that user space or a peer can cause by the thousand (a QP error, a
 /// translation fault of a user's WQE) are logged at most `FLOOD_BURST` times per
@@ -76,9 +71,15 @@ type Netdevs = SetOnce<KVec<Devres<ethernet::Registration<eth::EthDriver>>>>;
 const FLOOD_INTERVAL: Delta = Delta::from_secs(60);
 const FLOOD_BURST: u32 = 10;
 
-/// What one scan of a port's event queue found for the RC QPs (`crate::rc`).
+/// What one scan of a port's event queue found for the Ethernet and RDMA drivers, who are told
+/// after the scan (outside the registers' RCU section: telling them sleeps).
 #[derive(Default)]
-struct RcWork {
+struct PortWork {
+    /// CQ 0 has new entries: the raw path received frames.
+    received: bool,
+    /// Ring positions of the raw path's WQEs the NIC reported sent, in order.
+    sent: [u32; 16],
+    n_sent: usize,
     /// CQ 1 has new entries.
     completions: bool,
     /// QP errors: QPN and syndrome.
@@ -95,16 +96,14 @@ struct RcWork {
     overrun: u32,
 }
 
-/// The NIC core of a chip: its NIC, the ports' network devices, where the chip's owner sends
-/// the chip's events (the ports' event queues, taken from the owner's interrupt thread as
-/// reporting their events may sleep, and the fatal error), and what the RDMA driver reaches
-/// through [`Cn`].
+/// The NIC core of a chip: its NIC, where the chip's owner sends the chip's events (the ports'
+/// event queues, taken from the owner's interrupt thread as reporting their events may sleep,
+/// and the fatal error), and what the Ethernet driver reaches through [`CnEth`] and the RDMA
+/// driver through [`Cn`].
 struct NicCore {
     nic: Arc<Nic>,
     /// Vectors the chip's interrupts come on: with one, it carries every port's event queue.
     vectors: usize,
-    /// The ports' network devices.
-    eth: Netdevs,
     /// Device memory for users: all but the NIC's context tables at its end.
     users: DevMem,
 }
@@ -145,16 +144,15 @@ impl NicCore {
                 continue;
             }
             loop {
-                // The BAR guard is an RCU read-side section: rescheduling happens outside it.
-                // The poll is scheduled once per scan, outside the BAR's RCU section.
-                let mut napi = false;
-                let mut work = RcWork::default();
+                // The BAR guard is an RCU read-side section: rescheduling, and telling the
+                // drivers what the scan found, happen outside it.
+                let mut work = PortWork::default();
                 let more = {
                     let Some(regs) = self.nic.chip.try_access() else {
                         return;
                     };
                     work.overrun = q.eq_overrun();
-                    q.take_events(&*regs, |e| napi |= self.port_event(port, e, &mut work))
+                    q.take_events(&*regs, |e| self.port_event(port, e, &mut work))
                 };
                 if work.overrun != 0 {
                     // What the lost events said is read back from the state they reported:
@@ -165,14 +163,11 @@ impl NicCore {
                         port + 1,
                         work.overrun
                     ));
-                    napi = true;
+                    work.received = true;
                     work.completions = true;
                     work.lost_links = true;
                 }
-                if napi {
-                    self.with_netdev(port as u32, |n| n.schedule_napi());
-                }
-                self.rc_work(port, &work);
+                self.port_work(port, &work);
                 match more {
                     Ok(true) => kernel::task::cond_resched(),
                     Ok(false) => break,
@@ -190,17 +185,25 @@ impl NicCore {
         }
     }
 
-    /// Act on what port `port`'s event queue said of its link and its RC QPs (outside the
-    /// BAR's RCU section: this sleeps).
-    fn rc_work(&self, port: usize, work: &RcWork) {
+    /// Act on what port `port`'s event queue said of its raw path, its link and its RC QPs
+    /// (outside the BAR's RCU section: this sleeps).
+    fn port_work(&self, port: usize, work: &PortWork) {
+        if work.n_sent != 0 || work.received {
+            self.nic.eth.call(|e| {
+                for &index in &work.sent[..work.n_sent] {
+                    e.transmitted(port, index);
+                }
+                if work.received {
+                    e.received(port);
+                }
+            });
+        }
         for &up in &work.links[..work.n_links] {
             self.link_changed(port, up);
         }
         if work.lost_links {
             let up = self.nic.chip().is_ok_and(|c| c.link_up(port));
-            let was = self
-                .with_netdev(port as u32, |n| n.carrier_ok())
-                .unwrap_or(up);
+            let was = self.nic.ports_state.lock().links & (1 << port) != 0;
             if up != was {
                 self.link_changed(port, up);
             }
@@ -255,9 +258,8 @@ impl NicCore {
         }
     }
 
-    /// An entry of port `port`'s event queue; returns whether the port's NAPI poll has work.
-    /// What concerns the RC QPs is noted in `work`.
-    fn port_event(&self, port: usize, e: &nic::Eqe, work: &mut RcWork) -> bool {
+    /// An entry of port `port`'s event queue: what concerns the drivers is noted in `work`.
+    fn port_event(&self, port: usize, e: &nic::Eqe, work: &mut PortWork) {
         let dev = &self.nic.dev;
         let (ty, data1, data2) = (
             nic::eqe::TYPE.get(&e.0),
@@ -266,12 +268,16 @@ impl NicCore {
         );
         match ty {
             nic::EQE_RAW_TX_COMP => {
-                return self
-                    .with_netdev(port as u32, |n| n.data().tx_completed(data2))
-                    .unwrap_or(false);
+                // A completion takes back the WQEs before it too: beyond the room, the last
+                // one stands for those it replaces.
+                if work.n_sent == work.sent.len() {
+                    work.n_sent -= 1;
+                }
+                work.sent[work.n_sent] = data2;
+                work.n_sent += 1;
             }
             // The CQ number is bits 15:0.
-            nic::EQE_COMP if data1 & 0xffff == nic::CQ_ETH as u32 => return true,
+            nic::EQE_COMP if data1 & 0xffff == nic::CQ_ETH as u32 => work.received = true,
             nic::EQE_COMP if data1 & 0xffff == nic::CQ_RC as u32 => work.completions = true,
             nic::EQE_QP_ERR if data1 & 0xff_ffff != 0 => {
                 if work.n_errors < work.errors.len() {
@@ -323,11 +329,10 @@ impl NicCore {
                 data2
             )),
         }
-        false
     }
 
-    /// Port index `port`'s link went up or down: the network device's carrier and the
-    /// RDMA driver's port follow.
+    /// Port index `port`'s link went up or down: the Ethernet driver sets the network
+    /// device's carrier, from which the RDMA core derives the port's state.
     fn link_changed(&self, port: usize, up: bool) {
         dev_info!(
             self.nic.dev,
@@ -335,31 +340,13 @@ impl NicCore {
             port + 1,
             if up { "up" } else { "down" }
         );
-        self.with_netdev(port as u32, |n| {
-            if up {
-                n.carrier_on()
-            } else {
-                n.carrier_off()
-            }
-        });
-        self.nic.rdma.call(|r| r.link_changed(port, up));
+        device::PortsState::set(&mut self.nic.ports_state.lock().links, port, up);
+        self.nic.eth.call(|e| e.link_changed(port, up));
     }
 
-    /// Run `f` on the network device of port index `port` if it exists and is registered.
-    fn with_netdev<R>(
-        &self,
-        port: u32,
-        f: impl FnOnce(&ethernet::Device<eth::EthDriver>) -> R,
-    ) -> Option<R> {
-        let reg = SetOnce::as_ref(&self.eth)?
-            .get(port as usize)?
-            .try_access()?;
-        Some(f(reg.device()))
-    }
-
-    /// The device stopped (a fatal error, or it is gone): tell every consumer; the RDMA
-    /// driver removes its InfiniBand device, which disassociates the user contexts. The core
-    /// stays bound; rebinding it resets the device.
+    /// The device stopped (a fatal error, or it is gone): tell every consumer, from the core's
+    /// queue; the RDMA driver removes its InfiniBand device, which disassociates the user
+    /// contexts. The core stays bound; rebinding it resets the device.
     fn fatal(&self, why: &str) {
         if self.nic.fatal.xchg(true, Full) {
             return;
@@ -379,11 +366,7 @@ impl NicCore {
                 what
             );
         }
-        // The ports' interfaces stay, without carrier, until the core is unbound.
-        for port in 0..self.nic.ports {
-            self.with_netdev(port, |n| n.carrier_off());
-        }
-        self.nic.rdma.call(|r| r.fatal());
+        self.nic.queue_fatal();
     }
 }
 
@@ -391,7 +374,7 @@ impl NicCore {
     /// `EINVAL` unless QP `qpn` of `port` is one the RDMA driver may use: a port the core
     /// drives, a context its tables hold, not the Ethernet port's QP.
     fn rdma_qp(&self, port: usize, qpn: u32) -> Result {
-        if port >= self.nic.ports as usize || qpn == eth::QPN || u64::from(qpn) >= nic::TABLE_QPS {
+        if port >= self.nic.ports as usize || qpn == RAW_QPN || u64::from(qpn) >= nic::TABLE_QPS {
             return Err(EINVAL);
         }
         Ok(())
@@ -425,11 +408,6 @@ impl Cn for NicCore {
             return Err(EINVAL);
         }
         self.nic.clear_devmem(offset, len)
-    }
-
-    fn netdev(&self, port: usize) -> Option<ARef<NetDev>> {
-        let reg = SetOnce::as_ref(&self.eth)?.get(port)?.try_access()?;
-        Some(reg.device().net_dev().into())
     }
 
     fn qpc_write(
@@ -521,10 +499,119 @@ impl Cn for NicCore {
     }
 
     fn set_rdma_events(&self, events: Option<Arc<dyn CnRdmaEvents>>) {
-        let cleared = events.is_none();
-        self.nic.rdma.set_to(events);
-        if cleared {
+        let _attach = self.nic.attach.lock();
+        let Some(events) = events else {
+            self.nic.rdma.set_to(None);
             self.nic.rdma_reset();
+            return;
+        };
+        self.nic.rdma.set_to(Some(events.clone()));
+        // The ports the Ethernet driver registered before.
+        for port in 0..self.nic.ports as usize {
+            if let Some(n) = self.nic.eth.call(|e| e.netdev(port)).flatten() {
+                events.netdev_changed(port, Some(&n));
+            }
+        }
+    }
+}
+
+impl CnEth for NicCore {
+    fn device(&self) -> &Device {
+        &self.nic.dev
+    }
+
+    fn ports(&self) -> u32 {
+        self.nic.ports
+    }
+
+    fn mac(&self, port: usize) -> Result<[u8; 6]> {
+        self.nic.queues(port)?;
+        self.nic.chip()?.mac(port)
+    }
+
+    fn link_up(&self, port: usize) -> bool {
+        port < self.nic.ports as usize && self.nic.chip().is_ok_and(|c| c.link_up(port))
+    }
+
+    fn is_fatal(&self) -> bool {
+        self.nic.is_fatal()
+    }
+
+    fn raw_open(
+        &self,
+        port: usize,
+        wq: &Coherent<[u32]>,
+        ring: &Coherent<[u8]>,
+        mac: &[u8; 6],
+        promisc: bool,
+    ) -> Result {
+        if self.nic.is_fatal() {
+            return Err(EIO);
+        }
+        // Not an RCU-guarded access: the gateway sleeps.
+        let regs = self.nic.chip()?;
+        self.nic.raw_open(&*regs, port, wq, ring, mac, promisc)
+    }
+
+    fn raw_close(&self, port: usize) -> Result {
+        let regs = self.nic.chip()?;
+        self.nic.raw_close(&*regs, port)
+    }
+
+    fn raw_filter(&self, port: usize, mac: &[u8; 6], promisc: bool) -> Result {
+        let regs = self.nic.chip.try_access().ok_or(ENODEV)?;
+        self.nic.raw_filter(&**regs, port, mac, promisc)
+    }
+
+    fn raw_send(&self, port: usize, pi: u32) -> Result {
+        if !self.nic.raw_is_open(port) {
+            return Err(EINVAL);
+        }
+        let regs = self.nic.chip.try_access().ok_or(ENODEV)?;
+        self.nic.ring_secured(&**regs, port, RAW_QPN, pi)
+    }
+
+    fn raw_completion(&self, port: usize, ci: u32) -> Result<Option<Cqe>> {
+        self.nic
+            .queues(port)?
+            .cq_take(nic::CQ_ETH, kernel::net::gaudi::cn::RAW_LOG_RING, ci)
+    }
+
+    fn raw_pending(&self, port: usize, ci: u32) -> bool {
+        self.nic.queues(port).is_ok_and(|q| {
+            q.cq_ready(nic::CQ_ETH, kernel::net::gaudi::cn::RAW_LOG_RING, ci)
+                .unwrap_or(false)
+        })
+    }
+
+    fn raw_consumed(&self, port: usize, ci: u32) -> Result {
+        let q = self.nic.queues(port)?;
+        let regs = self.nic.chip.try_access().ok_or(ENODEV)?;
+        q.cq_consumed(&**regs, nic::CQ_ETH, ci)
+    }
+
+    fn raw_arm(&self, port: usize, ci: u32) -> Result {
+        let q = self.nic.queues(port)?;
+        let regs = self.nic.chip.try_access().ok_or(ENODEV)?;
+        q.cq_arm(&**regs, nic::CQ_ETH, ci)
+    }
+
+    fn set_eth_events(&self, events: Option<Arc<dyn CnEthEvents>>) {
+        let _attach = self.nic.attach.lock();
+        let Some(events) = events else {
+            // The RDMA core drops its references to the network devices before they are
+            // unregistered.
+            for port in 0..self.nic.ports as usize {
+                self.nic.rdma.call(|r| r.netdev_changed(port, None));
+            }
+            self.nic.eth.set_to(None);
+            return;
+        };
+        self.nic.eth.set_to(Some(events.clone()));
+        for port in 0..self.nic.ports as usize {
+            if let Some(n) = events.netdev(port) {
+                self.nic.rdma.call(|r| r.netdev_changed(port, Some(&n)));
+            }
         }
     }
 }
@@ -539,13 +626,39 @@ impl Drop for Receiving {
     }
 }
 
+/// The core's queue, on which the drivers are told of a fatal error: dropping it returns once
+/// they have been, and nothing is queued on it any more.
+struct FatalQueue(Arc<Nic>);
+
+impl FatalQueue {
+    fn new(nic: Arc<Nic>) -> Result<Self> {
+        let queue = Arc::new(OwnedQueue::new_ordered(c"gaudi_cn")?, GFP_KERNEL)?;
+        *nic.fatal_queue.lock() = Some(queue);
+        Ok(Self(nic))
+    }
+}
+
+impl Drop for FatalQueue {
+    fn drop(&mut self) {
+        // The last reference: dropped here (out of the lock), which runs what is queued.
+        let queue = self.0.fatal_queue.lock().take();
+        drop(queue);
+    }
+}
+
 /// A Gaudi2 NIC the core is bound to.
 struct GaudiCn<'bound> {
-    // Dropped first: the RDMA driver is unbound from its auxiliary device before the events
-    // stop reaching it.
+    // Dropped first: the RDMA driver is unbound from its auxiliary device (dropping its
+    // references to the network devices), then the Ethernet driver, before the events stop
+    // reaching them.
     _ib: auxiliary::Registration<'bound, CovariantForLt!(CnDevice)>,
-    // Then the chip's events stop; the network devices go with the receiver.
+    _en: auxiliary::Registration<'bound, CovariantForLt!(CnEthDevice)>,
+    // Then the chip's events stop, and the drivers have been told of a fatal error if there
+    // was one.
     _events: Receiving,
+    _fatal: FatalQueue,
+    // Last: habanalabs' chip is not reached any more.
+    _chip: ChipRevoker,
 }
 
 impl GaudiCn<'_> {
@@ -600,26 +713,79 @@ impl GaudiCn<'_> {
 
 struct GaudiCnDriver;
 
+/// Whose `cn` auxiliary device the core binds: the chip's owner.
+#[derive(Clone, Copy)]
+enum Owner {
+    /// The emulated function's driver (`gaudi_pci`): the chip is the device's registration
+    /// data.
+    Emulated,
+    /// habanalabs, on a Gaudi2 host: the chip is its operations.
+    #[cfg(CONFIG_GAUDI_CN_HABANALABS)]
+    Habanalabs,
+}
+
+#[cfg(not(CONFIG_GAUDI_CN_HABANALABS))]
 kernel::auxiliary_device_table!(
     AUX_TABLE,
     <GaudiCnDriver as auxiliary::Driver>::IdInfo,
-    [(auxiliary::DeviceId::new(c"gaudi_pci", c"cn"), ())]
+    [(
+        auxiliary::DeviceId::new(c"gaudi_pci", c"cn"),
+        Owner::Emulated
+    )]
 );
 
+#[cfg(CONFIG_GAUDI_CN_HABANALABS)]
+kernel::auxiliary_device_table!(
+    AUX_TABLE,
+    <GaudiCnDriver as auxiliary::Driver>::IdInfo,
+    [
+        (
+            auxiliary::DeviceId::new(c"gaudi_pci", c"cn"),
+            Owner::Emulated
+        ),
+        (
+            auxiliary::DeviceId::new(c"habanalabs", c"cn"),
+            Owner::Habanalabs
+        ),
+    ]
+);
+
+/// What revokes the chip of habanalabs at unbind (the emulated function's needs nothing).
+#[cfg(CONFIG_GAUDI_CN_HABANALABS)]
+type ChipRevoker = Option<Devres<kernel::net::gaudi::habanalabs::Revoker>>;
+#[cfg(not(CONFIG_GAUDI_CN_HABANALABS))]
+type ChipRevoker = Option<core::convert::Infallible>;
+
+impl GaudiCn<'_> {
+    /// The chip of `adev`, whose owner is `owner`.
+    fn chip(adev: &auxiliary::Device<Bound>, owner: Owner) -> Result<(Arc<dyn Chip>, ChipRevoker)> {
+        match owner {
+            Owner::Emulated => Ok((
+                adev.registration_data::<CovariantForLt!(ChipDevice)>()?
+                    .chip()
+                    .clone(),
+                None,
+            )),
+            #[cfg(CONFIG_GAUDI_CN_HABANALABS)]
+            Owner::Habanalabs => {
+                let (chip, revoker) = kernel::net::gaudi::habanalabs::HabanalabsChip::bind(adev)?;
+                Ok((chip, Some(revoker)))
+            }
+        }
+    }
+}
+
 impl auxiliary::Driver for GaudiCnDriver {
-    type IdInfo = ();
+    type IdInfo = Owner;
     type Data<'bound> = GaudiCn<'bound>;
 
     const ID_TABLE: auxiliary::IdTable<Self::IdInfo> = &AUX_TABLE;
 
     fn probe<'bound>(
         adev: &'bound auxiliary::Device<Core<'_>>,
-        _info: &'bound Self::IdInfo,
+        info: &'bound Self::IdInfo,
     ) -> impl PinInit<Self::Data<'bound>, Error> + 'bound {
-        let chip = adev
-            .registration_data::<CovariantForLt!(ChipDevice)>()?
-            .chip()
-            .clone();
+        let (chip, revoker) = GaudiCn::chip(adev, *info)?;
         // The function: it logs, and does the DMA.
         let dev = adev.parent();
         // The chip starts from a reset: no context, queue or translation of an earlier
@@ -632,6 +798,9 @@ impl auxiliary::Driver for GaudiCnDriver {
         for port in 0..n {
             queues.push(nic::PortQueues::new(dev, port)?, GFP_KERNEL)?;
         }
+        let links = (0..n)
+            .filter(|&p| chip.link_up(p))
+            .fold(0u32, |m, p| m | 1 << p);
         let registered = Devres::new(adev.as_ref(), chip.clone())?;
         let nic = Arc::pin_init(
             try_pin_init!(Nic {
@@ -650,9 +819,20 @@ impl auxiliary::Driver for GaudiCnDriver {
                     t
                 }),
                 rdma <- kernel::net::gaudi::Receiver::new(),
+                eth <- kernel::net::gaudi::Receiver::new(),
+                attach <- kernel::new_mutex!(()),
+                ports_state <- kernel::new_spinlock_irq!(device::PortsState {
+                    raw_open: 0,
+                    raw_promisc: 0,
+                    links,
+                }),
+                fatal_work <- kernel::new_work!("gaudi_cn::Nic::fatal_work"),
+                fatal_queue <- kernel::new_spinlock_irq!(None),
             }),
             GFP_KERNEL,
         )?;
+        // Dropped after the chip's events stop, on every path out of here.
+        let fatal = FatalQueue::new(nic.clone())?;
 
         if nic_tables != 0 {
             // Device memory keeps its contents across resets and drivers: the context tables
@@ -664,37 +844,14 @@ impl auxiliary::Driver for GaudiCnDriver {
             }
         }
 
-        let mut registrations = KVec::with_capacity(n, GFP_KERNEL)?;
-        for index in 0..n {
-            let opts = ethernet::Options {
-                mac: chip.mac(index)?,
-                max_mtu: eth::MAX_MTU,
-                dev_port: index as u16,
-                tx_ring: eth::RING_LEN,
-                rx_ring: eth::RING_LEN,
-            };
-            let data = eth::Port::new(nic.clone(), index);
-            let reg =
-                ethernet::Registration::new_auxiliary(adev, &opts, data).inspect_err(|e| {
-                    dev_err!(
-                        dev,
-                        "cannot register the network device of port {}: {:?}\n",
-                        index + 1,
-                        e
-                    )
-                })?;
-            registrations.push(reg, GFP_KERNEL)?;
-        }
         let core = Arc::new(
             NicCore {
                 nic: nic.clone(),
                 vectors: chip.vectors(),
-                eth: SetOnce::new(),
                 users,
             },
             GFP_KERNEL,
         )?;
-        core.eth.populate(registrations);
         // From here on the chip's events reach the core, until `receiving` is dropped.
         chip.set_events(Some(core.clone()));
         let receiving = Receiving(chip.clone());
@@ -703,7 +860,16 @@ impl auxiliary::Driver for GaudiCnDriver {
             return Err(EIO);
         }
 
-        // The RDMA driver's device, a child of the function as the core's own is.
+        // The Ethernet and RDMA drivers' devices, children of the function as the core's own
+        // is.
+        let en = auxiliary::Registration::new(
+            dev,
+            c"en",
+            adev.id(),
+            <LocalModule as kernel::ModuleMetadata>::NAME,
+            CnEthDevice::new(core.clone()),
+        )
+        .inspect_err(|e| dev_err!(dev, "cannot add the Ethernet auxiliary device: {:?}\n", e))?;
         let ib = auxiliary::Registration::new(
             dev,
             c"ib",
@@ -714,14 +880,18 @@ impl auxiliary::Driver for GaudiCnDriver {
         .inspect_err(|e| dev_err!(dev, "cannot add the RDMA auxiliary device: {:?}\n", e))?;
         dev_info!(
             dev,
-            "{} ports; NIC core ready (gaudi_cn.ib.{})\n",
+            "{} ports; NIC core ready (gaudi_cn.en.{}, gaudi_cn.ib.{})\n",
             ports,
+            adev.id(),
             adev.id()
         );
 
         Ok(GaudiCn {
             _ib: ib,
+            _en: en,
             _events: receiving,
+            _fatal: fatal,
+            _chip: revoker,
         })
     }
 }

@@ -1,41 +1,66 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The ports as Ethernet interfaces: each port's raw path (device model 2.0, "Ethernet") behind
-//! a Linux network device.
+//! Ethernet driver of the NIC ports of Habana Labs Gaudi2 accelerators.
 //!
-//! A port sends a frame as a LINEAR WQE of QP 0 in send WQ array 0, rung on the kernel's
-//! doorbell FIFO; the NIC reports each sent WQE in a `RAW_TX_COMP` event. It writes each frame
-//! it receives for the port (its MAC, broadcast and multicast; anything in promiscuous mode)
-//! into the next element of the port's receive ring, with a CQE on CQ 0 naming the element and
-//! the length. Frames are copied: a transmitted one into its WQE's buffer, a received one out
-//! of its element into a new socket buffer. The WQ, the buffers and the ring are coherent
-//! memory of the kernel, reached by bus address with the MMU bypassed, so nothing a user maps
-//! or registers can reach them. Interrupts come as events on the port's event queue; the NAPI
-//! poll arms CQ 0 when it is done.
+//! The driver binds the NIC core's auxiliary device `en` and registers a network device for
+//! each port, over the port's raw path (device model 2.0, "Ethernet"), which the core programs
+//! on the driver's queues ([`CnEth`]). A frame is sent as a LINEAR WQE of QP 0, copied into
+//! the WQE's buffer; the NIC reports each sent WQE as an event the core passes on. It writes
+//! each frame it receives for the port into the next element of the port's receive ring, with
+//! an entry on CQ 0 naming the element and the length; the NAPI poll copies it out into a new
+//! socket buffer and arms CQ 0 when it is done. The send queue, the buffers and the ring are
+//! coherent memory of the kernel, reached by bus address with the MMU bypassed, so nothing a
+//! user maps or registers can reach them. The core tells the RDMA driver of each network
+//! device, which it attaches to its port. See Documentation/infiniband/gaudi/design.rst,
+//! "Layering".
 
 use kernel::{
+    auxiliary,
     device::{
         Bound,
+        Core,
         Device, //
     },
+    devres::Devres,
     dma::Coherent,
     io::{
         io_project,
         io_write,
         Io, //
     },
-    net::ethernet::{
-        self,
-        LinkSettings,
-        Poll,
-        RxMode,
-        SkBuff,
-        Stats64,
-        Transmit, //
+    net::{
+        ethernet::{
+            self,
+            LinkSettings,
+            NetDev,
+            Poll,
+            RxMode,
+            SkBuff,
+            Stats64,
+            Transmit, //
+        },
+        gaudi::{
+            cn::{
+                CnEth,
+                CnEthDevice,
+                CnEthEvents,
+                RAW_LOG_ELEM,
+                RAW_LOG_RING,
+                RAW_MAX_FRAME,
+                RAW_QPN, //
+            },
+            gaudi2::{
+                self,
+                cqe,
+                wqe,
+                SqWqe, //
+            },
+        },
     },
     new_spinlock_irq,
     prelude::*,
     sync::{
+        aref::ARef,
         atomic::{
             Atomic,
             Relaxed, //
@@ -44,57 +69,31 @@ use kernel::{
         SetOnce,
         SpinLockIrq, //
     },
+    types::CovariantForLt,
 };
 
-use kernel::net::gaudi::chip::Chip;
-
-use crate::{
-    device::{
-        Nic,
-        Writer, //
-    },
-    nic::{
-        self,
-        cqe,
-        req,
-        wqe,
-        MacroLoc,
-        PortArrayLoc,
-        PortLoc,
-        SqWqe, //
-    },
-};
-
-/// log2 of the WQEs of QP 0's send queue and of the elements of the receive ring.
-const LOG_RING: u32 = 5;
-const RING: u16 = 1 << LOG_RING;
+const RING: u16 = 1 << RAW_LOG_RING;
 /// Entries of the send queue and of the receive ring, as `ethtool -g` reports them (one WQE
 /// stays unused: see [`TX_MAX`]).
-pub(crate) const RING_LEN: u32 = RING as u32;
+const RING_LEN: u32 = RING as u32;
 /// WQEs that may be outstanding: a doorbell whose producer index equals the execution index
 /// means an empty queue, so one WQE stays unused.
 const TX_MAX: u16 = RING - 1;
 /// The shortest frame on the wire (without FCS): the driver pads shorter ones with zeros.
 const ETH_ZLEN: usize = 60;
-/// The largest frame the raw path sends or takes: the largest MTU's, with its Ethernet header
-/// and a VLAN tag (device model 2.0, "What the model decides").
-const MAX_FRAME: usize = 9018;
+/// The largest frame the raw path sends or takes.
+const MAX_FRAME: usize = RAW_MAX_FRAME;
 /// Bytes of each transmit buffer.
 const BUF: usize = 9216;
-/// log2 of the bytes of each receive ring element (a power of two that holds [`BUF`]).
-const LOG_ELEM: u32 = 14;
-const ELEM: usize = 1 << LOG_ELEM;
+/// Bytes of each receive ring element.
+const ELEM: usize = 1 << RAW_LOG_ELEM;
 /// The largest MTU: a frame of it, with its Ethernet header and a VLAN tag, fits a buffer.
-pub(crate) const MAX_MTU: u32 = 9000;
+const MAX_MTU: u32 = 9000;
 /// 32-bit words of a send WQE.
 const WQE_WORDS: usize = size_of::<SqWqe>() / 4;
-/// log2 of the 128-byte lines of QP 0's slot in send WQ array 0.
-const LOG_WQ_LINES: u32 = LOG_RING + 5 - 7;
-/// The Ethernet QP: the RDMA driver's QPs are the others.
-pub(crate) const QPN: u32 = 0;
 
-/// The Ethernet device driver of the ports.
-pub(crate) struct EthDriver;
+/// The network device driver of the ports.
+struct EthDriver;
 
 /// Counters of a port's interface.
 struct Counters {
@@ -161,8 +160,8 @@ impl Rings {
 
 /// A port's Ethernet: its rings, buffers and counters.
 #[pin_data]
-pub(crate) struct Port {
-    nic: Arc<Nic>,
+struct Port {
+    cn: Arc<dyn CnEth>,
     /// Port index (from 0).
     index: usize,
     #[pin]
@@ -180,10 +179,10 @@ pub(crate) struct Port {
 }
 
 impl Port {
-    /// Port index `index` of the device; its rings come at the first `open`.
-    pub(crate) fn new(nic: Arc<Nic>, index: usize) -> impl PinInit<Self, Error> {
+    /// Port index `index` of the NIC; its rings come at the first `open`.
+    fn new(cn: Arc<dyn CnEth>, index: usize) -> impl PinInit<Self, Error> {
         try_pin_init!(Self {
-            nic,
+            cn,
             index,
             tx <- new_spinlock_irq!(Tx { pi: 0, clean: 0 }),
             rx_ci: Atomic::new(0),
@@ -197,19 +196,9 @@ impl Port {
         self.rings.as_ref().ok_or(ENODEV)
     }
 
-    fn queues(&self) -> Result<&nic::PortQueues> {
-        self.nic.queues.get(self.index).ok_or(ENODEV)
-    }
-
-    /// Program the raw path: QP 0's contexts through the gateway, its send queue, the receive
-    /// ring and CQ 0, the MAC filter; then arm CQ 0.
-    fn start(&self, regs: &dyn Chip, mac: &[u8; 6]) -> Result {
-        let p = self.index;
+    /// Open the raw path on the rings, from their first entries.
+    fn start(&self, mac: &[u8; 6]) -> Result {
         let r = self.rings()?;
-        let q = self.queues()?;
-        // Doorbells of an earlier opening the NIC has not taken yet would run against the
-        // new queue: wait for the kernel's FIFO to empty.
-        q.fifo_drained()?;
         let mut tx = self.tx.lock();
         tx.pi = 0;
         tx.clean = 0;
@@ -218,185 +207,24 @@ impl Port {
         for w in 0..usize::from(RING) * WQE_WORDS {
             io_write!(&r.wq, [try: w], 0);
         }
-        // Send WQ array 0 holds QP 0's slot only; its WQEs are fetched by bus address.
-        let wq = r.wq.dma_address();
-        regs.try_write(
-            at(PortArrayLoc::<nic::TXE0_SQ_BASE_ADDRESS_63_32_0>::of(p, 0))?,
-            nic::TXE0_SQ_BASE_ADDRESS_63_32_0::from_raw((wq >> 32) as u32),
-        )?;
-        regs.try_write(
-            at(PortArrayLoc::<nic::TXE0_SQ_BASE_ADDRESS_31_0_0>::of(p, 0))?,
-            nic::TXE0_SQ_BASE_ADDRESS_31_0_0::from_raw(wq as u32),
-        )?;
-        regs.try_write(
-            at(PortArrayLoc::<nic::TXE0_LOG_MAX_WQ_SIZE_0>::of(p, 0))?,
-            nic::TXE0_LOG_MAX_WQ_SIZE_0::zeroed().try_with_r(LOG_WQ_LINES)?,
-        )?;
-        regs.try_update(at(PortLoc::<nic::TXE0_WQE_USER_CFG>::of(p))?, |c| {
-            let bypass = c.mmu_bypass().get() | 1;
-            c.try_with_mmu_bypass(bypass).unwrap_or(c)
-        })?;
-        // QP 0's requester context, whole: a raw, secured QP whose data accesses are physical.
-        let mut c = [0u64; nic::REQ_QPC_WORDS];
-        req::TRANSPORT_SERVICE.set(&mut c, nic::TRANSPORT_RAW);
-        req::LAST_IDX.set(&mut c, u64::from(RING) - 1);
-        req::WQ_TYPE.set(&mut c, nic::WQ_TYPE_WRITE);
-        req::TRUST_LEVEL.set(&mut c, nic::TRUST_SECURED);
-        req::WQ_BASE_ADDR.set(&mut c, 0);
-        req::DATA_MMU_BYPASS.set(&mut c, 1);
-        req::WQ_BACK_PRESSURE.set(&mut c, 1);
-        req::VALID.set(&mut c, 1);
-        self.nic.gateway_write(
-            regs,
-            Writer::Core,
-            p,
-            QPN,
-            true,
-            &c,
-            &[u64::MAX; nic::REQ_QPC_WORDS],
-        )?;
-        // And its responder context: raw, secured, physical, with a key nobody holds (a
-        // raw context takes no RDMA; should the NIC disagree, no WRITE carries its key).
-        let mut c = [0u64; nic::RES_QPC_WORDS];
-        nic::res::TRANSPORT_SERVICE.set(&mut c, nic::TRANSPORT_RAW);
-        nic::res::LKEY.set(&mut c, u64::from(kernel::random::get_random_u32() | 1));
-        nic::res::TRUST_LEVEL.set(&mut c, nic::TRUST_SECURED);
-        nic::res::DATA_MMU_BYPASS.set(&mut c, 1);
-        nic::res::VALID.set(&mut c, 1);
-        self.nic.gateway_write(
-            regs,
-            Writer::Core,
-            p,
-            QPN,
-            false,
-            &c,
-            &[u64::MAX; nic::RES_QPC_WORDS],
-        )?;
-        // The receive ring: element n at the base + n x ELEM.
-        let ring = r.rx_ring.dma_address();
-        regs.try_write(
-            at(PortLoc::<nic::RXE0_RAW_QPN_P0_0>::of(p))?,
-            nic::RXE0_RAW_QPN_P0_0::zeroed().try_with_raw_qpn(QPN)?,
-        )?;
-        regs.try_write(
-            at(PortLoc::<nic::RXE0_RAW_BASE_LO_P0_0>::of(p))?,
-            nic::RXE0_RAW_BASE_LO_P0_0::from_raw(ring as u32),
-        )?;
-        regs.try_write(
-            at(PortLoc::<nic::RXE0_RAW_BASE_HI_P0_0>::of(p))?,
-            nic::RXE0_RAW_BASE_HI_P0_0::from_raw((ring >> 32) as u32),
-        )?;
-        regs.try_write(
-            at(PortLoc::<nic::RXE0_RAW_MISC_P0_0>::of(p))?,
-            nic::RXE0_RAW_MISC_P0_0::zeroed()
-                .try_with_log_raw_entry_size(LOG_ELEM)?
-                .try_with_log_buffer_size_mask(LOG_RING)?,
-        )?;
-        // CQ 0 from index 0, as many entries as the ring has elements: the NIC then never
-        // writes an element whose completion the driver has not taken.
-        regs.try_write(
-            at(PortArrayLoc::<nic::RXE0_CQ_PRODUCER_INDEX_0>::of(
-                p,
-                nic::CQ_ETH,
-            ))?,
-            nic::RXE0_CQ_PRODUCER_INDEX_0::zeroed(),
-        )?;
-        regs.try_write(
-            at(PortArrayLoc::<nic::RXE0_CQ_WRITE_INDEX_0>::of(
-                p,
-                nic::CQ_ETH,
-            ))?,
-            nic::RXE0_CQ_WRITE_INDEX_0::zeroed(),
-        )?;
-        q.cq_consumed(regs, nic::CQ_ETH, 0)?;
-        q.cq_enable(regs, nic::CQ_ETH, LOG_RING)?;
-        self.set_filter(regs, mac)?;
-        q.cq_arm(regs, nic::CQ_ETH, 0)
+        self.cn.raw_open(
+            self.index,
+            &r.wq,
+            &r.rx_ring,
+            mac,
+            self.promisc.load(Relaxed),
+        )
     }
 
     /// Whether CQ 0 holds a frame the poll has not taken.
     fn rx_pending(&self) -> bool {
-        let ci = self.rx_ci.load(Relaxed);
-        self.queues()
-            .and_then(|q| q.cq_ready(nic::CQ_ETH, LOG_RING, ci))
-            .unwrap_or(false)
+        self.cn.raw_pending(self.index, self.rx_ci.load(Relaxed))
     }
 
-    /// Stop the raw path: no frame is received, no WQE executed, and the NIC has taken every
-    /// doorbell (an earlier opening's would otherwise run against the next).
-    fn halt(&self, regs: &dyn Chip) -> Result {
-        let q = self.queues()?;
-        q.cq_disable(regs, nic::CQ_ETH);
-        let mut c = [0u64; nic::REQ_QPC_WORDS];
-        let mut mask = [0u64; nic::REQ_QPC_WORDS];
-        req::VALID.select(&mut mask);
-        req::VALID.set(&mut c, 0);
-        self.nic
-            .gateway_write(regs, Writer::Core, self.index, QPN, true, &c, &mask)?;
-        q.fifo_drained()
-    }
-
-    /// The raw MAC filter: `mac`, or every address in promiscuous mode (group addresses pass
-    /// it always).
-    fn set_filter(&self, regs: &dyn Chip, mac: &[u8; 6]) -> Result {
-        let p = self.index;
-        // Filter 0 is the macro's even port's, 2 its odd one's.
-        let i = if p & 1 == 0 { 0 } else { 2 };
-        let hi = u32::from(mac[0]) << 8 | u32::from(mac[1]);
-        let lo = u32::from_be_bytes([mac[2], mac[3], mac[4], mac[5]]);
-        let (mask_hi, mask_lo) = if self.promisc.load(Relaxed) {
-            (0xffff, u32::MAX)
-        } else {
-            (0, 0)
-        };
-        regs.try_write(
-            at(MacroLoc::<nic::RXB_CORE_TS_RAW0_MAC_31_0_MASK_0>::of(p, i))?,
-            nic::RXB_CORE_TS_RAW0_MAC_31_0_MASK_0::from_raw(mask_lo),
-        )?;
-        regs.try_write(
-            at(MacroLoc::<nic::RXB_CORE_TS_RAW0_MAC_47_32_MASK_0>::of(p, i))?,
-            nic::RXB_CORE_TS_RAW0_MAC_47_32_MASK_0::from_raw(mask_hi),
-        )?;
-        regs.try_write(
-            at(MacroLoc::<nic::RXB_CORE_TS_RAW0_MAC_31_0_0>::of(p, i))?,
-            nic::RXB_CORE_TS_RAW0_MAC_31_0_0::from_raw(lo),
-        )?;
-        regs.try_write(
-            at(MacroLoc::<nic::RXB_CORE_TS_RAW0_MAC_47_32_0>::of(p, i))?,
-            nic::RXB_CORE_TS_RAW0_MAC_47_32_0::from_raw(hi),
-        )?;
-        // RoCE to this MAC goes to the RDMA engine (always an exact match), which sends from
-        // it.
-        regs.try_write(
-            at(MacroLoc::<nic::RXB_CORE_TS_RC_MAC_31_0_MASK_0>::of(p, i))?,
-            nic::RXB_CORE_TS_RC_MAC_31_0_MASK_0::zeroed(),
-        )?;
-        regs.try_write(
-            at(MacroLoc::<nic::RXB_CORE_TS_RC_MAC_47_32_MASK_0>::of(p, i))?,
-            nic::RXB_CORE_TS_RC_MAC_47_32_MASK_0::zeroed(),
-        )?;
-        regs.try_write(
-            at(MacroLoc::<nic::RXB_CORE_TS_RC_MAC_31_0_0>::of(p, i))?,
-            nic::RXB_CORE_TS_RC_MAC_31_0_0::from_raw(lo),
-        )?;
-        regs.try_write(
-            at(MacroLoc::<nic::RXB_CORE_TS_RC_MAC_47_32_0>::of(p, i))?,
-            nic::RXB_CORE_TS_RC_MAC_47_32_0::from_raw(hi),
-        )?;
-        regs.try_write(
-            at(PortLoc::<nic::TXE0_PORT0_MAC_CFG_31_0>::of(p))?,
-            nic::TXE0_PORT0_MAC_CFG_31_0::from_raw(lo),
-        )?;
-        regs.try_write(
-            at(PortLoc::<nic::TXE0_PORT0_MAC_CFG_47_32>::of(p))?,
-            nic::TXE0_PORT0_MAC_CFG_47_32::zeroed().try_with_r(hi)?,
-        )
-    }
-
-    /// The event queue reported the WQE at ring position `index` sent: take it back, and
-    /// those before it. An index that names no outstanding WQE (a device's error) is counted,
-    /// logged and ignored. Returns whether the queue has room.
-    pub(crate) fn tx_completed(&self, index: u32) -> bool {
+    /// The NIC reported the WQE at ring position `index` sent: take it back, and those before
+    /// it. An index that names no outstanding WQE (a device's error) is counted, logged and
+    /// ignored. Returns whether the queue has room.
+    fn tx_completed(&self, index: u32) -> bool {
         let ring = u32::from(RING);
         let mut tx = self.tx.lock();
         let outstanding = u32::from(tx.pi.wrapping_sub(tx.clean));
@@ -405,7 +233,7 @@ impl Port {
             drop(tx);
             self.counters.tx_bad_completion.add(1, Relaxed);
             kernel::ratelimited!(dev_warn!(
-                self.nic.dev,
+                self.cn.device(),
                 "port {}: transmit completion of WQE {} that is not outstanding: ignored\n",
                 self.index + 1,
                 index
@@ -418,11 +246,10 @@ impl Port {
 
     /// Hand the frames of CQ 0 to the stack, at most `budget`; returns how many.
     fn receive(&self, r: &Rings, napi: &Poll<'_>, budget: u32) -> Result<u32> {
-        let q = self.queues()?;
         let mut ci = self.rx_ci.load(Relaxed);
         let mut work = 0;
         while work < budget {
-            let Some(c) = q.cq_take(nic::CQ_ETH, LOG_RING, ci)? else {
+            let Some(c) = self.cn.raw_completion(self.index, ci)? else {
                 break;
             };
             let elem = cqe::WQE_INDEX.get(&c.0) as usize;
@@ -430,12 +257,12 @@ impl Port {
             // The NIC writes the element of its producer index, the CQE's own index.
             if elem != (ci % u32::from(RING)) as usize
                 || !(ethernet::ETH_HLEN..=MAX_FRAME).contains(&len)
-                || cqe::QPN.get(&c.0) != u64::from(QPN)
+                || cqe::QPN.get(&c.0) != u64::from(RAW_QPN)
             {
                 self.counters.rx_bad_cqe.add(1, Relaxed);
                 self.counters.rx_errors.add(1, Relaxed);
                 kernel::ratelimited!(dev_warn!(
-                    self.nic.dev,
+                    self.cn.device(),
                     "port {}: CQE of element {} and {} bytes ignored\n",
                     self.index + 1,
                     elem,
@@ -460,8 +287,7 @@ impl Port {
         }
         if work > 0 {
             self.rx_ci.store(ci, Relaxed);
-            let regs = self.nic.chip.try_access().ok_or(ENODEV)?;
-            q.cq_consumed(&*regs, nic::CQ_ETH, ci)?;
+            self.cn.raw_consumed(self.index, ci)?;
         }
         Ok(work)
     }
@@ -496,7 +322,7 @@ impl Port {
                     .copy_from_slice(&[0u8; ETH_ZLEN][..wire - len]);
             }
             let mut w = [0u64; 4];
-            wqe::OPCODE.set(&mut w, nic::WQE_OPCODE_LINEAR);
+            wqe::OPCODE.set(&mut w, gaudi2::WQE_OPCODE_LINEAR);
             wqe::WQE_INDEX.set(&mut w, slot.into());
             wqe::SE.set(&mut w, 1);
             wqe::SIZE.set(&mut w, wire as u64);
@@ -506,9 +332,7 @@ impl Port {
                 io_write!(&r.wq, [try: at + 2 * i], *v as u32);
                 io_write!(&r.wq, [try: at + 2 * i + 1], (*v >> 32) as u32);
             }
-            let regs = self.nic.chip.try_access().ok_or(ENODEV)?;
-            self.nic
-                .ring_secured(&*regs, self.index, QPN, u32::from(pi % RING))
+            self.cn.raw_send(self.index, u32::from(pi % RING))
         })();
         match sent {
             Ok(()) => {
@@ -532,14 +356,9 @@ impl Port {
     }
 
     /// Whether the port's link is up.
-    pub(crate) fn link_up(&self) -> bool {
-        self.nic.chip().is_ok_and(|c| c.link_up(self.index))
+    fn link_up(&self) -> bool {
+        self.cn.link_up(self.index)
     }
-}
-
-/// The location of a per-port register, `EINVAL` for a port beyond the map.
-fn at<L>(loc: Option<L>) -> Result<L> {
-    loc.ok_or(EINVAL)
 }
 
 #[vtable]
@@ -548,24 +367,21 @@ impl ethernet::Driver for EthDriver {
 
     fn open(dev: &ethernet::Device<Self>) -> Result {
         let p = dev.data();
-        if p.nic.is_fatal() {
+        if p.cn.is_fatal() {
             return Err(EIO);
         }
         if p.rings.as_ref().is_none() {
             // Only `open` populates it, under RTNL: there is no race to lose.
             p.rings.populate(Rings::new(dev.parent())?);
         }
-        // Not an RCU-guarded access: the gateway sleeps.
-        let regs = &p.nic.chip()?;
-        if let Err(e) = p.start(regs, &dev.mac()) {
+        // On an error the core leaves nothing of the raw path enabled.
+        if let Err(e) = p.start(&dev.mac()) {
             dev_err!(
-                p.nic.dev,
+                p.cn.device(),
                 "port {}: raw path not set up: {:?}\n",
                 p.index + 1,
                 e
             );
-            // Nothing of it may stay enabled: the rings outlive no interface.
-            let _ = p.halt(regs);
             return Err(e);
         }
         // A frame may have come between CQ 0's enabling and its arming.
@@ -586,18 +402,16 @@ impl ethernet::Driver for EthDriver {
         dev.stop_queue();
         // A device that failed or is gone executes nothing: there is nothing to stop, and its
         // gateway and FIFO would not answer.
-        if p.nic.is_fatal() || p.nic.removed.load(Relaxed) {
+        if p.cn.is_fatal() {
             return;
         }
-        if let Ok(regs) = p.nic.chip() {
-            if let Err(e) = p.halt(&regs) {
-                dev_warn!(
-                    p.nic.dev,
-                    "port {}: raw path not stopped: {:?}\n",
-                    p.index + 1,
-                    e
-                );
-            }
+        if let Err(e) = p.cn.raw_close(p.index) {
+            dev_warn!(
+                p.cn.device(),
+                "port {}: raw path not stopped: {:?}\n",
+                p.index + 1,
+                e
+            );
         }
     }
 
@@ -627,11 +441,7 @@ impl ethernet::Driver for EthDriver {
             // Armed at what was taken: a CQE written meanwhile may not raise the event (the
             // NIC compares at its next CQE), so look once more.
             let ci = p.rx_ci.load(Relaxed);
-            let armed = p.queues().and_then(|q| {
-                let regs = p.nic.chip.try_access().ok_or(ENODEV)?;
-                q.cq_arm(&*regs, nic::CQ_ETH, ci)
-            });
-            if armed.is_ok() && p.rx_pending() {
+            if p.cn.raw_arm(p.index, ci).is_ok() && p.rx_pending() {
                 dev.schedule_napi();
             }
         }
@@ -652,9 +462,8 @@ impl ethernet::Driver for EthDriver {
 
     fn set_mac_address(dev: &ethernet::Device<Self>, mac: &[u8; 6]) -> Result {
         let p = dev.data();
-        let regs = p.nic.chip.try_access().ok_or(ENODEV)?;
         if dev.is_running() {
-            p.set_filter(&*regs, mac)?;
+            p.cn.raw_filter(p.index, mac, p.promisc.load(Relaxed))?;
         }
         Ok(())
     }
@@ -666,14 +475,12 @@ impl ethernet::Driver for EthDriver {
         if !dev.is_running() {
             return;
         }
-        if let Some(regs) = p.nic.chip.try_access() {
-            let _ = p.set_filter(&*regs, &dev.mac());
-        }
+        let _ = p.cn.raw_filter(p.index, &dev.mac(), mode.promisc);
     }
 
     fn link_settings(_dev: &ethernet::Device<Self>) -> LinkSettings {
         LinkSettings {
-            speed_mbps: nic::PORT_SPEED_MBPS,
+            speed_mbps: gaudi2::PORT_SPEED_MBPS,
         }
     }
 
@@ -690,4 +497,142 @@ impl ethernet::Driver for EthDriver {
             *o = v;
         }
     }
+}
+
+/// The ports' network devices, where the core sends the raw paths' and the links' events.
+struct Ports {
+    netdevs: KVec<Devres<ethernet::Registration<EthDriver>>>,
+}
+
+impl Ports {
+    /// Run `f` on port index `port`'s network device while it is registered.
+    fn with<R>(&self, port: usize, f: impl FnOnce(&ethernet::Device<EthDriver>) -> R) -> Option<R> {
+        let reg = self.netdevs.get(port)?.try_access()?;
+        Some(f(reg.device()))
+    }
+}
+
+impl CnEthEvents for Ports {
+    fn transmitted(&self, port: usize, index: u32) {
+        self.with(port, |n| {
+            // The poll wakes the queue.
+            if n.data().tx_completed(index) {
+                n.schedule_napi();
+            }
+        });
+    }
+
+    fn received(&self, port: usize) {
+        self.with(port, |n| n.schedule_napi());
+    }
+
+    fn link_changed(&self, port: usize, up: bool) {
+        self.with(port, |n| if up { n.carrier_on() } else { n.carrier_off() });
+    }
+
+    fn netdev(&self, port: usize) -> Option<ARef<NetDev>> {
+        self.with(port, |n| n.net_dev().into())
+    }
+
+    fn fatal(&self) {
+        for port in 0..self.netdevs.len() {
+            self.with(port, |n| n.carrier_off());
+        }
+    }
+}
+
+/// Stops the core's events reaching the driver when dropped (detaching the network devices
+/// from the RDMA driver's ports); returns once none is being handled.
+struct Receiving(Arc<dyn CnEth>);
+
+impl Drop for Receiving {
+    fn drop(&mut self) {
+        self.0.set_eth_events(None);
+    }
+}
+
+/// The ports of a NIC the driver is bound to.
+struct GaudiEn {
+    // Dropped first: the core sends no more events, and no port is attached to the network
+    // devices any more...
+    _events: Receiving,
+    // ...which are then unregistered (this is the last reference).
+    _ports: Arc<Ports>,
+}
+
+struct GaudiEnDriver;
+
+kernel::auxiliary_device_table!(
+    AUX_TABLE,
+    <GaudiEnDriver as auxiliary::Driver>::IdInfo,
+    [(auxiliary::DeviceId::new(c"gaudi_cn", c"en"), ())]
+);
+
+impl auxiliary::Driver for GaudiEnDriver {
+    type IdInfo = ();
+    type Data<'bound> = GaudiEn;
+
+    const ID_TABLE: auxiliary::IdTable<Self::IdInfo> = &AUX_TABLE;
+
+    fn probe<'bound>(
+        adev: &'bound auxiliary::Device<Core<'_>>,
+        _info: &'bound Self::IdInfo,
+    ) -> impl PinInit<Self::Data<'bound>, Error> + 'bound {
+        let cn = adev
+            .registration_data::<CovariantForLt!(CnEthDevice)>()?
+            .cn()
+            .clone();
+        // The function: it logs, and does the DMA.
+        let dev = adev.parent();
+        if cn.is_fatal() {
+            dev_err!(
+                dev,
+                "the device stopped before probe: rebind the NIC core\n"
+            );
+            return Err(EIO);
+        }
+        let n = cn.ports() as usize;
+        let mut netdevs = KVec::with_capacity(n, GFP_KERNEL)?;
+        for index in 0..n {
+            let opts = ethernet::Options {
+                mac: cn.mac(index)?,
+                max_mtu: MAX_MTU,
+                dev_port: index as u16,
+                tx_ring: RING_LEN,
+                rx_ring: RING_LEN,
+            };
+            let reg =
+                ethernet::Registration::new_auxiliary(adev, &opts, Port::new(cn.clone(), index))
+                    .inspect_err(|e| {
+                        dev_err!(
+                            dev,
+                            "cannot register the network device of port {}: {:?}\n",
+                            index + 1,
+                            e
+                        )
+                    })?;
+            netdevs.push(reg, GFP_KERNEL)?;
+        }
+        let ports = Arc::new(Ports { netdevs }, GFP_KERNEL)?;
+        // From here on the core's events reach the driver, and the RDMA driver's ports are
+        // attached to the network devices, until `events` is dropped.
+        cn.set_eth_events(Some(ports.clone()));
+        let events = Receiving(cn.clone());
+        if cn.is_fatal() {
+            dev_err!(dev, "device fatal error during probe\n");
+            return Err(EIO);
+        }
+        dev_info!(dev, "{} network devices\n", n);
+        Ok(GaudiEn {
+            _events: events,
+            _ports: ports,
+        })
+    }
+}
+
+kernel::module_auxiliary_driver! {
+    type: GaudiEnDriver,
+    name: "gaudi_en",
+    description: "Habana Labs Gaudi2 NIC Ethernet driver",
+    license: "GPL v2",
 }
