@@ -11,6 +11,7 @@
 # 24 ports adds about 0.1 s of network device registration and removal to
 # a cycle.
 . /lib/gaudi/guest-lib.sh
+load_driver
 debugfs
 d=$(gaudi_devices | head -n 1)
 [ "$(bound_driver "$d")" = gaudi_pci ] || fail "device not bound"
