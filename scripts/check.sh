@@ -30,10 +30,10 @@ KUNIT_SESSION=boot
 KUNIT_ARGS='kunit.filter_glob=rust_* loglevel=7'
 SESSIONS=(
 	"pyverbs|--strict --ports 2|pyverbs|-virtfs local,path=$ENVROOT,mount_tag=env,security_model=none,readonly=on|gaudi.ports=2|2048"
-	"main|--strict|boot,probe,aux_layout,msix,ibdev_single_device_all_ports,ibv_devinfo,uverbs_ioctl,ownership,pd_single,mr_register,mr_no_foreign_frames,port_events,device_fatal,unbind_rebind,kmemleak_clean||gaudi.ports=24|2048"
+	"main|--strict|boot,probe,aux_layout,msix,ibdev_single_device_all_ports,ibv_devinfo,uverbs_ioctl,ownership,pd_single,mr_register,mr_no_foreign_frames,port_events,unbind_rebind,kmemleak_clean||gaudi.ports=24|2048"
 	"dv|--strict --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|dv_write,dv_foreign_address,asid_isolation,qp_set_same_index,uapi_bad_attrs,hbm_scrubbed,dv_unbind,limits_enforced,log_ratelimited,kmemleak_clean||gaudi.ports=24|3072"
 	"write|--strict --ports 2 --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|write_errors,mr_out_of_bounds,rkey_bounds,unsupported_opcodes,write_loopback,cq_no_overflow,netdev_ports,netdev_loopback,roce_gid_table,modify_qp_av_refused,rkey_rebind,netdev_unbind,aux_unbind_each,pd_identity,asid_mappings,kmemleak_clean||gaudi.ports=2|3072"
-	"queues|--strict --ports 2 --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|probe,rings_wrap,sq_full,cq_overflow,eq_overflow,device_errors,wire_faults,link_flap_traffic,fatal_under_traffic,emulator_crash||gaudi.ports=2|1024"
+	"queues|--strict --ports 2 --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|probe,rings_wrap,sq_full,cq_overflow,eq_overflow,device_errors,wire_faults,link_flap_traffic,fatal_under_traffic,device_fatal,emulator_crash||gaudi.ports=2|1024"
 	"layering|--strict --ports 2 --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|rebind,aux_load_order||gaudi.ports=2|1024"
 	"concurrency|--strict --msi --ports 2 --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|concurrency,hot_unplug||gaudi.ports=2 acpi=force|1024|2"
 	"strict|--strict --reset-delay-ms 200 --ports 2 --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|dereg_during_transfer,stale_wqe_after_dereg,teardown_quiesced,fuzz_uverbs,fuzz_device,fuzz_nic||gaudi.ports=2|2048"
@@ -280,9 +280,19 @@ fi
 echo "# lint: $((SECONDS - t0)) s"
 
 # Run a VM session in the background; sets vm_pid.
+# PROFILE=1: each guest's CPU is sampled through a QEMU monitor of its own
+# (tools/testing/vm/guest-profile.py) into $CACHE/vm/NAME/profile.txt.
 vm_start() { # NAME EMU_ARGS TESTS QEMU_ARGS KERNEL_ARGS MEM LIMIT [CPUS]
+	local extra=$4 mon=$CACHE/vm/$1/hmp.sock
+	if [ "${PROFILE:-0}" = 1 ]; then
+		mkdir -p "$CACHE/vm/$1"
+		rm -f "$mon"
+		extra="$extra -monitor unix:$mon,server=on,wait=off"
+		in_env python3 "$TOP/tools/testing/vm/guest-profile.py" "$mon" "$KOUT/System.map" \
+			"$CACHE/vm/$1/profile.txt" >/dev/null 2>&1 &
+	fi
 	# shellcheck disable=SC2086
-	MEM=${6:-512} CPUS=${8:-1} QEMU_EXTRA=$4 KERNEL_ARGS=$5 \
+	MEM=${6:-512} CPUS=${8:-1} QEMU_EXTRA=$extra KERNEL_ARGS=$5 \
 		in_env "$TOP/tools/testing/vm/session.sh" "$CACHE/vm/$1" check "$3" "$7" -- $2 &
 	vm_pid=$!
 }
@@ -378,6 +388,16 @@ for s in "${SESSIONS[@]}"; do
 	wanted "$name" && [ "${cpus:-1}" -lt "$SLOTS" ] && queue+=("single|$s")
 done
 
+# The CPU time (user and system) in seconds of the waited-for children of
+# a (sub)shell, from what its "times" wrote to FILE: QEMU, the emulator
+# and what runs them ("times" must run in that shell, not in a pipeline's
+# fork, which has no children of its own).
+cpu_seconds() { # FILE
+	awk 'NR == 2 {
+		split($1, u, /[ms]/); split($2, s, /[ms]/)
+		printf "%d\n", u[1] * 60 + u[2] + s[1] * 60 + s[2] }' "$1" 2>/dev/null || echo '?'
+}
+
 start_job() { # INDEX DESC
 	local i=$1 kind=${2%%|*} s=${2#*|} name emu_args tests qemu_args kernel_args mem cpus limit
 	local emu_a tests_a kargs_a emu_b tests_b kargs_b qemu_b qemu_a mgmt_a mgmt_b
@@ -388,8 +408,8 @@ start_job() { # INDEX DESC
 		[ "$cpus" -gt "$SLOTS" ] && cpus=$SLOTS
 		limit=$VM_TIMEOUT
 		# Times under TCG with KASAN, two sessions sharing the CPUs:
-		# main 470 to 540 s, queues 300 s, layering (the drivers' loads
-		# and unbinds) 370 s, write 360 s, dv 360 s, pyverbs 250 s.
+		# main 300 s, queues 290 s, layering (the drivers' loads and
+		# unbinds) 310 s, write 380 s, dv 340 s, pyverbs 220 s.
 		case "$name" in strict | concurrency) limit=$((VM_TIMEOUT * 2)) ;; queues | write | layering) limit=$((VM_TIMEOUT * 3)) ;; main | pyverbs | dv) limit=$((VM_TIMEOUT * 4)) ;; esac
 		tests=$(with_leak_scan "$tests")
 		rm -f "$CACHE/vm/$name.status" "$CACHE/vm/$name/console.log"
@@ -397,6 +417,7 @@ start_job() { # INDEX DESC
 			st=0
 			vm_start "$name" "$(ports "$emu_args")" "$tests" "$(ports "$qemu_args")" "$kernel_args" "$mem" "$limit" "$cpus"
 			wait "$vm_pid" || st=$?
+			times >"$CACHE/vm/$name.times"
 			echo "$st" >"$CACHE/vm/$name.status"
 		) &
 		job_desc[$!]="single|$name|$tests|$limit"
@@ -420,6 +441,7 @@ start_job() { # INDEX DESC
 			vm_start "${name}_b" "$(ports "$emu_b")" "$tests_b" "$mgmt_b $(ports "$qemu_b")" "$(ports "$kargs_b")" "$mem" "$limit"
 			wait "$pa" || sa=$?
 			wait "$vm_pid" || sb=$?
+			times >"$CACHE/vm/$name.times"
 			echo "$sa" >"$CACHE/vm/${name}_a.status"
 			echo "$sb" >"$CACHE/vm/${name}_b.status"
 		) &
@@ -453,24 +475,30 @@ job_in_tail() { # PID
 }
 
 finish_job() { # PID
-	local pid=$1 kind name ta tb limit st
+	local pid=$1 kind name ta tb limit st cpu
 	IFS='|' read -r kind name ta tb limit <<<"${job_desc[$pid]}"
 	[ -n "${job_tail[$pid]:-}" ] || free=$((free + job_slots[$pid]))
 	if [ "$kind" = single ]; then
 		limit=$tb
 		st=$(cat "$CACHE/vm/$name.status" 2>/dev/null || echo 1)
-		echo "# session $name (accelerator ${ACCEL:-tcg}): $((SECONDS - job_t0[$pid])) s, exit status $st"
+		cpu=$(cpu_seconds "$CACHE/vm/$name.times")
+		echo "# session $name (accelerator ${ACCEL:-tcg}): $((SECONDS - job_t0[$pid])) s," \
+			"CPU $cpu s, exit status $st"
 		vm_report "$name" "$ta" "$st" "$limit"
 	else
-		echo "# session $name (two VMs): $((SECONDS - job_t0[$pid])) s, exit status" \
+		cpu=$(cpu_seconds "$CACHE/vm/$name.times")
+		echo "# session $name (two VMs): $((SECONDS - job_t0[$pid])) s," \
+			"CPU $cpu s, exit status" \
 			"$(cat "$CACHE/vm/${name}_a.status" 2>/dev/null || echo 1)/$(cat "$CACHE/vm/${name}_b.status" 2>/dev/null || echo 1)"
 		vm_report "${name}_a" "$ta" "$(cat "$CACHE/vm/${name}_a.status" 2>/dev/null || echo 1)" "$limit"
 		vm_report "${name}_b" "$tb" "$(cat "$CACHE/vm/${name}_b.status" 2>/dev/null || echo 1)" "$limit"
 	fi
+	[ "$cpu" = '?' ] || cpu_total=$((cpu_total + cpu))
 	unset "job_desc[$pid]" "job_t0[$pid]" "job_slots[$pid]" "job_tail[$pid]"
 }
 
 t_vms=$SECONDS
+cpu_total=0
 mkdir -p "$CACHE/vm"
 next=0
 while [ "$next" -lt "${#queue[@]}" ] || [ "${#job_desc[@]}" -gt 0 ]; do
@@ -500,7 +528,7 @@ while [ "$next" -lt "${#queue[@]}" ] || [ "${#job_desc[@]}" -gt 0 ]; do
 	done
 	sleep 0.5
 done
-echo "# VM sessions: $((SECONDS - t_vms)) s ($SLOTS at a time)"
+echo "# VM sessions: $((SECONDS - t_vms)) s ($SLOTS at a time), CPU $cpu_total s"
 
 if [ "${BENCH:-0}" = 1 ]; then
 	echo "# benchmark figures:"
