@@ -412,7 +412,7 @@ start_job() { # INDEX DESC
 		# unbinds) 310 s, write 380 s, dv 340 s, pyverbs 220 s.
 		case "$name" in strict | concurrency) limit=$((VM_TIMEOUT * 2)) ;; queues | write | layering) limit=$((VM_TIMEOUT * 3)) ;; main | pyverbs | dv) limit=$((VM_TIMEOUT * 4)) ;; esac
 		tests=$(with_leak_scan "$tests")
-		rm -f "$CACHE/vm/$name.status" "$CACHE/vm/$name/console.log"
+		rm -f "$CACHE/vm/$name.status" "$CACHE/vm/$name.times" "$CACHE/vm/$name/console.log"
 		(
 			st=0
 			vm_start "$name" "$(ports "$emu_args")" "$tests" "$(ports "$qemu_args")" "$kernel_args" "$mem" "$limit" "$cpus"
@@ -432,7 +432,7 @@ start_job() { # INDEX DESC
 		tests_b=$(with_leak_scan "$tests_b")
 		mgmt_a=$(ports "$(nic mgmt @M0@ @M1@ 02:00:00:99:00:01)")
 		mgmt_b=$(ports "$(nic mgmt @M1@ @M0@ 02:00:00:99:00:02)")
-		rm -f "$CACHE/vm/${name}_a.status" "$CACHE/vm/${name}_b.status" \
+		rm -f "$CACHE/vm/${name}_a.status" "$CACHE/vm/${name}_b.status" "$CACHE/vm/$name.times" \
 			"$CACHE/vm/${name}_a/console.log" "$CACHE/vm/${name}_b/console.log"
 		(
 			sa=0 sb=0
