@@ -38,28 +38,26 @@ static void die(const char *what)
 	exit(1);
 }
 
-/* The next 8 bytes of the source's pattern (xorshift64). */
-static uint64_t pattern_next(uint64_t *x)
+/*
+ * Word i (bytes 8 * i on, little-endian) of the source's pattern of seed,
+ * as gaudi-verbs-test's pattern_word(): a counter times an odd constant plus
+ * the seed's start, mixed by an invertible xorshift.
+ */
+static uint64_t pattern_word(uint64_t seed, uint64_t i)
 {
-	*x ^= *x << 13;
-	*x ^= *x >> 7;
-	*x ^= *x << 17;
-	return *x;
-}
+	uint64_t w = seed * 0x9e3779b97f4a7c15ULL + i * 0xd1b54a32d192ed03ULL;
 
-static uint64_t pattern_start(uint64_t seed)
-{
-	return (seed * 0x9e3779b97f4a7c15ULL) | 1;
+	return w ^ (w >> 29);
 }
 
 /* The first offset where buf differs from the source's pattern of seed. */
 static long mismatch(const uint8_t *buf, size_t len, uint64_t seed)
 {
-	uint64_t x = pattern_start(seed), v;
+	uint64_t v;
 	size_t i, j;
 
 	for (i = 0; i < len; i += 8) {
-		v = pattern_next(&x);
+		v = pattern_word(seed, i / 8);
 		for (j = 0; j < 8 && i + j < len; j++)
 			if (buf[i + j] != (uint8_t)(v >> (8 * j)))
 				return (long)(i + j);
@@ -149,11 +147,11 @@ static void check_test(const char *line)
 
 static void fill(uint8_t *buf, size_t len, uint64_t seed)
 {
-	uint64_t x = pattern_start(seed), v;
+	uint64_t v;
 	size_t i, j;
 
 	for (i = 0; i < len; i += 8) {
-		v = pattern_next(&x);
+		v = pattern_word(seed, i / 8);
 		for (j = 0; j < 8 && i + j < len; j++)
 			buf[i + j] = (uint8_t)(v >> (8 * j));
 	}

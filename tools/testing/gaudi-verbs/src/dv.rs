@@ -275,6 +275,18 @@ impl DvQp {
         })
     }
 
+    /// Whether the device wrote the next CQE (its VALID bit), without taking
+    /// it: [`DvQp::poll`] does.
+    pub fn cqe_ready(&self) -> bool {
+        let size = 1u32 << self.log_cq;
+        let slot = (self.ci & (size - 1)) as usize;
+        // SAFETY: `slot` is inside the ring of `size` CQEs; word 0 of the
+        // CQE, written by the device.
+        let w0 =
+            unsafe { std::ptr::read_volatile(self.cq.ptr.add(slot * CQE2_SIZE).cast::<u32>()) };
+        w0 & CQE2_VALID != 0
+    }
+
     /// Busy-poll for the next CQE, at most `spins` tries.
     pub fn poll_spin(&mut self, spins: u64) -> Option<Cqe> {
         for _ in 0..spins {

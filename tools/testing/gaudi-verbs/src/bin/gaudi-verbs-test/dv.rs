@@ -99,6 +99,37 @@ fn without_syscalls<R: Send>(f: impl FnOnce() -> R + Send) -> (R, u64) {
 /// no clock is read, as that may be a system call).
 const SPINS: u64 = 20_000_000_000;
 
+/// Wait until the device wrote `qp`'s next CQE, or `limit` passed; whether
+/// it did. Between looks it sleeps, 100 us at first and twice as long after
+/// each up to 2 ms: a WRITE of a GiB takes seconds under emulation, and a
+/// thread spinning on the CQ meanwhile takes the CPU from the device. Only
+/// the waiting sleeps: the post before and the poll after run on a thread
+/// without system calls ([`without_syscalls`]).
+fn wait_for_cqe(qp: &DvQp, limit: Duration) -> bool {
+    let start = std::time::Instant::now();
+    let mut pause = Duration::from_micros(100);
+    while !qp.cqe_ready() {
+        if start.elapsed() > limit {
+            return false;
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(2));
+    }
+    true
+}
+
+/// Post one signalled WRITE on `qp` and take its CQE, each on a thread
+/// without system calls, sleeping in between until the CQE is there (at
+/// most 5 minutes): the CQE and the system calls the post and the poll made.
+fn post_and_poll(qp: &mut DvQp, local: u64, remote: u64, len: u32) -> (Option<Cqe>, u64) {
+    let (queued, posted) = without_syscalls(|| qp.post_write(local, remote, len, true, None));
+    if queued {
+        wait_for_cqe(qp, Duration::from_secs(300));
+    }
+    let (cqe, polled) = without_syscalls(|| qp.poll());
+    (cqe, posted + polled)
+}
+
 pub(crate) fn mr_info(ctx: &Context, mr: &Mr, what: &str) -> gaudi_ib_mr_info {
     let info = ctx
         .query_mr(mr)
@@ -163,7 +194,18 @@ struct Outcome {
 
 /// Where the first of `a` and `b` differ.
 fn first_difference(a: &[u8], b: &[u8]) -> Option<usize> {
-    a.iter().zip(b).position(|(x, y)| x != y)
+    // Compared a page at a time (memcmp), then byte by byte in the first
+    // page that differs: a byte loop over a GiB costs seconds under TCG.
+    let page = a
+        .chunks(4096)
+        .zip(b.chunks(4096))
+        .position(|(x, y)| x != y)?;
+    let at = page * 4096;
+    a[at..]
+        .iter()
+        .zip(&b[at..])
+        .position(|(x, y)| x != y)
+        .map(|i| at + i)
 }
 
 /// `dv-write`: a QP set over ports `--from` and `--to` (same index); the
@@ -226,32 +268,33 @@ pub(crate) fn dv_write(args: &[String]) {
     let mut outcomes = vec![Outcome::default(); sizes.len()];
     let dst_iova = di.iova;
     let (src_b, dst_b) = (src.bytes(), dst.bytes());
-    let (batch_cqe, calls) = {
+    let mut calls = 0;
+    let batch_cqe = {
         let mut qa_qb = set.qps.iter_mut();
         let qa: &mut DvQp = match (qa_qb.next(), qa_qb.next()) {
             (Some(x), Some(_)) if x.port == pa => x,
             (Some(_), Some(y)) => y,
             _ => fail("QP set of two ports expected".into()),
         };
-        without_syscalls(|| {
-            for (o, &len) in outcomes.iter_mut().zip(sizes.iter()) {
-                dst_b[doff - 1] = 0xa5;
-                dst_b[doff + len] = 0xa5;
-                // Other bytes than the source's: what an earlier WRITE
-                // left cannot pass for this one.
-                poison(&mut dst_b[doff..doff + len], &src_b[soff..soff + len]);
-                qa.post_write(
-                    si.device_va(iova + soff as u64),
-                    dst_iova + doff as u64,
-                    len as u32,
-                    true,
-                    None,
-                );
-                o.len = len;
-                o.cqe = qa.poll_spin(SPINS);
-                o.mismatch = first_difference(&src_b[soff..soff + len], &dst_b[doff..doff + len]);
-                o.neighbours = dst_b[doff - 1] == 0xa5 && dst_b[doff + len] == 0xa5;
-            }
+        for (o, &len) in outcomes.iter_mut().zip(sizes.iter()) {
+            dst_b[doff - 1] = 0xa5;
+            dst_b[doff + len] = 0xa5;
+            // Other bytes than the source's: what an earlier WRITE left
+            // cannot pass for this one.
+            poison(&mut dst_b[doff..doff + len], &src_b[soff..soff + len]);
+            let (cqe, n) = post_and_poll(
+                qa,
+                si.device_va(iova + soff as u64),
+                dst_iova + doff as u64,
+                len as u32,
+            );
+            calls += n;
+            o.len = len;
+            o.cqe = cqe;
+            o.mismatch = first_difference(&src_b[soff..soff + len], &dst_b[doff..doff + len]);
+            o.neighbours = dst_b[doff - 1] == 0xa5 && dst_b[doff + len] == 0xa5;
+        }
+        let (batch, n) = without_syscalls(|| {
             // Seven unsignalled WRITEs and a signalled one: one CQE.
             poison(&mut dst_b[..512], &src_b[..512]);
             let w = (si.device_va(iova), dst_iova, 512u32);
@@ -264,7 +307,9 @@ pub(crate) fn dv_write(args: &[String]) {
             // Nothing more.
             let extra = qa.poll_spin(1000);
             (cqe, last, extra, landed)
-        })
+        });
+        calls += n;
+        batch
     };
     check(
         calls == 0,
@@ -535,12 +580,10 @@ pub(crate) fn dv_foreign_address(_args: &[String]) {
     teardown(&ctx, [], [smr, dmr]);
 }
 
-/// Post one WRITE on `qp` and wait for its CQE, without system calls.
+/// Post one WRITE on `qp` and wait for its CQE; the post and the poll make
+/// no system call.
 fn write_dv_once(qp: &mut DvQp, local: u64, remote: u64, len: u32) -> Option<Cqe> {
-    let (cqe, calls) = without_syscalls(|| {
-        qp.post_write(local, remote, len, true, None);
-        qp.poll_spin(SPINS)
-    });
+    let (cqe, calls) = post_and_poll(qp, local, remote, len);
     check(
         calls == 0,
         format!("WRITE of {len} bytes: {calls} system calls"),
