@@ -25,11 +25,14 @@ grep -q 'IS_BUILTIN(CONFIG_INFINIBAND) && IS_BUILTIN(CONFIG_INFINIBAND_USER_ACCE
 	die "rust/helpers/rdma.c: helpers are not gated on built-in INFINIBAND and INFINIBAND_USER_ACCESS"
 
 # The verdict depends only on the configuration, our Kconfig files and
-# patches (the kernel's are pinned with the build directory) and this
-# script: a clean one is kept under their key (two olddefconfig runs
-# cost about 30 s).
-key=$({ cat "$KOUT/.config" "$0" "$TOP"/kernel/patches/*; cd "$TOP" && find . -name 'Kconfig*' -not -path './.git/*' | sort | xargs cat; } |
-	sha256sum | cut -c1-16)
+# the patches to the kernel's (the kernel's are pinned with the build
+# directory) and this script: a clean one is kept under their key (two
+# olddefconfig runs cost about 30 s, minutes while the CPUs are busy).
+key=$({
+	cat "$KOUT/.config" "$0"
+	grep -l '^+++ b/.*Kconfig' "$TOP"/kernel/patches/*.patch | xargs -r cat
+	cd "$TOP" && find . -name 'Kconfig*' -not -path './.git/*' | sort | xargs cat
+} | sha256sum | cut -c1-16)
 verdict=$KOUT/kconfig-deps-$key
 if [ -e "$verdict" ]; then
 	cat "$verdict"
