@@ -6,8 +6,8 @@
 # back (each port attached to its own interface after the last), the
 # kernel log has no warning, the emulator sees no DMA or interrupt without
 # bus mastering; what leaked shows in the session's kmemleak scan. It
-# runs first in the layering session (2 ports; a longer time limit): under
-# TCG with KASAN, 40 cycles of a 2-port device take about 150 s; each of
+# runs early in the queues session (2 ports; a longer time limit): under
+# TCG with KASAN, 40 cycles of a 2-port device take about 100 s; each of
 # 24 ports adds about 0.1 s of network device registration and removal to
 # a cycle.
 . /lib/gaudi/guest-lib.sh
