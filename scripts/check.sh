@@ -29,11 +29,11 @@ PEER_NIC=$(nic peer @P1@ @P0@ 02:00:00:00:00:02)
 KUNIT_SESSION=boot
 KUNIT_ARGS='kunit.filter_glob=rust_* loglevel=7'
 SESSIONS=(
+	"queues|--strict --ports 2 --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|probe,rebind,aux_load_order,rings_wrap,sq_full,cq_overflow,eq_overflow,device_errors,wire_faults,link_flap_traffic,fatal_under_traffic,device_fatal,emulator_crash||gaudi.ports=2|1024"
 	"pyverbs|--strict --ports 2|pyverbs|-virtfs local,path=$ENVROOT,mount_tag=env,security_model=none,readonly=on|gaudi.ports=2|2048"
 	"main|--strict|boot,probe,aux_layout,msix,ibdev_single_device_all_ports,ibv_devinfo,uverbs_ioctl,ownership,pd_single,mr_register,mr_no_foreign_frames,port_events,unbind_rebind,kmemleak_clean||gaudi.ports=24|2048"
 	"dv|--strict --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|dv_write,dv_foreign_address,asid_isolation,qp_set_same_index,uapi_bad_attrs,hbm_scrubbed,dv_unbind,limits_enforced,log_ratelimited,kmemleak_clean||gaudi.ports=24|3072"
 	"write|--strict --ports 2 --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|write_errors,mr_out_of_bounds,rkey_bounds,unsupported_opcodes,write_loopback,cq_no_overflow,netdev_ports,netdev_loopback,roce_gid_table,modify_qp_av_refused,rkey_rebind,netdev_unbind,aux_unbind_each,pd_identity,asid_mappings,kmemleak_clean||gaudi.ports=2|3072"
-	"queues|--strict --ports 2 --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|probe,rebind,aux_load_order,rings_wrap,sq_full,cq_overflow,eq_overflow,device_errors,wire_faults,link_flap_traffic,fatal_under_traffic,device_fatal,emulator_crash||gaudi.ports=2|1024"
 	"concurrency|--strict --msi --ports 2 --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|concurrency,hot_unplug||gaudi.ports=2 acpi=force|1024|2"
 	"strict|--strict --reset-delay-ms 200 --ports 2 --link 0=@P0@:@P1@ --link 1=@P1@:@P0@|dereg_during_transfer,stale_wqe_after_dereg,teardown_quiesced,fuzz_uverbs,fuzz_device,fuzz_nic||gaudi.ports=2|2048"
 	"boot|--strict --ports 2 --addr 0=02:1d:a3:00:00:00,10.0.0.1 --link 0=@P0@:@P1@|link_arp,ibdev_single_device_all_ports,port_events,probe_bad_id,probe_not_ready|$PEER_NIC|gaudi.ports=2 $KUNIT_ARGS"
@@ -407,8 +407,8 @@ start_job() { # INDEX DESC
 		[ "$cpus" -gt "$SLOTS" ] && cpus=$SLOTS
 		limit=$VM_TIMEOUT
 		# Times under TCG with KASAN, two sessions sharing the CPUs:
-		# main 300 s, queues (with the drivers' loads and unbinds)
-		# 450 s, write 380 s, dv 340 s, pyverbs 220 s.
+		# main 230 s, queues (with the drivers' loads and unbinds)
+		# 450 s, write 240 s, dv 230 s, pyverbs 180 s.
 		case "$name" in strict | concurrency) limit=$((VM_TIMEOUT * 2)) ;; write) limit=$((VM_TIMEOUT * 3)) ;; main | pyverbs | dv) limit=$((VM_TIMEOUT * 4)) ;; queues) limit=$((VM_TIMEOUT * 5)) ;; esac
 		tests=$(with_leak_scan "$tests")
 		rm -f "$CACHE/vm/$name.status" "$CACHE/vm/$name.times" "$CACHE/vm/$name/console.log"
