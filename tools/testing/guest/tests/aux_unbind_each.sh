@@ -13,7 +13,8 @@
 # write-target on this host, their exchange over the loopback interface),
 # which checks every byte: the interfaces go, rdma link show gives the
 # ports no interface (state DOWN), gaudi_0 stays, and the WRITEs go on and
-# complete, each landed. Binding it again brings the interfaces back,
+# complete, each landed (the source holds after 1 MiB until the unbind is
+# done: those of 16 and 64 MiB come after it). Binding it again brings the interfaces back,
 # each port attached to its own again (ACTIVE once it is up), and frames
 # cross the link again.
 # The emulator saw no DMA outside guest memory and none without bus
@@ -95,19 +96,21 @@ echo "RDMA driver unbound and bound again under Ethernet and RDMA traffic; the f
 
 # The Ethernet driver under RDMA traffic: WRITEs of 1 B to 64 MiB, port 1
 # to port 2, each checked by the target before the next; the two programs
-# meet on the loopback interface.
+# meet on the loopback interface. The source holds after the WRITE of
+# 1 MiB until the unbind is done (--hold): the WRITEs of 16 and 64 MiB
+# come after it on the same connection, however fast the device is (when
+# they were timed to be under way, a faster emulator finished them first).
 ip link set lo up
+rm -f /tmp/unbound
 # (The source dials until the target listens.)
 gaudi-verbs-test write-target --port 2 --max-mib 64 >/tmp/wt.out 2>&1 &
 wt=$!
-gaudi-verbs-test write-source --peer 127.0.0.1 --port 1 --max-mib 64 >/tmp/ws.out 2>&1 &
+gaudi-verbs-test write-source --peer 127.0.0.1 --port 1 --max-mib 64 --hold /tmp/unbound >/tmp/ws.out 2>&1 &
 ws=$!
 # They go with the test, also when it fails.
 trap 'kill $ws $wt 2>/dev/null || true' EXIT
-# The 16 and 64 MiB WRITEs take seconds under TCG: the unbind comes while
-# they are under way.
 t=0
-until grep -q '^ok: WRITE of 1048576 bytes' /tmp/ws.out; do
+until grep -q '^holding until' /tmp/ws.out; do
 	t=$((t + 1))
 	running $ws && running $wt && [ $t -lt 1200 ] || {
 		cat /tmp/wt.out /tmp/ws.out
@@ -117,6 +120,7 @@ until grep -q '^ok: WRITE of 1048576 bytes' /tmp/ws.out; do
 done
 echo "$en" >"$endrv/unbind" || fail "unbind of $en failed"
 landed=$(grep -c '^ok: WRITE of' /tmp/ws.out || true)
+touch /tmp/unbound
 [ ! -e "/sys/bus/auxiliary/devices/$en/driver" ] || fail "$en still bound"
 for i in "$i0" "$i1"; do
 	[ ! -e "/sys/class/net/$i" ] || fail "$i left after unbinding the Ethernet driver"

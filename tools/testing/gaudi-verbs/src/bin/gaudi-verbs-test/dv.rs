@@ -209,8 +209,9 @@ fn first_difference(a: &[u8], b: &[u8]) -> Option<usize> {
 }
 
 /// `dv-write`: a QP set over ports `--from` and `--to` (same index); the
-/// first QP writes 1 B to `--max-mib` MiB to the second from a thread that
-/// makes no system call (a seccomp filter counts them): WQEs and doorbells
+/// first QP writes 1 B to `--max-mib` MiB to the second, each post and each
+/// poll on a thread that makes no system call (a seccomp filter counts them;
+/// the wait in between sleeps, [`post_and_poll`]): WQEs and doorbells
 /// through the mapped queue and doorbell page, CQEs read from the mapped CQ.
 /// WQEs name the source by device VA and the destination by its iova.
 /// Every byte lands (the destination holds other bytes before each WRITE),

@@ -3262,6 +3262,12 @@ fn write_target(args: &[String]) {
 /// `--max-mib` MiB into its region, check each completion and have the
 /// target check the bytes.
 fn write_source(args: &[String]) {
+    // `--hold FILE`: after the WRITE of 1 MiB, wait until FILE exists.
+    let hold = args
+        .iter()
+        .position(|a| a == "--hold")
+        .and_then(|i| args.get(i + 1))
+        .cloned();
     let peer_ip = peer_arg(args);
     let port = arg(args, "--port", Some(1)) as u8;
     let max = arg(args, "--max-mib", Some(1024)) as usize * MIB;
@@ -3379,9 +3385,27 @@ fn write_source(args: &[String]) {
                 wc.wr_id, wc.status, took
             ),
         );
+        if len == MIB {
+            if let Some(file) = &hold {
+                hold_until(file);
+            }
+        }
     }
     peer.send("done");
     teardown(&ctx, [e], [smr]);
+}
+
+/// Wait until `file` exists (at most 300 s): what a test does meanwhile (an
+/// unbind) comes between two WRITEs of one connection, whatever their speed.
+fn hold_until(file: &str) {
+    println!("holding until {file} exists");
+    let start = std::time::Instant::now();
+    while !std::path::Path::new(file).exists() {
+        if start.elapsed() > Duration::from_secs(300) {
+            fail(format!("{file} did not appear within 300 s"));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 /// The CPU's time-stamp counter: fine-grained where the guest's clock is
