@@ -243,15 +243,10 @@ impl DvQp {
     /// requests only (a failed one puts the QP in ERR:
     /// [`Context::query_qp_set`]); the CQE's tag is the WQE's producer index.
     pub fn poll(&mut self) -> Option<Cqe> {
-        let size = 1u32 << self.log_cq;
-        let slot = (self.ci & (size - 1)) as usize;
-        // SAFETY: `slot` is inside the ring of `size` CQEs.
-        let base = unsafe { self.cq.ptr.add(slot * CQE2_SIZE) }.cast::<u32>();
-        // SAFETY: word 0 of the CQE, written by the device.
-        let w0 = unsafe { std::ptr::read_volatile(base) };
-        if w0 & CQE2_VALID == 0 {
+        if !self.cqe_ready() {
             return None;
         }
+        let base = self.next_cqe();
         fence(Ordering::Acquire);
         let mut w = [0u32; 4];
         for (i, v) in w.iter_mut().enumerate() {
@@ -275,15 +270,20 @@ impl DvQp {
         })
     }
 
+    /// The slot of the CQ the consumer index points at.
+    fn next_cqe(&self) -> *mut u32 {
+        let size = 1u32 << self.log_cq;
+        let slot = (self.ci & (size - 1)) as usize;
+        // SAFETY: `slot` is inside the ring of `size` CQEs.
+        unsafe { self.cq.ptr.add(slot * CQE2_SIZE) }.cast::<u32>()
+    }
+
     /// Whether the device wrote the next CQE (its VALID bit), without taking
     /// it: [`DvQp::poll`] does.
     pub fn cqe_ready(&self) -> bool {
-        let size = 1u32 << self.log_cq;
-        let slot = (self.ci & (size - 1)) as usize;
-        // SAFETY: `slot` is inside the ring of `size` CQEs; word 0 of the
-        // CQE, written by the device.
-        let w0 =
-            unsafe { std::ptr::read_volatile(self.cq.ptr.add(slot * CQE2_SIZE).cast::<u32>()) };
+        // SAFETY: word 0 of the next CQE, inside the ring, written by the
+        // device.
+        let w0 = unsafe { std::ptr::read_volatile(self.next_cqe()) };
         w0 & CQE2_VALID != 0
     }
 
